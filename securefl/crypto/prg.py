@@ -76,7 +76,8 @@ def keystream_into(seed: bytes | np.ndarray, out: np.ndarray, *, nonce: int = 0)
     if total == 0:
         return out
     encryptor = Cipher(algorithms.AES(key), modes.ECB()).encryptor()
-    blocks = np.empty((_BLOCKS_PER_CHUNK, 2), dtype=np.uint64)
+    used = min(_BLOCKS_PER_CHUNK, -(-total // 16))
+    blocks = np.empty((used, 2), dtype=np.uint64)
     blocks[:, 0] = _be_word(nonce)
     block_bytes = memoryview(blocks).cast("B")
     view = memoryview(flat)
@@ -93,11 +94,13 @@ def keystream_into(seed: bytes | np.ndarray, out: np.ndarray, *, nonce: int = 0)
             view[offset:end] = memoryview(scratch)[:_CHUNK]
     tail = total - body
     if tail:
+        padded = -(-tail // 16)
         np.bitwise_or(
-            _LOW_COUNTERS, _be_word((body // _CHUNK) * _BLOCKS_PER_CHUNK), out=blocks[:, 1]
+            _LOW_COUNTERS[:padded],
+            _be_word((body // _CHUNK) * _BLOCKS_PER_CHUNK),
+            out=blocks[:padded, 1],
         )
-        padded = -(-tail // 16) * 16
-        view[body:] = encryptor.update(block_bytes[:padded])[:tail]
+        view[body:] = encryptor.update(block_bytes[: 16 * padded])[:tail]
     return out
 
 

@@ -1,0 +1,198 @@
+"""``secure_sum``: sum per-client vectors without the server seeing any single one.
+
+    secure_sum(inputs, *, threshold, backend="secagg", seed=None, dropouts=None,
+               scale=None, clip=None, modulus_bits=None, neighbours=None) -> SecureSumResult
+
+``backend="secagg"`` runs the four-round protocol of Bonawitz et al. 2017
+(:mod:`securefl.crypto.secagg`) with every client and the server in this process,
+messages crossing a metered :class:`~securefl.crypto.channel.Network`.
+``backend="plaintext"`` is its oracle: the same fixed-point encoding
+(:mod:`securefl.crypto.fixed_point`), the same dropout semantics and the same sum in
+Z_(2^k), without masks.  For the same inputs and dropouts the two backends return
+**bit-identical** totals (or raise the same :class:`~securefl.errors.DropoutError`).
+
+Inputs: a sequence of n 1-D arrays of equal length, all real (float) or all integer.
+Reals are encoded with scale ``scale`` (a power of two, default 2^32), clipped to
+``[-clip, clip]`` if ``clip`` is given and otherwise checked against the overflow-safe
+bound; integers are summed mod 2^k (two's complement if any input dtype is signed).
+``modulus_bits`` is k (default 64).
+
+Dropouts: a mapping ``{client: round}`` or a sequence of four collections (clients
+dropping at each round).  A round is an index or name from :data:`ROUNDS`:
+
+- ``0`` / ``"advertise"``: the client never sends its public keys (not in the sum);
+- ``1`` / ``"share"``: it sends keys but not its key shares (not in the sum);
+- ``2`` / ``"masked_input"``: it sent shares but not its masked input (not in the
+  sum; the server recovers its pairwise masks from the others' shares);
+- ``3`` / ``"unmask"``: it sent its masked input but not its unmasking shares (its
+  input **is** in the sum).
+
+If fewer than ``threshold`` clients remain at any round (more than n - t dropouts),
+or, with ``neighbours=k`` (SecAgg+ sparse graph), some client's neighbourhood keeps
+fewer shares than its per-neighbourhood threshold, :class:`DropoutError` is raised and
+no partial result is returned.
+
+``seed`` (int or bytes) makes the protocol's key pairs, masks and nonces deterministic
+(for reproducible tests); ``None`` draws them from the OS CSPRNG.  The total never
+depends on it.
+
+Who learns what: the server learns the sum of the surviving clients' encoded inputs
+and which clients dropped; any coalition of fewer than ``threshold`` clients (with or
+without the server, semi-honest) learns nothing else about an honest client's input.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from securefl.crypto.channel import SERVER
+from securefl.crypto.fixed_point import DEFAULT_MODULUS_BITS, DEFAULT_SCALE, FixedPoint, ring_sum
+from securefl.crypto.secagg import ROUNDS, plan_survivors, run_secagg
+from securefl.errors import InputError
+
+BACKENDS = ("secagg", "plaintext")
+
+
+@dataclass(frozen=True)
+class SecureSumReport:
+    """Costs of one secure sum.  Seconds are spent in the server's round handlers and in
+    each client's (encoding and round handlers; mean and max over clients), as wall
+    time and as CPU time of this thread (the fair measure on a shared machine)."""
+
+    backend: str
+    clients: int
+    dim: int
+    threshold: int
+    neighbours: int | None
+    dropped: dict[str, tuple[int, ...]]
+    bytes_total: int
+    bytes_per_client: float
+    bytes_max_client: int
+    server_seconds: float
+    client_seconds_mean: float
+    client_seconds_max: float
+    server_cpu_seconds: float
+    client_cpu_seconds_mean: float
+    error_bound: float
+
+
+@dataclass(frozen=True)
+class SecureSumResult:
+    """``total``: float64 (real inputs) or int64/uint64 (integer inputs) sum over
+    ``survivors``; ``bytes_sent``: party -> bytes (server is ``SERVER == -1``)."""
+
+    total: np.ndarray
+    survivors: tuple[int, ...]
+    bytes_sent: dict[int, int]
+    report: SecureSumReport
+    encoding: FixedPoint = field(repr=False)
+
+
+def _check_inputs(inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    if isinstance(inputs, np.ndarray) and inputs.ndim == 2:
+        arrays = list(inputs)
+    elif isinstance(inputs, (str, bytes)) or not isinstance(inputs, Sequence):
+        raise InputError("inputs", inputs, "must be a sequence of 1-D arrays")
+    else:
+        arrays = [np.asarray(x) for x in inputs]
+    if not arrays:
+        raise InputError("inputs", inputs, "need at least one client")
+    for i, x in enumerate(arrays):
+        if x.ndim != 1:
+            raise InputError(f"inputs[{i}]", x, "must be 1-D")
+        if x.shape != arrays[0].shape:
+            raise InputError(f"inputs[{i}]", x, f"length {x.size} != length {arrays[0].size} of inputs[0]")
+        if x.dtype.kind not in "fiu":
+            raise InputError(f"inputs[{i}]", x, "must be float or integer")
+    kinds = {"f" if x.dtype.kind == "f" else "i" for x in arrays}
+    if len(kinds) > 1:
+        raise InputError("inputs", [x.dtype.name for x in arrays], "must be all float or all integer")
+    return arrays
+
+
+def make_encoding(
+    inputs: Sequence[np.ndarray],
+    *,
+    scale: float | None = None,
+    clip: float | None = None,
+    modulus_bits: int | None = None,
+) -> FixedPoint:
+    """The :class:`FixedPoint` that :func:`secure_sum` uses for ``inputs``."""
+    arrays = _check_inputs(inputs)
+    bits = DEFAULT_MODULUS_BITS if modulus_bits is None else modulus_bits
+    if arrays[0].dtype.kind in "iu":
+        if scale is not None or clip is not None:
+            raise InputError("scale", scale if scale is not None else clip, "integer inputs take no scale or clip")
+        signed = any(x.dtype.kind == "i" for x in arrays)
+        return FixedPoint(len(arrays), bits, 1.0, None, integer=True, signed=signed)
+    return FixedPoint(len(arrays), bits, DEFAULT_SCALE if scale is None else float(scale), clip)
+
+
+def secure_sum(
+    inputs: Sequence[np.ndarray],
+    *,
+    threshold: int,
+    backend: str = "secagg",
+    seed: int | bytes | None = None,
+    dropouts: Mapping[int, int | str] | Sequence[Sequence[int]] | None = None,
+    scale: float | None = None,
+    clip: float | None = None,
+    modulus_bits: int | None = None,
+    neighbours: int | None = None,
+) -> SecureSumResult:
+    """Sum ``inputs`` over the surviving clients; see the module docstring for every
+    keyword.  Raises :class:`InputError` on bad arguments and :class:`DropoutError`
+    when more than n - threshold clients drop."""
+    arrays = _check_inputs(inputs)
+    n, dim = len(arrays), arrays[0].size
+    if backend not in BACKENDS:
+        raise InputError("backend", backend, f"must be one of {BACKENDS}")
+    encoding = make_encoding(arrays, scale=scale, clip=clip, modulus_bits=modulus_bits)
+    # The plaintext oracle checks the dropout pattern up front; the protocol's own
+    # parties detect it (and raise the same DropoutError) when backend == "secagg".
+    plan = plan_survivors(n, threshold, dropouts, neighbours, check=backend == "plaintext")
+    client_seconds, client_cpu = np.zeros(n), np.zeros(n)
+    encoded = []
+    for i, x in enumerate(arrays):
+        start, start_cpu = time.perf_counter(), time.thread_time()
+        encoded.append(encoding.encode(x, name=f"inputs[{i}]"))
+        client_seconds[i] += time.perf_counter() - start
+        client_cpu[i] += time.thread_time() - start_cpu
+    if backend == "plaintext":
+        start, start_cpu = time.perf_counter(), time.thread_time()
+        ring_total = ring_sum([encoded[i] for i in plan.summed], encoding.modulus_bits)
+        server_seconds = time.perf_counter() - start
+        server_cpu = time.thread_time() - start_cpu
+        bytes_sent = {SERVER: 0, **{i: int(encoded[i].nbytes) for i in plan.summed}}
+    else:
+        outcome = run_secagg(encoded, plan=plan, modulus_bits=encoding.modulus_bits, seed=seed)
+        ring_total = outcome.total
+        server_seconds, server_cpu = outcome.server_seconds, outcome.server_cpu_seconds
+        client_seconds += outcome.client_seconds
+        client_cpu += outcome.client_cpu_seconds
+        bytes_sent = outcome.bytes_sent
+    total = encoding.decode(ring_total)
+    abs_sum = float(sum(np.abs(arrays[i]).astype(np.float64).sum() for i in plan.summed)) if not encoding.integer else 0.0
+    client_bytes = [bytes_sent.get(i, 0) for i in range(n)]
+    report = SecureSumReport(
+        backend=backend,
+        clients=n,
+        dim=dim,
+        threshold=threshold,
+        neighbours=neighbours,
+        dropped={name: tuple(plan.dropped_at(r)) for r, name in enumerate(ROUNDS)},
+        bytes_total=int(sum(bytes_sent.values())),
+        bytes_per_client=float(np.mean(client_bytes)),
+        bytes_max_client=int(max(client_bytes)),
+        server_seconds=server_seconds,
+        client_seconds_mean=float(client_seconds.mean()),
+        client_seconds_max=float(client_seconds.max()),
+        server_cpu_seconds=float(server_cpu),
+        client_cpu_seconds_mean=float(client_cpu.mean()),
+        error_bound=float(encoding.error_bound(len(plan.summed), abs_sum)),
+    )
+    return SecureSumResult(total, tuple(plan.summed), bytes_sent, report, encoding)

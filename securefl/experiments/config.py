@@ -1,0 +1,341 @@
+"""Experiment configurations: TOML files, command-line overrides, validation.
+
+A configuration names the methods to run, the dataset and its federated partition, the
+cryptography mode, the number of rounds, the seed and the methods' hyper-parameters::
+
+    name = "digits-default"
+    methods = ["fedprop", "protofssl", "fedsemi-mt", "fedanchor", "fedavg-labeled"]
+    secure = "real"            # real | plaintext | both
+    rounds = 10
+    seed = 0
+    threads = 1                # torch CPU threads (1 is fastest for small models on busy cores)
+
+    [dataset]
+    name = "digits"            # digits | mnist | fashion-mnist | cifar10 | svhn | a path
+    # data_dir = "/data"       # else $SECUREFL_DATA, else ./data
+
+    [partition]                # keywords of securefl.data.partition
+    scheme = "iid"
+    num_clients = 20
+    [partition.fedanchor]      # one method's split (FedAnchor: labels at the server)
+    labels_at = "server"
+
+    [hyper]                    # keywords for every method that takes them
+    clients_per_round = 5
+    [hyper.fedprop]            # keywords for one method (override [hyper])
+    L = 1024
+
+The digits default (what ``securefl run`` runs with no arguments) is the file
+``default.toml`` next to this module: the single source of truth, shipped as package
+data.  Command-line flags override the file.  Everything is validated here, before any
+data is loaded or any file is written, and every problem is a
+:class:`~securefl.errors.ConfigError` naming the key and the bad value.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from securefl.errors import ConfigError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+DEFAULT_CONFIG = Path(__file__).with_name("default.toml")
+"""The digits default configuration (package data)."""
+
+SECURE_CHOICES = ("real", "plaintext", "both")
+TOP_LEVEL_KEYS = {
+    "name", "description", "methods", "secure", "rounds", "seed", "threads",
+    "dataset", "partition", "hyper",
+}
+DATASET_KEYS = {"name", "data_dir"}
+
+
+def method_names() -> tuple[str, ...]:
+    """The registered method names (from :mod:`securefl.methods`)."""
+    from securefl.methods import METHOD_NAMES
+
+    return tuple(METHOD_NAMES)
+
+
+def method_parameters(name: str) -> set[str]:
+    """The hyper-parameter keywords method ``name`` takes."""
+    from securefl.methods import hyper_parameters
+
+    return set(hyper_parameters(name))
+
+
+def dataset_names() -> tuple[str, ...]:
+    """The dataset names :func:`securefl.data.load_dataset` knows."""
+    from securefl.data import DATASET_NAMES
+
+    return tuple(DATASET_NAMES)
+
+
+@dataclass(frozen=True)
+class ExperimentConfig:
+    """A validated experiment configuration (see the module docstring for the fields)."""
+
+    name: str
+    methods: tuple[str, ...]
+    dataset: str
+    secure: str
+    rounds: int
+    seed: int
+    partition: dict[str, Any]
+    threads: int = 1
+    method_partition: dict[str, dict[str, Any]] = field(default_factory=dict)
+    hyper: dict[str, Any] = field(default_factory=dict)
+    method_hyper: dict[str, dict[str, Any]] = field(default_factory=dict)
+    data_dir: str | None = None
+    description: str = ""
+    source: str | None = None
+
+    @property
+    def secure_modes(self) -> tuple[str, ...]:
+        """The cryptography modes each method runs with, in order."""
+        return ("real", "plaintext") if self.secure == "both" else (self.secure,)
+
+    def partition_for(self, method: str) -> dict[str, Any]:
+        """Keywords for ``securefl.data.partition``: ``[partition]`` updated by
+        ``[partition.<method>]``."""
+        return {**self.partition, **self.method_partition.get(method, {})}
+
+    def hyper_for(self, method: str) -> dict[str, Any]:
+        """Keywords for ``build_method(method, ...)``.
+
+        The ``[hyper]`` keys the method takes, ``rounds`` (the run's, for methods whose
+        schedules depend on the total number of rounds), then ``[hyper.<method>]``.
+        """
+        accepted = method_parameters(method)
+        hyper = {key: value for key, value in self.hyper.items() if key in accepted}
+        if "rounds" in accepted:
+            hyper["rounds"] = self.rounds
+        return {**hyper, **self.method_hyper.get(method, {})}
+
+    def to_dict(self) -> dict[str, Any]:
+        """The configuration as a TOML-shaped dict; :func:`config_from_dict` inverts it."""
+        dataset: dict[str, Any] = {"name": self.dataset}
+        if self.data_dir is not None:
+            dataset["data_dir"] = self.data_dir
+        return {
+            "name": self.name,
+            "description": self.description,
+            "methods": list(self.methods),
+            "secure": self.secure,
+            "rounds": self.rounds,
+            "seed": self.seed,
+            "threads": self.threads,
+            "dataset": dataset,
+            "partition": {
+                **self.partition, **{m: dict(p) for m, p in self.method_partition.items()}
+            },
+            "hyper": {**self.hyper, **{m: dict(h) for m, h in self.method_hyper.items()}},
+        }
+
+
+def read_toml(path: str | os.PathLike) -> dict[str, Any]:
+    """Parse a TOML file; unreadable or invalid files raise :class:`ConfigError`."""
+    target = Path(path)
+    try:
+        with open(target, "rb") as handle:
+            return tomllib.load(handle)
+    except OSError as exc:
+        raise ConfigError(f"config={str(target)!r}: cannot read ({exc.strerror or exc})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config={str(target)!r}: invalid TOML ({exc})") from None
+
+
+def load_config(
+    path: str | os.PathLike | None = None, **overrides: Any
+) -> ExperimentConfig:
+    """Read ``path`` (default: the digits default), apply ``overrides``, validate.
+
+    ``overrides`` are the command-line flags: ``methods`` (list; ``["all"]`` means every
+    method), ``dataset``, ``data_dir``, ``secure``, ``rounds``, ``seed``, ``threads``;
+    ``None`` values are ignored.
+    """
+    source = Path(path) if path is not None else DEFAULT_CONFIG
+    raw = merge_overrides(read_toml(source), **overrides)
+    return config_from_dict(raw, source=str(source))
+
+
+def merge_overrides(raw: dict[str, Any], **overrides: Any) -> dict[str, Any]:
+    """A copy of the TOML dict ``raw`` with the given (non-``None``) flag values applied."""
+    unknown = set(overrides) - {
+        "methods", "dataset", "data_dir", "secure", "rounds", "seed", "threads"
+    }
+    if unknown:
+        raise ConfigError(f"overrides={sorted(unknown)!r}: unknown option")
+    merged = dict(raw)
+    for key in ("methods", "secure", "rounds", "seed", "threads"):
+        if overrides.get(key) is not None:
+            merged[key] = overrides[key]
+    dataset = merged.get("dataset", {})
+    if isinstance(dataset, dict):
+        dataset = dict(dataset)
+        if overrides.get("dataset") is not None:
+            dataset["name"] = overrides["dataset"]
+        if overrides.get("data_dir") is not None:
+            dataset["data_dir"] = overrides["data_dir"]
+        merged["dataset"] = dataset
+    return merged
+
+
+def config_from_dict(raw: dict[str, Any], *, source: str | None = None) -> ExperimentConfig:
+    """Validate a TOML-shaped dict into an :class:`ExperimentConfig`."""
+    if not isinstance(raw, dict):
+        raise ConfigError(f"config={raw!r}: must be a table")
+    unknown = set(raw) - TOP_LEVEL_KEYS
+    if unknown:
+        raise ConfigError(
+            f"{sorted(unknown)[0]}: unknown config key (known: {', '.join(sorted(TOP_LEVEL_KEYS))})"
+        )
+    known_methods = method_names()
+    methods = _methods(raw.get("methods"), known_methods)
+    dataset_table = _table(raw, "dataset")
+    unknown = set(dataset_table) - DATASET_KEYS
+    if unknown:
+        raise ConfigError(f"dataset.{sorted(unknown)[0]}: unknown key (known: name, data_dir)")
+    dataset = _dataset(dataset_table.get("name", "digits"))
+    data_dir = dataset_table.get("data_dir")
+    if data_dir is not None and not isinstance(data_dir, str):
+        raise ConfigError(f"dataset.data_dir={data_dir!r}: must be a path string")
+    secure = raw.get("secure", "real")
+    if secure not in SECURE_CHOICES:
+        raise ConfigError(f"secure={secure!r}: must be one of {', '.join(SECURE_CHOICES)}")
+    rounds = _int(raw.get("rounds", 10), "rounds", minimum=1)
+    seed = _int(raw.get("seed", 0), "seed", minimum=0)
+    threads = _int(raw.get("threads", 1), "threads", minimum=1)
+    partition, method_partition = _partition(_table(raw, "partition"), known_methods)
+    hyper, method_hyper = _hyper(_table(raw, "hyper"), known_methods, methods)
+    name = raw.get("name", Path(source).stem if source else "experiment")
+    description = raw.get("description", "")
+    for key, value in (("name", name), ("description", description)):
+        if not isinstance(value, str):
+            raise ConfigError(f"{key}={value!r}: must be a string")
+    return ExperimentConfig(
+        name=name,
+        methods=methods,
+        dataset=dataset,
+        secure=secure,
+        rounds=rounds,
+        seed=seed,
+        threads=threads,
+        partition=partition,
+        method_partition=method_partition,
+        hyper=hyper,
+        method_hyper=method_hyper,
+        data_dir=data_dir,
+        description=description,
+        source=source,
+    )
+
+
+def _table(raw: dict[str, Any], key: str) -> dict[str, Any]:
+    value = raw.get(key, {})
+    if not isinstance(value, dict):
+        raise ConfigError(f"{key}={value!r}: must be a table ([{key}])")
+    return value
+
+
+def _int(value: Any, key: str, *, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{key}={value!r}: must be an integer")
+    if value < minimum:
+        raise ConfigError(f"{key}={value!r}: must be >= {minimum}")
+    return value
+
+
+def _methods(value: Any, known: tuple[str, ...]) -> tuple[str, ...]:
+    if value is None:
+        raise ConfigError("methods=None: the config names no methods")
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, (list, tuple)) or not value:
+        raise ConfigError(f"methods={value!r}: must be a non-empty list of method names")
+    if "all" in value:
+        return known
+    seen: list[str] = []
+    for name in value:
+        if name not in known:
+            raise ConfigError(
+                f"method={name!r}: unknown method (known: all, {', '.join(known)})"
+            )
+        if name in seen:
+            raise ConfigError(f"method={name!r}: listed twice")
+        seen.append(name)
+    return tuple(seen)
+
+
+def _dataset(value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"dataset={value!r}: must be a dataset name or a path")
+    known = dataset_names()
+    if value in known or Path(value).exists():
+        return value
+    raise ConfigError(
+        f"dataset={value!r}: unknown dataset and no such path (known: {', '.join(known)})"
+    )
+
+
+def _partition(
+    table: dict[str, Any], known: tuple[str, ...]
+) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    common = {key: value for key, value in table.items() if not isinstance(value, dict)}
+    per_method: dict[str, dict[str, Any]] = {}
+    for key, value in table.items():
+        if isinstance(value, dict):
+            if key not in known:
+                raise ConfigError(f"partition.{key}: unknown method (known: {', '.join(known)})")
+            per_method[key] = dict(value)
+    common.setdefault("scheme", "iid")
+    common.setdefault("num_clients", 10)
+    for prefix, options in [("partition", common)] + [
+        (f"partition.{name}", options) for name, options in per_method.items()
+    ]:
+        if "scheme" in options and not isinstance(options["scheme"], str):
+            raise ConfigError(f"{prefix}.scheme={options['scheme']!r}: must be a string")
+        if "num_clients" in options:
+            _int(options["num_clients"], f"{prefix}.num_clients", minimum=1)
+        if "seed" in options:
+            raise ConfigError(f"{prefix}.seed: set the top-level seed instead (one seed per run)")
+    return common, per_method
+
+
+def _hyper(
+    table: dict[str, Any], known: tuple[str, ...], methods: tuple[str, ...]
+) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    common: dict[str, Any] = {}
+    per_method: dict[str, dict[str, Any]] = {}
+    for key, value in table.items():
+        if isinstance(value, dict):
+            if key not in known:
+                raise ConfigError(f"hyper.{key}: unknown method (known: {', '.join(known)})")
+            if "rounds" in value:
+                raise ConfigError(f"hyper.{key}.rounds: set the top-level rounds instead")
+            per_method[key] = dict(value)
+        elif key == "rounds":
+            raise ConfigError("hyper.rounds: set the top-level rounds instead")
+        else:
+            common[key] = value
+    accepted = set().union(*(method_parameters(name) for name in methods))
+    for key in common:
+        if key not in accepted:
+            raise ConfigError(
+                f"hyper.{key}={common[key]!r}: no method of this run ({', '.join(methods)}) "
+                "takes it"
+            )
+    return common, per_method
+
+
+def with_data_dir(config: ExperimentConfig, data_dir: str | None) -> ExperimentConfig:
+    """``config`` with its data folder replaced (used when resuming on another machine)."""
+    return config if data_dir is None else replace(config, data_dir=data_dir)

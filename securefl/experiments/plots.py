@@ -1,0 +1,116 @@
+"""Plots of a run, drawn from ``results.json`` with matplotlib's Agg backend (no display).
+
+- ``accuracy.png``: test accuracy by round, one line per job (colour = method,
+  solid = real cryptography, dashed = plaintext placeholder).
+- ``cost.png``: per job, wall-clock seconds split into setup, training, cryptography and
+  the rest; and megabytes per client per round split into model and protocol traffic —
+  the measured cost of privacy beside the cost of federated training itself.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+ACCURACY_PLOT = "accuracy.png"
+COST_PLOT = "cost.png"
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(plt: Any, figure: Any, path: Path) -> None:
+    """Save as PNG atomically (temporary file + rename), then free the figure."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    figure.savefig(tmp, format="png")
+    plt.close(figure)
+    os.replace(tmp, path)
+
+
+def _label(summary: dict[str, Any]) -> str:
+    return f"{summary['method']} ({summary['secure']})"
+
+
+def plot_accuracy(document: dict[str, Any], path: Path) -> Path:
+    """Accuracy-by-round line plot of every job with at least one round."""
+    plt = _pyplot()
+    jobs = [s for s in document["methods"] if s["rounds_completed"]]
+    methods = list(dict.fromkeys(s["method"] for s in jobs))
+    colours = plt.get_cmap("tab10")
+    figure, axis = plt.subplots(figsize=(7.5, 4.5), dpi=120)
+    for summary in jobs:
+        rounds = range(1, summary["rounds_completed"] + 1)
+        axis.plot(
+            rounds,
+            [100 * a for a in summary["accuracy_by_round"]],
+            label=_label(summary),
+            color=colours(methods.index(summary["method"]) % 10),
+            linestyle="-" if summary["secure"] == "real" else "--",
+            marker="o" if summary["rounds_completed"] <= 30 else None,
+            markersize=3,
+        )
+    axis.set_xlabel("communication round")
+    axis.set_ylabel("test accuracy [%]")
+    axis.set_title(f"{document.get('config', {}).get('name', 'run')}: accuracy by round")
+    axis.grid(alpha=0.3)
+    axis.legend(fontsize=8, loc="lower right")
+    figure.tight_layout()
+    _save(plt, figure, path)
+    return path
+
+
+def plot_cost(document: dict[str, Any], path: Path) -> Path:
+    """Stacked bars: seconds (setup/train/crypto/other) and MB per client per round."""
+    plt = _pyplot()
+    jobs = [s for s in document["methods"] if s["rounds_completed"]]
+    labels = [_label(s) for s in jobs]
+    positions = list(range(len(jobs)))
+    figure, (time_axis, bytes_axis) = plt.subplots(
+        1, 2, figsize=(11, 0.55 * len(jobs) + 1.8), dpi=120, sharey=True
+    )
+    left = [0.0] * len(jobs)
+    parts = {
+        "setup": [s["setup_seconds"] for s in jobs],
+        "training": [s["train_seconds"] for s in jobs],
+        "cryptography": [s["crypto_seconds"] for s in jobs],
+    }
+    parts["other"] = [
+        max(0.0, s["seconds"] - sum(p[i] for p in parts.values())) for i, s in enumerate(jobs)
+    ]
+    for name, values in parts.items():
+        time_axis.barh(positions, values, left=left, label=name)
+        left = [a + b for a, b in zip(left, values)]
+    time_axis.set_xlabel("seconds (whole run)")
+    time_axis.set_yticks(positions, labels)
+    time_axis.invert_yaxis()
+    time_axis.legend(fontsize=8)
+    time_axis.grid(axis="x", alpha=0.3)
+    model = [(s["bytes_model_per_client_per_round"] or 0.0) / 1e6 for s in jobs]
+    protocol = [(s["bytes_protocol_per_client_per_round"] or 0.0) / 1e6 for s in jobs]
+    bytes_axis.barh(positions, model, label="model up/download")
+    bytes_axis.barh(positions, protocol, left=model, label="privacy protocols")
+    bytes_axis.set_xlabel("MB per client per round")
+    bytes_axis.legend(fontsize=8)
+    bytes_axis.grid(axis="x", alpha=0.3)
+    figure.suptitle("cost of each job")
+    figure.tight_layout()
+    _save(plt, figure, path)
+    return path
+
+
+def write_plots(document: dict[str, Any], folder: Path) -> list[Path]:
+    """Write both plots into ``folder`` (nothing when no round has completed)."""
+    if not any(s["rounds_completed"] for s in document["methods"]):
+        return []
+    folder = Path(folder)
+    return [
+        plot_accuracy(document, folder / ACCURACY_PLOT),
+        plot_cost(document, folder / COST_PLOT),
+    ]

@@ -1,0 +1,312 @@
+"""Run the methods of an experiment round by round, resumably.
+
+The run is a list of jobs, one per (method, cryptography mode) — with ``--secure both``
+each method runs twice with the same seed, real then plaintext.  Each job builds its
+method with :func:`securefl.methods.build_method`, calls ``setup`` (warm-up /
+pre-training) on the federation and then ``run_round`` for every round.
+
+After every round the runner *commits*: it appends the round's
+:class:`~securefl.methods.base.RoundResult`, writes ``checkpoint.pkl`` (the jobs' logs,
+the current method's ``state_dict()`` and the run header) and then ``results.json`` —
+each file atomically (temporary file + rename), with Ctrl-C deferred until both are on
+disk.  So at any moment the output folder holds a valid ``results.json`` of the completed
+rounds and a checkpoint consistent with it.  :func:`resume` rebuilds the federation from
+the stored configuration (the partition is seeded), runs ``setup`` again, restores the
+method with ``load_state_dict`` and continues with the next round; because method state
+includes every RNG state, a resumed run reproduces the uninterrupted one exactly (same
+accuracies, same pseudo-label digests).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Iterator, Protocol
+
+from securefl.errors import ConfigError
+from securefl.experiments.config import ExperimentConfig, config_from_dict, with_data_dir
+from securefl.experiments.results import (
+    JobLog,
+    build_results,
+    job_from_dict,
+    job_to_dict,
+    read_pickle,
+    write_pickle,
+    write_results,
+)
+
+CHECKPOINT_FILE = "checkpoint.pkl"
+CHECKPOINT_VERSION = 1
+
+
+class MethodFactory(Protocol):
+    """Builds one job's method (no work beyond validating its keywords)."""
+
+    def __call__(self, name: str, *, secure: str, seed: int, hyper: dict[str, Any]) -> Any: ...
+
+
+def build_job_method(name: str, *, secure: str, seed: int, hyper: dict[str, Any]) -> Any:
+    """The default factory: :func:`securefl.methods.build_method`; bad keywords -> ConfigError."""
+    from securefl.methods import build_method
+
+    try:
+        return build_method(name, secure=secure, seed=seed, **hyper)
+    except TypeError as exc:
+        raise ConfigError(f"hyper[{name}]={hyper!r}: {exc}") from None
+
+
+def load_federations(config: ExperimentConfig) -> dict[str, Any]:
+    """Load the dataset once and partition it for every method (seeded by the run's seed).
+
+    Methods with the same partition keywords share one :class:`Federation` object.
+    """
+    from securefl.data import load_dataset, partition
+
+    dataset = load_dataset(config.dataset, data_dir=config.data_dir)
+    shared: dict[str, Any] = {}
+    federations: dict[str, Any] = {}
+    for name in config.methods:
+        options = config.partition_for(name)
+        key = json.dumps(options, sort_keys=True)
+        if key not in shared:
+            try:
+                shared[key] = partition(dataset, seed=config.seed, **options)
+            except TypeError as exc:
+                raise ConfigError(f"partition={options!r}: {exc}") from None
+        federations[name] = shared[key]
+    return federations
+
+
+@dataclass
+class RunState:
+    """What ``checkpoint.pkl`` holds: enough to continue the run exactly."""
+
+    config: dict[str, Any]
+    header: dict[str, Any]
+    jobs: list[JobLog]
+    current_job: int = 0
+    method_state: dict[str, Any] | None = None
+    status: str = "running"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "version": CHECKPOINT_VERSION,
+            "config": self.config,
+            "header": self.header,
+            "jobs": [job_to_dict(job) for job in self.jobs],
+            "current_job": self.current_job,
+            "method_state": self.method_state,
+            "status": self.status,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "RunState":
+        if data.get("version") != CHECKPOINT_VERSION:
+            raise ConfigError(
+                f"checkpoint version={data.get('version')!r}: expected {CHECKPOINT_VERSION}"
+            )
+        return cls(
+            config=data["config"],
+            header=data["header"],
+            jobs=[job_from_dict(job) for job in data["jobs"]],
+            current_job=data["current_job"],
+            method_state=data["method_state"],
+            status=data["status"],
+        )
+
+
+def plan_jobs(config: ExperimentConfig) -> list[JobLog]:
+    """One job per method and cryptography mode, methods in config order."""
+    return [
+        JobLog(method=name, secure=mode, rounds=config.rounds, hyper=config.hyper_for(name))
+        for name in config.methods
+        for mode in config.secure_modes
+    ]
+
+
+def check_methods(config: ExperimentConfig, factory: MethodFactory = build_job_method) -> None:
+    """Build every job's method once, so bad hyper-parameters fail before anything runs."""
+    for job in plan_jobs(config):
+        factory(job.method, secure=job.secure, seed=config.seed, hyper=job.hyper)
+
+
+@contextmanager
+def _interrupts_deferred() -> Iterator[None]:
+    """Hold Ctrl-C while the round's files are written; raise it right after."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: received.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if received:
+        raise KeyboardInterrupt
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+@dataclass
+class Runner:
+    """Runs (or continues) the jobs of ``state``, writing into ``out``.
+
+    ``federations`` maps each method name to the federation it trains on.
+
+    ``progress`` is an optional rich Progress (one bar per job, advanced per round);
+    ``after_round(job, round_index)`` is called after each committed round.
+    """
+
+    state: RunState
+    federations: dict[str, Any]
+    out: Path
+    factory: MethodFactory = build_job_method
+    progress: Any = None
+    after_round: Callable[[JobLog, int], None] | None = None
+    plots: Callable[[dict[str, Any], Path], None] | None = None
+    _tasks: dict[int, Any] = field(default_factory=dict, init=False, repr=False)
+
+    @property
+    def dataset(self) -> str:
+        return self.state.config["dataset"]["name"]
+
+    def document(self) -> dict[str, Any]:
+        """The ``results.json`` document of the committed state."""
+        header = {**self.state.header, "updated": _now()}
+        return build_results(
+            jobs=self.state.jobs, dataset=self.dataset, status=self.state.status, header=header
+        )
+
+    def _commit(self) -> None:
+        write_pickle(self.state.to_dict(), self.out / CHECKPOINT_FILE)
+        write_results(self.document(), self.out)
+
+    def run(self) -> dict[str, Any]:
+        """Run every unfinished job; return the final ``results.json`` document."""
+        import torch
+
+        torch.set_num_threads(self.state.config.get("threads", 1))
+        self.out.mkdir(parents=True, exist_ok=True)
+        with _interrupts_deferred():
+            self.state.status = "running"
+            self._commit()
+        try:
+            for index, job in enumerate(self.state.jobs):
+                if job.status != "complete":
+                    self._run_job(index, job)
+        except KeyboardInterrupt:
+            self._stop("interrupted")
+            raise
+        except Exception as exc:
+            self.state.jobs[self.state.current_job].error = f"{type(exc).__name__}: {exc}"
+            self._stop("failed")
+            raise
+        with _interrupts_deferred():
+            self.state.status = "complete"
+            self.state.method_state = None
+            self._commit()
+        document = self.document()
+        if self.plots is not None:
+            self.plots(document, self.out)
+        return document
+
+    def _stop(self, status: str) -> None:
+        with _interrupts_deferred():
+            self.state.status = status
+            job = self.state.jobs[self.state.current_job]
+            if job.status == "running":
+                job.status = status
+            self._commit()
+        if self.plots is not None and any(j.rounds_completed for j in self.state.jobs):
+            self.plots(self.document(), self.out)
+
+    def _run_job(self, index: int, job: JobLog) -> None:
+        config = self.state.config
+        resuming = self.state.current_job == index and self.state.method_state is not None
+        self.state.current_job = index
+        task = self._task(index, job)
+        method = self.factory(job.method, secure=job.secure, seed=config["seed"], hyper=job.hyper)
+        self._describe(task, f"{job.method} ({job.secure}): setup")
+        started = time.perf_counter()
+        method.setup(self.federations[job.method])
+        setup_seconds = time.perf_counter() - started
+        if resuming:
+            method.load_state_dict(self.state.method_state)
+        with _interrupts_deferred():
+            if not resuming:
+                job.setup_seconds = setup_seconds
+            job.status = "running"
+            self._commit()
+        self._describe(task, f"{job.method} ({job.secure})")
+        for round_index in range(job.rounds_completed, job.rounds):
+            result = method.run_round(round_index)
+            if result.round != round_index:
+                raise ConfigError(
+                    f"round={result.round!r}: {job.method} reported a different round than "
+                    f"{round_index}"
+                )
+            state = method.state_dict()
+            with _interrupts_deferred():
+                job.round_results.append(result.to_dict())
+                self.state.method_state = state
+                self._commit()
+            if self.progress is not None:
+                self.progress.update(task, completed=job.rounds_completed)
+            if self.after_round is not None:
+                self.after_round(job, round_index)
+        with _interrupts_deferred():
+            job.status = "complete"
+            self.state.method_state = None
+            self._commit()
+        if self.progress is not None:
+            summary = job.summary(self.dataset)
+            self.progress.console.print(
+                f"{job.method} ({job.secure}): final accuracy "
+                f"{100 * summary['final_accuracy']:.2f}%, {summary['seconds']:.1f} s"
+            )
+
+    def _task(self, index: int, job: JobLog) -> Any:
+        if self.progress is None:
+            return None
+        task = self.progress.add_task(
+            f"{job.method} ({job.secure})", total=job.rounds, completed=job.rounds_completed
+        )
+        self._tasks[index] = task
+        return task
+
+    def _describe(self, task: Any, text: str) -> None:
+        if self.progress is not None:
+            self.progress.update(task, description=text)
+
+
+def new_state(config: ExperimentConfig, header: dict[str, Any]) -> RunState:
+    """A fresh run of ``config``."""
+    return RunState(
+        config=config.to_dict(), header={**header, "started": _now()}, jobs=plan_jobs(config)
+    )
+
+
+def load_state(folder: str | Path) -> RunState:
+    """The checkpoint of an earlier run in ``folder`` (ConfigError if absent or unreadable)."""
+    path = Path(folder) / CHECKPOINT_FILE
+    if not path.is_file():
+        raise ConfigError(f"resume={str(folder)!r}: no {CHECKPOINT_FILE} there (not a run folder)")
+    try:
+        data = read_pickle(path)
+    except Exception as exc:  # any unpickling failure means an unusable checkpoint
+        raise ConfigError(f"resume={str(folder)!r}: unreadable checkpoint ({exc})") from None
+    return RunState.from_dict(data)
+
+
+def state_config(state: RunState, data_dir: str | None = None) -> ExperimentConfig:
+    """The validated configuration stored in a checkpoint (optionally with a new data folder)."""
+    return with_data_dir(config_from_dict(state.config), data_dir)

@@ -1,0 +1,209 @@
+"""Local training (ClientUpdate) and evaluation.
+
+ClientUpdate is E epochs of SGD with momentum on the per-sample weighted cross-entropy
+
+    L(theta) = (1/|B|) sum_{i in B} omega_i * CE(f_theta(x_i), y_i)  +  (mu/2) ||theta - theta_g||^2
+
+(FedProp's loss with weights omega from label propagation; omega = 1 for true labels;
+the second term is FedProx's proximal term, off when mu = 0).  Weight decay is the
+optimiser's L2 term.
+
+:func:`train_supervised` runs over one set of samples.  :func:`train_mixed` follows
+FedProp's batching: each step draws a labeled batch B_L (``|B_L| = min(batch_size, n_L)``)
+and a pseudo-labeled batch B_U of the same size; an epoch is one pass over the larger of
+the two sets while the smaller one cycles.  An optional ``extra_loss(model, x_l, x_u)`` adds
+a term (the mean-teacher consistency of FedProp+MT).
+
+All shuffling uses the caller's ``torch.Generator``; no global RNG is touched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from securefl.errors import InputError
+
+ExtraLoss = Callable[[nn.Module, torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def make_optimizer(model: nn.Module, *, lr: float, momentum: float = 0.9,
+                   weight_decay: float = 0.0) -> torch.optim.SGD:
+    """SGD with (heavy-ball) momentum and L2 weight decay."""
+    if lr <= 0:
+        raise InputError("lr", lr, "must be > 0")
+    if not 0 <= momentum < 1:
+        raise InputError("momentum", momentum, "must lie in [0, 1)")
+    if weight_decay < 0:
+        raise InputError("weight_decay", weight_decay, "must be >= 0")
+    return torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum,
+                           weight_decay=weight_decay)
+
+
+def weighted_cross_entropy(logits: torch.Tensor, targets: torch.Tensor,
+                           weights: torch.Tensor | None = None) -> torch.Tensor:
+    """Mean over the batch of ``weights_i * CE(logits_i, targets_i)``."""
+    losses = F.cross_entropy(logits, targets, reduction="none")
+    if weights is not None:
+        losses = losses * weights
+    return losses.mean()
+
+
+def prox_term(model: nn.Module, anchor: list[torch.Tensor], mu: float) -> torch.Tensor:
+    """FedProx: (mu/2) * ||theta - theta_global||^2 over the trainable parameters."""
+    total = torch.zeros(())
+    for param, ref in zip(model.parameters(), anchor):
+        total = total + (param - ref).pow(2).sum()
+    return 0.5 * mu * total
+
+
+def batches(n: int, batch_size: int, generator: torch.Generator) -> Iterator[torch.Tensor]:
+    """Index batches of one shuffled pass over ``n`` samples."""
+    order = torch.randperm(n, generator=generator)
+    for start in range(0, n, batch_size):
+        yield order[start: start + batch_size]
+
+
+def _as_tensor(array: np.ndarray | torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    if isinstance(array, torch.Tensor):
+        return array.to(dtype)
+    return torch.from_numpy(np.ascontiguousarray(array)).to(dtype)
+
+
+def _check_training(epochs: int, batch_size: int, prox_mu: float) -> None:
+    if epochs < 0:
+        raise InputError("epochs", epochs, "must be >= 0")
+    if batch_size < 1:
+        raise InputError("batch_size", batch_size, "must be >= 1")
+    if prox_mu < 0:
+        raise InputError("prox_mu", prox_mu, "must be >= 0")
+
+
+def train_supervised(model: nn.Module, x: np.ndarray, y: np.ndarray, *,
+                     weights: np.ndarray | None = None, epochs: int, batch_size: int,
+                     lr: float, momentum: float = 0.9, weight_decay: float = 0.0,
+                     prox_mu: float = 0.0, generator: torch.Generator) -> int:
+    """E epochs of (weighted) cross-entropy SGD on ``(x, y)``; returns the step count."""
+    _check_training(epochs, batch_size, prox_mu)
+    if len(x) != len(y) or (weights is not None and len(weights) != len(y)):
+        raise InputError("y", y, f"length must match x ({len(x)}) and weights")
+    if len(y) == 0 or epochs == 0:
+        return 0
+    xt, yt = _as_tensor(x, torch.float32), _as_tensor(y, torch.int64)
+    wt = None if weights is None else _as_tensor(weights, torch.float32)
+    optimizer = make_optimizer(model, lr=lr, momentum=momentum, weight_decay=weight_decay)
+    anchor = [p.detach().clone() for p in model.parameters()] if prox_mu > 0 else []
+    model.train()
+    steps = 0
+    for _ in range(epochs):
+        for idx in batches(len(yt), batch_size, generator):
+            loss = weighted_cross_entropy(model(xt[idx]), yt[idx],
+                                          None if wt is None else wt[idx])
+            if prox_mu > 0:
+                loss = loss + prox_term(model, anchor, prox_mu)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            steps += 1
+    return steps
+
+
+def train_mixed(model: nn.Module, x_labeled: np.ndarray, y_labeled: np.ndarray,
+                x_unlabeled: np.ndarray, y_pseudo: np.ndarray, w_pseudo: np.ndarray, *,
+                epochs: int, batch_size: int, lr: float, momentum: float = 0.9,
+                weight_decay: float = 0.0, prox_mu: float = 0.0,
+                generator: torch.Generator, extra_loss: ExtraLoss | None = None,
+                after_step: Callable[[], None] | None = None) -> int:
+    """FedProp's ClientUpdate over B = B_L u B_U batches; returns the step count.
+
+    Labeled samples have weight 1, pseudo-labeled ones ``w_pseudo``.  ``after_step`` runs
+    after every optimiser step (the mean teacher's EMA update).
+    """
+    _check_training(epochs, batch_size, prox_mu)
+    n_l, n_u = len(y_labeled), len(y_pseudo)
+    if len(x_labeled) != n_l or len(x_unlabeled) != n_u or len(w_pseudo) != n_u:
+        raise InputError("y_pseudo", y_pseudo, "lengths of x/y/w must match")
+    if epochs == 0 or n_l + n_u == 0:
+        return 0
+    size_l = min(batch_size, n_l)
+    size_u = size_l if n_l > 0 else batch_size
+    size_u = min(size_u, n_u)
+    xl, yl = _as_tensor(x_labeled, torch.float32), _as_tensor(y_labeled, torch.int64)
+    xu, yu = _as_tensor(x_unlabeled, torch.float32), _as_tensor(y_pseudo, torch.int64)
+    wu = _as_tensor(w_pseudo, torch.float32)
+    steps_per_epoch = max(-(-n_l // size_l) if size_l else 0, -(-n_u // size_u) if size_u else 0)
+    optimizer = make_optimizer(model, lr=lr, momentum=momentum, weight_decay=weight_decay)
+    anchor = [p.detach().clone() for p in model.parameters()] if prox_mu > 0 else []
+    labeled_stream = _cycle(n_l, size_l, generator)
+    unlabeled_stream = _cycle(n_u, size_u, generator)
+    model.train()
+    steps = 0
+    empty = torch.zeros((0,) + tuple(xl.shape[1:] if n_l else xu.shape[1:]))
+    for _ in range(epochs * steps_per_epoch):
+        il = next(labeled_stream)
+        iu = next(unlabeled_stream)
+        x_b = torch.cat([xl[il], xu[iu]])
+        y_b = torch.cat([yl[il], yu[iu]])
+        w_b = torch.cat([torch.ones(len(il)), wu[iu]])
+        loss = weighted_cross_entropy(model(x_b), y_b, w_b)
+        if extra_loss is not None:
+            loss = loss + extra_loss(model, xl[il] if n_l else empty, xu[iu])
+        if prox_mu > 0:
+            loss = loss + prox_term(model, anchor, prox_mu)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        if after_step is not None:
+            after_step()
+        steps += 1
+    return steps
+
+
+def _cycle(n: int, size: int, generator: torch.Generator) -> Iterator[torch.Tensor]:
+    """Endless stream of index batches of ``size`` over ``n`` samples, reshuffled per pass
+    (empty batches when n == 0)."""
+    while True:
+        if n == 0 or size == 0:
+            yield torch.zeros(0, dtype=torch.int64)
+            continue
+        order = torch.randperm(n, generator=generator)
+        for start in range(0, n - size + 1, size):
+            yield order[start: start + size]
+        if n % size:
+            yield order[n - n % size:]
+
+
+@torch.no_grad()
+def predict_logits(model: nn.Module, x: np.ndarray, *, batch_size: int = 1024) -> torch.Tensor:
+    """Logits for ``x`` in eval mode (training mode restored afterwards)."""
+    was_training = model.training
+    model.eval()
+    xt = _as_tensor(x, torch.float32)
+    out = torch.cat([model(xt[i: i + batch_size]) for i in range(0, len(xt), batch_size)]) \
+        if len(xt) else torch.zeros((0, 0))
+    model.train(was_training)
+    return out
+
+
+@torch.no_grad()
+def extract_features(model: nn.Module, x: np.ndarray, *, batch_size: int = 1024) -> np.ndarray:
+    """f_phi(x) as a float32 ``(n, d)`` array, in eval mode."""
+    was_training = model.training
+    model.eval()
+    xt = _as_tensor(x, torch.float32)
+    parts = [model.features(xt[i: i + batch_size]) for i in range(0, len(xt), batch_size)]
+    model.train(was_training)
+    return torch.cat(parts).numpy().astype(np.float32) if parts else \
+        np.zeros((0, model.feature_dim), np.float32)
+
+
+def evaluate(model: nn.Module, x: np.ndarray, y: np.ndarray, *, batch_size: int = 1024) -> float:
+    """Top-1 accuracy of ``model`` on ``(x, y)``."""
+    if len(x) != len(y) or len(y) == 0:
+        raise InputError("y", y, f"must be non-empty and match x ({len(x)} samples)")
+    predictions = predict_logits(model, x, batch_size=batch_size).argmax(dim=1).numpy()
+    return float((predictions == np.asarray(y)).mean())

@@ -1,0 +1,77 @@
+"""securefl.methods: the FSSL methods and baselines, built by name.
+
+    build_method(name, *, secure="plaintext", seed=0, **hyper) -> Method
+
+``name`` is one of :data:`METHOD_NAMES`; every hyper-parameter is an explicit keyword
+of the method's class (defaults from the papers' appendices) and an unknown one raises
+:class:`~securefl.errors.ConfigError` naming it.  Method modules are imported lazily so
+that building one method does not import the others.
+
+=====================  ==========================================  =====================
+name                   class                                       paper
+=====================  ==========================================  =====================
+fedprop                securefl.methods.fedprop:FedProp            FedProp Alg. 2
+fedprop-mt             securefl.methods.fedprop:FedPropMT          FedProp §5.1 (+MT)
+protofssl              securefl.methods.protofssl:ProtoFSSL        ProtoFSSL Alg. 1
+fedsemi-pi             securefl.methods.fedsemi:FedSemiPi          FedSemi (tau=0)
+fedsemi-mt             securefl.methods.fedsemi:FedSemiMT          FedSemi (tau=1)
+fedsemi-d              securefl.methods.fedsemi:FedSemiD           FedSemi (dynamic)
+fedanchor              securefl.methods.fedanchor:FedAnchor        FedAnchor
+fedavg-labeled         securefl.methods.baselines:FedAvgLabeled    lower bound
+fedavg-supervised      securefl.methods.baselines:FedAvgSupervised upper bound
+fedavg-locallp         securefl.methods.baselines:FedAvgLocalLP    FedAvg+PL(localLP)
+=====================  ==========================================  =====================
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from typing import Any
+
+from securefl.errors import ConfigError
+from securefl.methods.base import SECURE_MODES, Method, RoundResult, label_digest
+
+_REGISTRY: dict[str, tuple[str, str]] = {
+    "fedprop": ("securefl.methods.fedprop", "FedProp"),
+    "fedprop-mt": ("securefl.methods.fedprop", "FedPropMT"),
+    "protofssl": ("securefl.methods.protofssl", "ProtoFSSL"),
+    "fedsemi-pi": ("securefl.methods.fedsemi", "FedSemiPi"),
+    "fedsemi-mt": ("securefl.methods.fedsemi", "FedSemiMT"),
+    "fedsemi-d": ("securefl.methods.fedsemi", "FedSemiD"),
+    "fedanchor": ("securefl.methods.fedanchor", "FedAnchor"),
+    "fedavg-labeled": ("securefl.methods.baselines", "FedAvgLabeled"),
+    "fedavg-supervised": ("securefl.methods.baselines", "FedAvgSupervised"),
+    "fedavg-locallp": ("securefl.methods.baselines", "FedAvgLocalLP"),
+}
+
+METHOD_NAMES: tuple[str, ...] = tuple(_REGISTRY)
+
+
+def method_class(name: str) -> type[Method]:
+    """The class registered under ``name`` (imports its module)."""
+    if name not in _REGISTRY:
+        raise ConfigError(f"method={name!r}: unknown method; choose from {', '.join(METHOD_NAMES)}")
+    module, attribute = _REGISTRY[name]
+    return getattr(importlib.import_module(module), attribute)
+
+
+def hyper_parameters(name: str) -> dict[str, Any]:
+    """The hyper-parameter keywords of method ``name`` with their defaults."""
+    signature = inspect.signature(method_class(name).__init__)
+    return {p.name: p.default for p in signature.parameters.values()
+            if p.kind is inspect.Parameter.KEYWORD_ONLY and p.name not in ("secure", "seed")}
+
+
+def build_method(name: str, *, secure: str = "plaintext", seed: int = 0, **hyper: Any) -> Method:
+    """Build method ``name``; unknown names or hyper-parameters raise ConfigError."""
+    known = hyper_parameters(name)
+    unknown = sorted(set(hyper) - set(known))
+    if unknown:
+        raise ConfigError(f"hyper[{name}].{unknown[0]}={hyper[unknown[0]]!r}: unknown "
+                          f"hyper-parameter of {name}; known: {', '.join(sorted(known))}")
+    return method_class(name)(secure=secure, seed=seed, **hyper)
+
+
+__all__ = ["METHOD_NAMES", "SECURE_MODES", "Method", "RoundResult", "build_method",
+           "hyper_parameters", "label_digest", "method_class"]

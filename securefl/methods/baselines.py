@@ -1,0 +1,348 @@
+"""FedAvg baselines and the shared FedAvg round machinery of FedProp.
+
+* ``fedavg-labeled`` (:class:`FedAvgLabeled`): FedAvg on the clients' labeled data only
+  -- the lower bound every SSL method must beat.  Rounds sample among label-holding
+  clients only (the others have nothing to train on).
+* ``fedavg-supervised`` (:class:`FedAvgSupervised`): FedAvg with every training label
+  revealed -- the upper bound.
+* ``fedavg-locallp`` (:class:`FedAvgLocalLP`): FedProp's key ablation FedAvg+PL(localLP):
+  identical to FedProp except that each client runs label propagation on its *own*
+  features only (:func:`securefl.protocols.label_propagation`), so no cross-client graph
+  and no protocol traffic.
+
+Every round: the server samples clients (:func:`securefl.fl.sample_clients`), broadcasts
+the model, the clients run ClientUpdate (E epochs SGD, momentum, weight decay, optional
+FedProx mu), and ServerUpdate is FedAvg weighted by |D_k| through
+:func:`securefl.fl.aggregate` (secure aggregation when ``secure="real"``).  The learning
+rate follows FedProp's cosine annealing ``lr_t = lr (1 + cos(pi t / lr_decay_rounds)) / 2``
+(``lr_decay_rounds=None`` or ``0``: constant).
+
+Defaults are FedProp's Appendix A (CIFAR-10): 5 clients per round, E = 5, |B| = 50,
+lr 0.1, momentum 0.9, weight decay 2e-4, cosine decay to 0 at 2000 rounds.  FedSemi's
+MNIST setting uses clients_per_round=10, batch_size=10, lr=0.01, weight_decay=1e-4,
+lr_decay_rounds=0.
+
+Who learns what: the server sees only the aggregate of the sampled clients' models (with
+``secure="real"``) and the sampled client ids; clients see the global model.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from abc import abstractmethod
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+from torch import nn
+
+from securefl.data.federation import ClientData, Federation
+from securefl.errors import InputError
+from securefl.fl import (
+    SimulationRNG,
+    aggregate,
+    evaluate,
+    extract_features,
+    load_model_vector,
+    model_bytes,
+    model_vector,
+    sample_clients,
+    train_mixed,
+    train_supervised,
+)
+from securefl.methods.base import Method, RoundResult, label_digest
+from securefl.models import build_model
+
+
+class FedAvgMethod(Method):
+    """FedAvg with pluggable client data; subclasses define :meth:`_client_update`."""
+
+    uses_pseudo_labels: ClassVar[bool] = False
+
+    def __init__(self, *, secure: str = "plaintext", seed: int = 0, model: str = "auto",
+                 clients_per_round: int = 5, local_epochs: int = 5, batch_size: int = 50,
+                 lr: float = 0.1, momentum: float = 0.9, weight_decay: float = 2e-4,
+                 lr_decay_rounds: int | None = 2000, prox_mu: float = 0.0) -> None:
+        super().__init__(secure=secure, seed=seed)
+        self.model = model
+        self.clients_per_round = clients_per_round
+        self.local_epochs = local_epochs
+        self.batch_size = batch_size
+        self.lr = lr
+        self.momentum = momentum
+        self.weight_decay = weight_decay
+        self.lr_decay_rounds = lr_decay_rounds
+        self.prox_mu = prox_mu
+
+    # ----------------------------------------------------------------- lifecycle
+    def setup(self, federation: Federation) -> None:
+        self._validate()
+        self.federation = federation
+        self.rng = SimulationRNG.from_seed(self.seed)
+        self.network = build_model(self.model, input_shape=tuple(federation.input_shape),
+                                   num_classes=federation.num_classes, seed=self.seed)
+        self.rounds_done = 0
+        self._setup_extra()
+
+    def _setup_extra(self) -> None:
+        """Warm-up or extra models (subclasses)."""
+
+    def _validate(self) -> None:
+        for name, least in (("clients_per_round", 1), ("local_epochs", 0), ("batch_size", 1)):
+            value = getattr(self, name)
+            if not isinstance(value, (int, np.integer)) or value < least:
+                raise InputError(name, value, f"must be an integer >= {least}")
+        if self.lr <= 0:
+            raise InputError("lr", self.lr, "must be > 0")
+        if self.lr_decay_rounds is not None and self.lr_decay_rounds < 0:
+            raise InputError("lr_decay_rounds", self.lr_decay_rounds, "must be >= 0 or None")
+
+    def learning_rate(self, round_index: int) -> float:
+        if not self.lr_decay_rounds:
+            return self.lr
+        t = min(round_index, self.lr_decay_rounds)
+        return self.lr * 0.5 * (1.0 + math.cos(math.pi * t / self.lr_decay_rounds))
+
+    def _eligible_clients(self) -> list[int] | None:
+        """Clients a round samples from (None: all, with FedProp's labeled/unlabeled rule)."""
+        return None
+
+    def _sample(self) -> np.ndarray:
+        fed = self.federation
+        eligible = self._eligible_clients()
+        if eligible is not None:
+            if not eligible:
+                raise InputError("federation", fed.name, f"{self.name} needs labeled clients")
+            count = min(self.clients_per_round, len(eligible))
+            picked = self.rng.numpy.choice(np.asarray(eligible), size=count, replace=False)
+            return np.sort(picked)
+        return sample_clients(self.rng.numpy, fed.num_clients,
+                              min(self.clients_per_round, fed.num_clients),
+                              labeled=fed.labeled_clients)
+
+    @abstractmethod
+    def _client_update(self, model: nn.Module, client_index: int, lr: float,
+                       context: dict[str, Any]) -> None:
+        """ClientUpdate of client ``client_index`` on ``model`` (a copy of the global one)."""
+
+    def _prepare_round(self, selected: np.ndarray, round_index: int) -> dict[str, Any]:
+        """Per-round work before local training (pseudo-labelling); returns a context."""
+        return {"crypto_seconds": 0.0, "protocol_bytes": 0.0}
+
+    def _fedavg_round(self, selected: np.ndarray, lr: float, context: dict[str, Any]
+                      ) -> tuple[float, float, float]:
+        """Local training of ``selected`` then secure FedAvg; returns (train s, crypto s,
+        protocol bytes per client of the aggregation)."""
+        train_start = time.perf_counter()
+        vectors, sizes = [], []
+        for k in selected:
+            local = copy.deepcopy(self.network)
+            self._client_update(local, int(k), lr, context)
+            vectors.append(model_vector(local))
+            sizes.append(float(len(self.federation.clients[int(k)])))
+        train_seconds = time.perf_counter() - train_start
+        average, report = aggregate(vectors, sizes, secure=self.secure)
+        load_model_vector(self.network, average)
+        return train_seconds, report.crypto_seconds, report.protocol_bytes_per_client
+
+    def run_round(self, round_index: int) -> RoundResult:
+        start = time.perf_counter()
+        selected = self._sample()
+        context = self._prepare_round(selected, round_index)
+        lr = self.learning_rate(round_index)
+        train_s, agg_s, agg_bytes = self._fedavg_round(selected, lr, context)
+        accuracy = evaluate(self._eval_model(), self.federation.x_test, self.federation.y_test)
+        self.rounds_done = round_index + 1
+        return RoundResult(
+            round=round_index, accuracy=accuracy, seconds=time.perf_counter() - start,
+            train_seconds=train_s, crypto_seconds=context["crypto_seconds"] + agg_s,
+            bytes_model_per_client=2.0 * sum(model_bytes(m) for m in self._models().values()),
+            bytes_protocol_per_client=context["protocol_bytes"] + agg_bytes,
+            pseudo_label_accuracy=context.get("pseudo_label_accuracy"),
+            pseudo_label_digest=context.get("pseudo_label_digest"))
+
+    def _train_labeled(self, model: nn.Module, client: ClientData, lr: float) -> None:
+        mask = client.labeled
+        train_supervised(model, client.x[mask], client.y[mask], epochs=self.local_epochs,
+                         batch_size=self.batch_size, lr=lr, momentum=self.momentum,
+                         weight_decay=self.weight_decay, prox_mu=self.prox_mu,
+                         generator=self.rng.torch)
+
+    def _eval_model(self) -> nn.Module:
+        """The model evaluated on the test set each round."""
+        return self.network
+
+    # ----------------------------------------------------------------- state
+    def _models(self) -> dict[str, nn.Module]:
+        return {"network": self.network}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"round": self.rounds_done, "rng": self.rng.state_dict(),
+                "models": {k: copy.deepcopy(m.state_dict()) for k, m in self._models().items()}}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.rounds_done = state["round"]
+        self.rng.load_state_dict(state["rng"])
+        for key, model in self._models().items():
+            model.load_state_dict(state["models"][key])
+
+
+class FedAvgLabeled(FedAvgMethod):
+    """FedAvg on labeled data only (lower bound)."""
+
+    name = "fedavg-labeled"
+
+    def _eligible_clients(self) -> list[int] | None:
+        return self.federation.labeled_clients
+
+    def _client_update(self, model: nn.Module, client_index: int, lr: float,
+                       context: dict[str, Any]) -> None:
+        self._train_labeled(model, self.federation.clients[client_index], lr)
+
+
+class FedAvgSupervised(FedAvgMethod):
+    """FedAvg with all training labels revealed (upper bound)."""
+
+    name = "fedavg-supervised"
+
+    def _eligible_clients(self) -> list[int] | None:
+        return list(range(self.federation.num_clients))
+
+    def _client_update(self, model: nn.Module, client_index: int, lr: float,
+                       context: dict[str, Any]) -> None:
+        client = self.federation.clients[client_index]
+        train_supervised(model, client.x, client.y, epochs=self.local_epochs,
+                         batch_size=self.batch_size, lr=lr, momentum=self.momentum,
+                         weight_decay=self.weight_decay, prox_mu=self.prox_mu,
+                         generator=self.rng.torch)
+
+
+class PseudoLabelMethod(FedAvgMethod):
+    """FedAvg whose clients train on labels plus weighted pseudo-labels (FedProp family).
+
+    Subclasses implement :meth:`_pseudo_labels` (features per selected client ->
+    (pseudo-labels, weights) per client).  Setup runs ``warmup_rounds`` of labeled-only
+    FedAvg (Algorithm 2, line 2).  A round's ``crypto_seconds`` is the wall time of the
+    pseudo-labelling protocol (its plaintext placeholder in plaintext mode) plus the
+    secure aggregation; points whose pseudo-label is ``-1`` (no label reached them) are
+    left out of training.
+    """
+
+    uses_pseudo_labels: ClassVar[bool] = True
+
+    def __init__(self, *, secure: str = "plaintext", seed: int = 0, model: str = "auto",
+                 clients_per_round: int = 5, local_epochs: int = 5, batch_size: int = 50,
+                 lr: float = 0.1, momentum: float = 0.9, weight_decay: float = 2e-4,
+                 lr_decay_rounds: int | None = 2000, prox_mu: float = 0.0,
+                 warmup_rounds: int = 10, k: int = 10, alpha: float = 0.99) -> None:
+        super().__init__(secure=secure, seed=seed, model=model,
+                         clients_per_round=clients_per_round, local_epochs=local_epochs,
+                         batch_size=batch_size, lr=lr, momentum=momentum,
+                         weight_decay=weight_decay, lr_decay_rounds=lr_decay_rounds,
+                         prox_mu=prox_mu)
+        self.warmup_rounds = warmup_rounds
+        self.k = k
+        self.alpha = alpha
+
+    def _setup_extra(self) -> None:
+        if self.warmup_rounds < 0:
+            raise InputError("warmup_rounds", self.warmup_rounds, "must be >= 0")
+        labeled = self.federation.labeled_clients
+        if not labeled:
+            raise InputError("federation", self.federation.name,
+                             f"{self.name} needs clients holding labels")
+        self.warmup_seconds = 0.0
+        start = time.perf_counter()
+        for _ in range(self.warmup_rounds):
+            count = min(self.clients_per_round, len(labeled))
+            selected = np.sort(self.rng.numpy.choice(np.asarray(labeled), size=count,
+                                                     replace=False))
+            self._fedavg_round(selected, self.lr, {"warmup": True})
+        self.warmup_seconds = time.perf_counter() - start
+
+    @abstractmethod
+    def _pseudo_labels(self, features: list[np.ndarray], labels: list[np.ndarray]
+                       ) -> tuple[list[np.ndarray], list[np.ndarray], float]:
+        """Per-client pseudo-labels and weights, plus protocol bytes per client."""
+
+    def _feature_model(self) -> nn.Module:
+        return self.network
+
+    def _prepare_round(self, selected: np.ndarray, round_index: int) -> dict[str, Any]:
+        clients = [self.federation.clients[int(k)] for k in selected]
+        features = [extract_features(self._feature_model(), c.x) for c in clients]
+        labels = [c.observed_labels() for c in clients]
+        start = time.perf_counter()
+        pseudo, weights, protocol_bytes = self._pseudo_labels(features, labels)
+        seconds = time.perf_counter() - start
+        hits = total = 0
+        for client, pl in zip(clients, pseudo):
+            unl = ~client.labeled
+            hits += int((pl[unl] == client.y[unl]).sum())
+            total += int(unl.sum())
+        return {"crypto_seconds": seconds, "protocol_bytes": protocol_bytes,
+                "pseudo": dict(zip((int(k) for k in selected), zip(pseudo, weights))),
+                "pseudo_label_accuracy": hits / total if total else None,
+                "pseudo_label_digest": label_digest([np.asarray(p) for p in pseudo])}
+
+    def _client_update(self, model: nn.Module, client_index: int, lr: float,
+                       context: dict[str, Any]) -> None:
+        client = self.federation.clients[client_index]
+        if context.get("warmup"):
+            self._train_labeled(model, client, lr)
+            return
+        pseudo, weights = context["pseudo"][client_index]
+        lab = client.labeled
+        usable = ~lab & (pseudo >= 0)
+        train_mixed(model, client.x[lab], client.y[lab], client.x[usable], pseudo[usable],
+                    weights[usable], epochs=self.local_epochs, batch_size=self.batch_size,
+                    lr=lr, momentum=self.momentum, weight_decay=self.weight_decay,
+                    prox_mu=self.prox_mu, generator=self.rng.torch,
+                    **self._mixed_extras(model, lr))
+
+    def _mixed_extras(self, model: nn.Module, lr: float) -> dict[str, Any]:
+        """Extra keywords of :func:`train_mixed` (mean-teacher hooks)."""
+        return {}
+
+
+class FedAvgLocalLP(PseudoLabelMethod):
+    """FedAvg+PL(localLP): per-client label propagation on plaintext local features."""
+
+    name = "fedavg-locallp"
+
+    def _pseudo_labels(self, features: list[np.ndarray], labels: list[np.ndarray]
+                       ) -> tuple[list[np.ndarray], list[np.ndarray], float]:
+        from securefl.protocols.label_propagation import label_propagation
+
+        pseudo, weights = [], []
+        for feats, lab in zip(features, labels):
+            if (lab >= 0).any() and len(lab) > 1:
+                result = label_propagation(feats, lab, num_classes=self.federation.num_classes,
+                                           k=min(self.k, len(lab) - 1), alpha=self.alpha)
+                pseudo.append(result.pseudo_labels)
+                weights.append(result.weights)
+            else:
+                pseudo.append(np.full(len(lab), -1, dtype=np.int64))
+                weights.append(np.zeros(len(lab)))
+        return pseudo, weights, 0.0
+
+
+def teacher_copy(model: nn.Module) -> nn.Module:
+    """A frozen copy of ``model`` to serve as mean teacher."""
+    teacher = copy.deepcopy(model)
+    for param in teacher.parameters():
+        param.requires_grad_(False)
+    return teacher
+
+
+@torch.no_grad()
+def ema_update(teacher: nn.Module, student: nn.Module, decay: float) -> None:
+    """theta' <- decay theta' + (1 - decay) theta over all floating state entries."""
+    s_state = student.state_dict()
+    for key, value in teacher.state_dict().items():
+        if value.is_floating_point():
+            value.mul_(decay).add_(s_state[key], alpha=1.0 - decay)
+        else:
+            value.copy_(s_state[key])

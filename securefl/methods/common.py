@@ -1,0 +1,95 @@
+"""Pieces shared by ProtoFSSL, FedSemi and FedAnchor: building the network for a
+federation, a network's state cut into layers (FedSemi's unit of upload), and weak input
+perturbation.
+
+Byte accounting follows :class:`securefl.fl.aggregation.AggregationReport`: *model* bytes
+are what plain FedAvg would move (float32 down and up); *protocol* bytes are what privacy
+and the method's own messages add on top (secure-sum overhead, prototypes, FSM vectors,
+anchor latents).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from securefl.errors import InputError
+from securefl.models import build_model
+
+
+def build_network(name: str, federation, *, seed: int) -> nn.Module:
+    """``securefl.models.build_model`` for ``federation``'s input shape and classes."""
+    return build_model(name, input_shape=tuple(federation.input_shape), num_classes=federation.num_classes, seed=seed)
+
+
+@dataclass(frozen=True)
+class LayerGroups:
+    """A network's state split into "layers": the entries of its state dict grouped by
+    owning module (``body.0.weight`` and ``body.0.bias`` form layer ``body.0``)."""
+
+    names: tuple[str, ...]
+    keys: tuple[tuple[str, ...], ...]
+    shapes: tuple[tuple[tuple[int, ...], ...], ...]
+
+    @classmethod
+    def of(cls, model: nn.Module) -> "LayerGroups":
+        grouped: dict[str, list[str]] = {}
+        state = model.state_dict()
+        for key, value in state.items():
+            if value.is_floating_point():
+                grouped.setdefault(key.rsplit(".", 1)[0], []).append(key)
+        names = tuple(grouped)
+        keys = tuple(tuple(grouped[n]) for n in names)
+        shapes = tuple(tuple(tuple(state[k].shape) for k in ks) for ks in keys)
+        return cls(names, keys, shapes)
+
+    def arrays(self, model: nn.Module) -> list[np.ndarray]:
+        """One flat float64 array per layer."""
+        state = model.state_dict()
+        return [np.concatenate([state[k].detach().numpy().astype(np.float64).ravel() for k in ks]) for ks in self.keys]
+
+    def split(self, flat: np.ndarray) -> list[np.ndarray]:
+        """Cut a flat vector of all layers (in order) into per-layer arrays."""
+        sizes = [sum(int(np.prod(s)) for s in shapes) for shapes in self.shapes]
+        if flat.size != sum(sizes):
+            raise InputError("flat", flat.size, f"must have {sum(sizes)} entries")
+        return list(np.split(np.asarray(flat, dtype=np.float64), np.cumsum(sizes)[:-1]))
+
+    def load(self, model: nn.Module, layers: Sequence[np.ndarray]) -> None:
+        """Write per-layer arrays back into ``model`` (in place)."""
+        state = model.state_dict()
+        with torch.no_grad():
+            for ks, shapes, layer in zip(self.keys, self.shapes, layers):
+                offset = 0
+                for k, shape in zip(ks, shapes):
+                    size = int(np.prod(shape))
+                    state[k].copy_(torch.from_numpy(np.asarray(layer[offset : offset + size]).reshape(shape)))
+                    offset += size
+
+
+def layer_groups(model: nn.Module) -> LayerGroups:
+    return LayerGroups.of(model)
+
+
+def perturb(x: torch.Tensor, noise_std: float, max_shift: int, generator: torch.Generator) -> torch.Tensor:
+    """Weak augmentation: a random translation of up to ``max_shift`` pixels per sample
+    (zero padding; images ``(n, C, H, W)`` only) plus Gaussian noise of std ``noise_std``."""
+    out = x
+    if max_shift > 0 and x.ndim == 4 and len(x):
+        n, _, h, w = x.shape
+        shifts = torch.randint(-max_shift, max_shift + 1, (n, 2), generator=generator).to(x.dtype)
+        theta = torch.zeros(n, 2, 3, dtype=x.dtype)
+        theta[:, 0, 0] = 1.0
+        theta[:, 1, 1] = 1.0
+        theta[:, 0, 2] = -2.0 * shifts[:, 0] / w
+        theta[:, 1, 2] = -2.0 * shifts[:, 1] / h
+        grid = F.affine_grid(theta, list(x.shape), align_corners=False)
+        out = F.grid_sample(x, grid, mode="nearest", padding_mode="zeros", align_corners=False)
+    if noise_std > 0:
+        out = out + noise_std * torch.randn(out.shape, generator=generator, dtype=out.dtype)
+    return out

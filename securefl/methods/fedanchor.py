@@ -1,0 +1,257 @@
+"""FedAnchor (Qiu et al., fedanchor.md): labels only at the server (the *anchor* set),
+pseudo-labels for the unlabeled clients from a label-contrastive anchor head.
+
+Model: the backbone ``f_phi`` with two heads, the classification head ``f_psi`` and the
+*anchor head*, a linear projection to ``anchor_dim = 128`` (§5.1).
+
+Algorithm 1, per round ``t``:
+
+1. the server samples ``clients_per_round`` clients and computes the anchor latents
+   ``Z^anchor = anchor_head(f_phi(x^anchor))``;
+2. it sends each selected client the model, the anchor head and ``(Z^anchor, y^anchor)``;
+3. each client embeds its data, ``z^m = anchor_head(f_phi(x^m))``, and pseudo-labels it by
+   the mean cosine similarity to each class's anchors (eqs. 3–4);
+4. it trains ``local_epochs`` epochs of cross-entropy on its pseudo-labels (SGD lr 0.03,
+   momentum 0.9, weight decay 5e-4); with ``client_mixup`` instead Appendix B: the fix
+   set (score ``> threshold``), a mix set drawn with replacement, loss
+   ``L_fix + b L_mix`` with ``lambda ~ Beta(a, a)``; no training on an empty fix set;
+5. the server averages the uploaded ``(f_phi, f_psi)`` weighted by ``|D_m|``;
+6. server training on the anchors: one epoch of cross-entropy through the classification
+   head (``server_mixup``: mixup cross-entropy, the paper's "FedAnchor (mix)") and one
+   epoch of the label-contrastive loss (eqs. 1–2) through the anchor head.  Both losses
+   train the backbone too.
+
+Before round 1 the server pre-trains on the anchors for ``pretrain_epochs = 5`` epochs
+(each one CE and one contrastive pass) with lr 0.05 (Appendix C).  The paper gives no
+temperature for eq. (1) and no batch sizes; ``temperature=0.1`` and batches of 64 at the
+server and 10 at the clients are our choices.  Strong augmentation (RandAugment in the
+paper) is not applied: digit images are too small for it; ``client_mixup`` uses the raw
+inputs.
+
+Security (who learns what): clients learn the server's anchor latents and labels (the
+server's own data, sent by design, counted as protocol bytes: the paper's "downstream
+overhead"); pseudo-labels never leave a client; the server learns only the weighted sum
+of the client models and of their sizes, through :func:`securefl.fl.aggregate`
+(:func:`securefl.crypto.secure_sum` with pairwise masks for ``secure="real"``, its
+bit-identical plaintext oracle otherwise).  The anchor
+head is never trained at clients, so it is only downloaded.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from securefl.errors import ConfigError, InputError
+from securefl.fl.rng import SimulationRNG
+from securefl.fl.sampling import sample_clients
+from securefl.fl.training import batches, evaluate, make_optimizer
+from securefl.methods.anchoring import anchor_pseudo_labels, fix_and_mix, label_contrastive_loss, mixup_loss
+from securefl.methods.base import Method, RoundResult, label_digest
+from securefl.fl.aggregation import aggregate, load_model_vector, model_vector
+from securefl.methods.common import build_network
+
+
+class FedAnchor(Method):
+    """FedAnchor; hyper-parameter defaults from fedanchor.md §5.1 and Appendix C."""
+
+    name: ClassVar[str] = "fedanchor"
+    uses_pseudo_labels: ClassVar[bool] = True
+
+    def __init__(
+        self,
+        *,
+        secure: str = "plaintext",
+        seed: int = 0,
+        model: str = "auto",
+        clients_per_round: int = 10,
+        local_epochs: int = 5,
+        batch_size: int = 10,
+        lr: float = 0.03,
+        momentum: float = 0.9,
+        weight_decay: float = 5e-4,
+        server_lr: float = 0.03,
+        server_batch_size: int = 64,
+        pretrain_epochs: int = 5,
+        pretrain_lr: float = 0.05,
+        anchor_dim: int = 128,
+        temperature: float = 0.1,
+        client_mixup: bool = False,
+        server_mixup: bool = False,
+        threshold: float = 0.6,
+        mixup_alpha: float = 0.75,
+        mix_weight: float = 1.0,
+    ) -> None:
+        super().__init__(secure=secure, seed=seed)
+        self.model = model
+        self.clients_per_round = clients_per_round
+        self.local_epochs = local_epochs
+        self.batch_size = batch_size
+        self.lr = lr
+        self.momentum = momentum
+        self.weight_decay = weight_decay
+        self.server_lr = server_lr
+        self.server_batch_size = server_batch_size
+        self.pretrain_epochs = pretrain_epochs
+        self.pretrain_lr = pretrain_lr
+        self.anchor_dim = anchor_dim
+        self.temperature = temperature
+        self.client_mixup = client_mixup
+        self.server_mixup = server_mixup
+        self.threshold = threshold
+        self.mixup_alpha = mixup_alpha
+        self.mix_weight = mix_weight
+
+    # ------------------------------------------------------------------ setup
+    def _validate(self) -> None:
+        for key in ("clients_per_round", "local_epochs", "batch_size", "server_batch_size", "anchor_dim"):
+            value = getattr(self, key)
+            if not isinstance(value, (int, np.integer)) or value < 1:
+                raise InputError(key, value, "must be a positive integer")
+        if not isinstance(self.pretrain_epochs, (int, np.integer)) or self.pretrain_epochs < 0:
+            raise InputError("pretrain_epochs", self.pretrain_epochs, "must be a non-negative integer")
+        for key in ("temperature", "mixup_alpha", "lr", "server_lr", "pretrain_lr"):
+            if getattr(self, key) <= 0:
+                raise InputError(key, getattr(self, key), "must be positive")
+        if not -1.0 <= self.threshold <= 1.0:
+            raise InputError("threshold", self.threshold, "a cosine threshold must lie in [-1, 1]")
+
+    def setup(self, federation: Any) -> None:
+        self._validate()
+        server = federation.server
+        if server is None or server.num_labeled < 2:
+            raise ConfigError(f"{self.name}: needs labeled anchors at the server (partition with labels_at='server')")
+        self.federation = federation
+        self.num_classes = federation.num_classes
+        self.rng = SimulationRNG.from_seed(self.seed)
+        self.network = build_network(self.model, federation, seed=self.seed)
+        with torch.random.fork_rng():
+            torch.manual_seed(self.seed + 1)
+            self.anchor_head = nn.Linear(self.network.feature_dim, self.anchor_dim)
+        keep = server.labeled
+        self.anchor_x = torch.from_numpy(np.ascontiguousarray(server.x[keep], dtype=np.float32))
+        self.anchor_y = torch.from_numpy(server.y[keep].astype(np.int64))
+        self.client_x = [torch.from_numpy(np.ascontiguousarray(c.x, dtype=np.float32)) for c in federation.clients]
+        self.sizes = np.array([len(c) for c in federation.clients], dtype=np.float64)
+        for _ in range(self.pretrain_epochs):
+            self._server_epochs(self.pretrain_lr)
+
+    # ------------------------------------------------------------------ server side
+    def _server_epochs(self, lr: float) -> None:
+        """One epoch of (mixup) cross-entropy, then one of the label-contrastive loss."""
+        self.network.train()
+        self.anchor_head.train()
+        params = list(self.network.parameters()) + list(self.anchor_head.parameters())
+        optimizer = torch.optim.SGD(params, lr=lr, momentum=self.momentum, weight_decay=self.weight_decay)
+        n = len(self.anchor_y)
+        for idx in batches(n, self.server_batch_size, self.rng.torch):
+            xb, yb = self.anchor_x[idx], self.anchor_y[idx]
+            if self.server_mixup:
+                lam = float(self.rng.numpy.beta(self.mixup_alpha, self.mixup_alpha))
+                perm = torch.randperm(len(idx), generator=self.rng.torch)
+                loss = mixup_loss(self.network(lam * xb + (1 - lam) * xb[perm]), yb, yb[perm], lam)
+            else:
+                loss = F.cross_entropy(self.network(xb), yb)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+        for idx in batches(n, self.server_batch_size, self.rng.torch):
+            yb = self.anchor_y[idx]
+            counts = torch.bincount(yb)
+            if int((counts >= 2).sum()) == 0 or int((counts > 0).sum()) < 2:
+                continue  # eq. (1) needs a positive pair and a negative pair
+            z = self.anchor_head(self.network.features(self.anchor_x[idx]))
+            loss = label_contrastive_loss(z, yb, temperature=self.temperature)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+
+    @torch.no_grad()
+    def _latents(self, x: torch.Tensor, network: nn.Module) -> torch.Tensor:
+        network.eval()
+        self.anchor_head.eval()
+        return torch.cat([self.anchor_head(network.features(x[i : i + 1024])) for i in range(0, len(x), 1024)])
+
+    # ------------------------------------------------------------------ client side
+    def _client_update(self, client: int, anchor_z: torch.Tensor) -> tuple[nn.Module, np.ndarray]:
+        x = self.client_x[client]
+        network = copy.deepcopy(self.network)
+        labels, scores = anchor_pseudo_labels(self._latents(x, network), anchor_z, self.anchor_y, self.num_classes)
+        optimizer = make_optimizer(network, lr=self.lr, momentum=self.momentum, weight_decay=self.weight_decay)
+        network.train()
+        y = torch.from_numpy(labels)
+        if not self.client_mixup:
+            for _ in range(self.local_epochs):
+                for idx in batches(len(y), self.batch_size, self.rng.torch):
+                    loss = F.cross_entropy(network(x[idx]), y[idx])
+                    optimizer.zero_grad(set_to_none=True)
+                    loss.backward()
+                    optimizer.step()
+            return network, labels
+        fix, mix = fix_and_mix(scores, self.threshold, self.rng.numpy)
+        if fix.size == 0:
+            return network, labels
+        fix_t, mix_t = torch.from_numpy(fix), torch.from_numpy(mix)
+        for _ in range(self.local_epochs):
+            for idx in batches(len(fix), self.batch_size, self.rng.torch):
+                i_fix, i_mix = fix_t[idx], mix_t[idx]
+                lam = float(self.rng.numpy.beta(self.mixup_alpha, self.mixup_alpha))
+                mixed = lam * x[i_fix] + (1.0 - lam) * x[i_mix]
+                loss = F.cross_entropy(network(x[i_fix]), y[i_fix]) + self.mix_weight * mixup_loss(network(mixed), y[i_fix], y[i_mix], lam)
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                optimizer.step()
+        return network, labels
+
+    # ------------------------------------------------------------------ round
+    def run_round(self, round_index: int) -> RoundResult:
+        start = time.perf_counter()
+        chosen = sample_clients(self.rng.numpy, self.federation.num_clients, self.clients_per_round)
+        anchor_z = self._latents(self.anchor_x, self.network)
+        train_seconds = 0.0
+        uploads, pseudo = [], []
+        for client in chosen:
+            t0 = time.perf_counter()
+            network, labels = self._client_update(int(client), anchor_z)
+            train_seconds += time.perf_counter() - t0
+            uploads.append(model_vector(network))
+            pseudo.append(labels)
+        average, report = aggregate(uploads, self.sizes[chosen], secure=self.secure)
+        load_model_vector(self.network, average)
+        t0 = time.perf_counter()
+        self._server_epochs(self.server_lr)
+        train_seconds += time.perf_counter() - t0
+
+        truth = np.concatenate([self.federation.clients[c].y for c in chosen])
+        head_bytes = sum(p.numel() for p in self.anchor_head.parameters()) * 4
+        anchor_bytes = anchor_z.numel() * 4 + self.anchor_y.numel()  # latents (float32) and labels (1 byte each)
+        return RoundResult(
+            round=round_index,
+            accuracy=evaluate(self.network, self.federation.x_test, self.federation.y_test),
+            seconds=time.perf_counter() - start,
+            train_seconds=train_seconds,
+            crypto_seconds=report.crypto_seconds,
+            bytes_model_per_client=2.0 * report.payload_bytes + head_bytes,
+            bytes_protocol_per_client=report.protocol_bytes_per_client + anchor_bytes,
+            pseudo_label_accuracy=float((np.concatenate(pseudo) == truth).mean()),
+            pseudo_label_digest=label_digest(pseudo),
+        )
+
+    # ------------------------------------------------------------------ state
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "network": copy.deepcopy(self.network.state_dict()),
+            "anchor_head": copy.deepcopy(self.anchor_head.state_dict()),
+            "rng": self.rng.state_dict(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.network.load_state_dict(state["network"])
+        self.anchor_head.load_state_dict(state["anchor_head"])
+        self.rng.load_state_dict(state["rng"])

@@ -1,0 +1,274 @@
+"""ProtoFSSL (Kim et al., protofssl.md Algorithm 1): FSSL with prototypical networks and
+inter-client prototype sharing.
+
+The network is the feature extractor ``f_theta`` alone (no final FC layer, Appendix A.2):
+a sample is classified by its distance to class prototypes.  Per round ``r``:
+
+* the server samples ``clients_per_round`` clients ``M_r`` and picks ``helpers`` clients
+  ``H_r`` among the previous round's ``M_{r-1}``, whose prototypes it stored;
+* each client starts from ``theta^{r-1}`` and runs ``local_epochs`` episodes; in each it
+  draws per class a support set (``n_support``) and a disjoint query set (``n_query``),
+  and ``n_unlabeled`` unlabeled queries; it pseudo-labels the unlabeled queries with the
+  helpers' prototypes (eqs. 6–7), sharpens them with temperature ``T`` (eq. 5), builds its
+  own prototypes from the support set (eq. 2) and takes one RMSprop step on eq. (8)
+  (``lambda_u`` weighs the unlabeled term; ``aggregation="fedprox"`` adds
+  ``prox_mu/2 ||theta - theta^{r-1}||^2``);
+* it then computes prototypes from *all* its labeled data with the final weights and
+  sends them, with its model, to the server (§4.4);
+* the server averages the models weighted by ``|D_i|`` (eq. 1) and stores the
+  prototypes for round ``r + 1``.
+
+Test accuracy classifies by the nearest *global* prototype: after aggregation the round's
+clients embed their labeled data with ``theta^r`` and the server learns the per-class
+sums and counts through a secure sum (never one client's prototypes).
+
+Defaults (Table 5): RMSprop lr 1e-3, L2 1e-4, 5 clients per round, ``n_support = 1``,
+``n_query = 2``, ``n_unlabeled = 100``, 5 helpers, ``lambda_u = 0.3``, ``T = 0.5``;
+FedProx ``prox_mu = 1e-2`` (CIFAR-10).  The paper leaves ``E`` to its code; Table 8's
+values match its main results at ``E = 10`` episodes, our default.
+
+Security (who learns what): the prototype exchange runs through
+:mod:`securefl.protocols.prototype_sharing`: a client may withhold classes with fewer
+than ``min_class_count`` labeled samples and may clip and add Gaussian noise
+(``noise_std``, Appendix B.4, with (epsilon, delta) accounting); helpers' prototypes are
+relayed by the server, which sees them (noised) as in the paper.  Models and the global
+prototypes are summed with :func:`securefl.crypto.secure_sum` (``secure="real"``) or its
+bit-identical plaintext oracle, so both modes produce identical pseudo-labels.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+
+from securefl.errors import ConfigError, InputError
+from securefl.fl.aggregation import aggregate, load_model_vector, model_vector, secure_backend
+from securefl.fl.rng import SimulationRNG
+from securefl.fl.sampling import sample_clients
+from securefl.fl.training import prox_term
+from securefl.methods.base import Method, RoundResult, label_digest
+from securefl.methods.common import build_network
+from securefl.methods.prototypical import DISTANCES, class_prototypes, prototype_logits, protofssl_loss, split_episode
+from securefl.protocols.prototype_sharing import PrototypeStore, Prototypes, aggregate_prototypes, pseudo_labels, share_prototypes
+
+AGGREGATIONS = ("fedavg", "fedprox")
+
+
+class ProtoFSSL(Method):
+    """ProtoFSSL-FedAvg / ProtoFSSL-FedProx (``aggregation``); see the module docstring."""
+
+    name: ClassVar[str] = "protofssl"
+    uses_pseudo_labels: ClassVar[bool] = True
+
+    def __init__(
+        self,
+        *,
+        secure: str = "plaintext",
+        seed: int = 0,
+        model: str = "auto",
+        clients_per_round: int = 5,
+        local_epochs: int = 10,
+        lr: float = 1e-3,
+        weight_decay: float = 1e-4,
+        n_support: int = 1,
+        n_query: int = 2,
+        n_unlabeled: int = 100,
+        helpers: int = 5,
+        lambda_u: float = 0.3,
+        temperature: float = 0.5,
+        distance: str = "euclidean",
+        aggregation: str = "fedavg",
+        prox_mu: float = 1e-2,
+        noise_std: float = 0.0,
+        clip: float | None = None,
+        min_class_count: int = 1,
+    ) -> None:
+        super().__init__(secure=secure, seed=seed)
+        self.model = model
+        self.clients_per_round = clients_per_round
+        self.local_epochs = local_epochs
+        self.lr = lr
+        self.weight_decay = weight_decay
+        self.n_support = n_support
+        self.n_query = n_query
+        self.n_unlabeled = n_unlabeled
+        self.helpers = helpers
+        self.lambda_u = lambda_u
+        self.temperature = temperature
+        self.distance = distance
+        self.aggregation = aggregation
+        self.prox_mu = prox_mu
+        self.noise_std = noise_std
+        self.clip = clip
+        self.min_class_count = min_class_count
+
+    # ------------------------------------------------------------------ setup
+    def _validate(self) -> None:
+        for key in ("clients_per_round", "local_epochs", "n_support", "helpers", "min_class_count"):
+            value = getattr(self, key)
+            if not isinstance(value, (int, np.integer)) or value < 1:
+                raise InputError(key, value, "must be a positive integer")
+        for key in ("n_query", "n_unlabeled"):
+            value = getattr(self, key)
+            if not isinstance(value, (int, np.integer)) or value < 0:
+                raise InputError(key, value, "must be a non-negative integer")
+        if self.distance not in DISTANCES:
+            raise InputError("distance", self.distance, f"must be one of {DISTANCES}")
+        if self.aggregation not in AGGREGATIONS:
+            raise InputError("aggregation", self.aggregation, f"must be one of {AGGREGATIONS}")
+        for key in ("lr", "temperature"):
+            if getattr(self, key) <= 0:
+                raise InputError(key, getattr(self, key), "must be positive")
+        if self.lambda_u < 0 or self.prox_mu < 0 or self.noise_std < 0:
+            raise InputError("lambda_u/prox_mu/noise_std", (self.lambda_u, self.prox_mu, self.noise_std), "must be non-negative")
+
+    def setup(self, federation: Any) -> None:
+        self._validate()
+        if not federation.labeled_clients:
+            raise ConfigError(f"{self.name}: no client holds labels (labels at the server?); ProtoFSSL needs labels at clients")
+        self.federation = federation
+        self.num_classes = federation.num_classes
+        self.rng = SimulationRNG.from_seed(self.seed)
+        self.network = build_network(self.model, federation, seed=self.seed).body
+        self.clients = []
+        for c in federation.clients:
+            x = torch.from_numpy(np.ascontiguousarray(c.x, dtype=np.float32))
+            self.clients.append((x[torch.from_numpy(c.labeled)], torch.from_numpy(c.y[c.labeled].astype(np.int64)),
+                                 x[torch.from_numpy(~c.labeled)], np.flatnonzero(~c.labeled)))
+        self.sizes = np.array([len(c) for c in federation.clients], dtype=np.float64)
+        self.store = PrototypeStore()
+        self.global_prototypes = np.zeros((self.num_classes, 1))
+        self.global_mask = np.zeros(self.num_classes, dtype=bool)
+
+    # ------------------------------------------------------------------ client side
+    def _embed_all(self, network: torch.nn.Module, x: torch.Tensor) -> np.ndarray:
+        network.eval()
+        with torch.no_grad():
+            out = torch.cat([network(x[i : i + 1024]) for i in range(0, len(x), 1024)])
+        network.train()
+        return out.double().numpy()
+
+    def _client_update(self, client: int, helpers: list[Prototypes]) -> tuple[torch.nn.Module, np.ndarray, np.ndarray]:
+        """Algorithm 1, RunClient: ``local_epochs`` episodes, one RMSprop step each.
+
+        Returns the trained network, the hard pseudo-labels (argmax of the sharpened
+        targets) of every unlabeled query, and those queries' positions.
+        """
+        x_l, y_l, x_u, _ = self.clients[client]
+        network = copy.deepcopy(self.network)
+        network.train()
+        optimizer = torch.optim.RMSprop(network.parameters(), lr=self.lr, weight_decay=self.weight_decay)
+        anchor = [p.detach().clone() for p in network.parameters()] if self.aggregation == "fedprox" else []
+        pseudo: list[np.ndarray] = []
+        positions: list[np.ndarray] = []
+        y_np = y_l.numpy()
+        for _ in range(self.local_epochs):
+            support, _, query, unlabeled = split_episode(
+                y_np, len(x_u), num_classes=self.num_classes, n_support=self.n_support,
+                n_query=self.n_query, n_unlabeled=self.n_unlabeled, rng=self.rng.numpy)
+            use_unlabeled = bool(helpers) and unlabeled.size > 0
+            z = network(torch.cat([x_l[support], x_l[query]] + ([x_u[unlabeled]] if use_unlabeled else [])))
+            z_s, z_q = z[: len(support)], z[len(support) : len(support) + len(query)]
+            protos, present = class_prototypes(z_s, y_l[support], self.num_classes)
+            query_logits = prototype_logits(z_q, protos, present, distance=self.distance)
+            unlabeled_logits = targets = None
+            if use_unlabeled:
+                z_u = z[len(support) + len(query) :]
+                soft = pseudo_labels(z_u.detach().double().numpy(), helpers, temperature=self.temperature, distance=self.distance)
+                targets = torch.from_numpy(soft).to(z_u.dtype)
+                unlabeled_logits = prototype_logits(z_u, protos, present, distance=self.distance)
+                pseudo.append(soft.argmax(axis=1))
+                positions.append(unlabeled)
+            loss = protofssl_loss(query_logits, y_l[query], unlabeled_logits, targets, lambda_u=self.lambda_u)
+            if anchor:
+                loss = loss + prox_term(network, anchor, self.prox_mu)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+        empty = np.empty(0, dtype=np.int64)
+        return network, (np.concatenate(pseudo) if pseudo else empty), (np.concatenate(positions) if positions else empty)
+
+    def _prototypes(self, network: torch.nn.Module, client: int, *, noised: bool) -> Prototypes:
+        """Prototypes of all of a client's labeled data (§4.4), withheld/noised as configured."""
+        x_l, y_l, _, _ = self.clients[client]
+        noise = noised and self.noise_std > 0
+        return share_prototypes(
+            self._embed_all(network, x_l), y_l.numpy(), num_classes=self.num_classes,
+            min_count=self.min_class_count, clip_norm=self.clip,
+            sigma=self.noise_std if noise else None,
+            seed=self.rng.draw_seed() if noise else None,
+        )
+
+    # ------------------------------------------------------------------ round
+    def run_round(self, round_index: int) -> RoundResult:
+        start = time.perf_counter()
+        chosen = sample_clients(self.rng.numpy, self.federation.num_clients, self.clients_per_round)
+        helper_ids = self.store.select_helpers(self.helpers, rng=self.rng.numpy)
+        helpers = [h for h in self.store.helper_prototypes(helper_ids) if h.mask.any()]  # a helper may withhold all
+        bytes_down = float(sum(h.payload_bytes() for h in helpers))
+
+        train_seconds = 0.0
+        uploads, pseudo, truth, sent = [], [], [], {}
+        for client in (int(c) for c in chosen):
+            t0 = time.perf_counter()
+            network, labels, positions = self._client_update(client, helpers)
+            sent[client] = self._prototypes(network, client, noised=True)
+            train_seconds += time.perf_counter() - t0
+            uploads.append(model_vector(network))
+            pseudo.append(labels)
+            truth.append(self.federation.clients[client].y[self.clients[client][3][positions]])
+        self.store.store(sent)
+        bytes_up = float(np.mean([p.payload_bytes() for p in sent.values()]))
+
+        average, report = aggregate(uploads, self.sizes[chosen], secure=self.secure)
+        load_model_vector(self.network, average)
+        # global prototypes for classification: secure sum of n_k c_k and n_k under theta^r
+        t0 = time.perf_counter()
+        finals = [self._prototypes(self.network, int(c), noised=False) for c in chosen]
+        train_seconds += time.perf_counter() - t0
+        t0 = time.perf_counter()
+        global_protos = aggregate_prototypes(finals, threshold=len(finals) // 2 + 1, backend=secure_backend(self.secure))
+        crypto_seconds = report.crypto_seconds + time.perf_counter() - t0
+        self.global_prototypes, self.global_mask = global_protos.vectors, global_protos.mask
+        global_bytes = float(np.mean([global_protos.bytes_sent.get(i, 0) for i in range(len(finals))]))
+
+        all_pseudo = np.concatenate(pseudo)
+        all_truth = np.concatenate(truth)
+        return RoundResult(
+            round=round_index,
+            accuracy=self.evaluate(),
+            seconds=time.perf_counter() - start,
+            train_seconds=train_seconds,
+            crypto_seconds=crypto_seconds,
+            bytes_model_per_client=2.0 * report.payload_bytes,
+            bytes_protocol_per_client=report.protocol_bytes_per_client + bytes_down + bytes_up + global_bytes,
+            pseudo_label_accuracy=float((all_pseudo == all_truth).mean()) if all_pseudo.size else None,
+            pseudo_label_digest=label_digest(pseudo) if helpers else None,
+        )
+
+    def evaluate(self) -> float:
+        """Accuracy of nearest-global-prototype classification (eq. 6) on the test set."""
+        z = torch.from_numpy(self._embed_all(self.network, torch.from_numpy(np.ascontiguousarray(self.federation.x_test, dtype=np.float32))))
+        logits = prototype_logits(z, torch.from_numpy(self.global_prototypes), torch.from_numpy(self.global_mask), distance=self.distance)
+        return float((logits.argmax(dim=1).numpy() == self.federation.y_test).mean())
+
+    # ------------------------------------------------------------------ state
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "network": copy.deepcopy(self.network.state_dict()),
+            "store": dict(self.store.previous),
+            "global_prototypes": self.global_prototypes.copy(),
+            "global_mask": self.global_mask.copy(),
+            "rng": self.rng.state_dict(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.network.load_state_dict(state["network"])
+        self.store.store(state["store"])
+        self.global_prototypes = state["global_prototypes"].copy()
+        self.global_mask = state["global_mask"].copy()
+        self.rng.load_state_dict(state["rng"])

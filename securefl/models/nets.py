@@ -1,0 +1,105 @@
+"""Backbones split into a feature extractor f_phi and a classifier head f_psi.
+
+Every network is an :class:`SplitNet`: ``features(x)`` is f_phi (the embedding FedProp's
+label propagation and ProtoFSSL's prototypes use), ``head(z)`` is f_psi and
+``forward = head o features`` returns logits (softmax lives in the loss).
+
+* ``mlp`` -- two hidden ReLU layers, for scikit-learn's 8x8 digits.
+* ``cnn`` -- FedSemi's MNIST CNN (fedsemi.md Table 7, from the PyTorch MNIST example):
+  conv 10x5x5 -> max-pool 2 -> ReLU -> conv 20x5x5 -> max-pool 2 -> ReLU -> FC 320x50 ->
+  ReLU | FC 50xC.  21,840 parameters on 28x28x1 with C=10, as the paper states.
+* ``resnet9`` / ``resnet8`` -- ProtoFSSL Table 6: eight bias-free 3x3 convolutions (64,
+  128, pool, 128, 128 [+skip], 256, pool, 512, pool, 512, 512 [+skip], pool 4) each
+  followed by a normalisation (``norm``: "bn", "gn", "none") and ReLU; ResNet9 adds a
+  bias-free 512xC linear head, ResNet8 has none (``head`` is the identity and the
+  512-d features are the output, for prototype-based classifiers).
+
+Written by hand because these exact small architectures are not in torchvision.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+class SplitNet(nn.Module):
+    """``forward(x) = head(features(x))``; ``feature_dim`` is the embedding size d."""
+
+    def __init__(self, body: nn.Module, head: nn.Module, feature_dim: int) -> None:
+        super().__init__()
+        self.body = body
+        self.classifier = head
+        self.feature_dim = feature_dim
+
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        """f_phi: inputs ``(n, *input_shape)`` -> embeddings ``(n, feature_dim)``."""
+        return self.body(x)
+
+    def head(self, z: torch.Tensor) -> torch.Tensor:
+        """f_psi: embeddings -> logits."""
+        return self.classifier(z)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.classifier(self.body(x))
+
+
+def mlp(input_shape: tuple[int, ...], num_classes: int, *,
+        hidden: tuple[int, ...] = (128, 64)) -> SplitNet:
+    layers: list[nn.Module] = [nn.Flatten()]
+    width = 1
+    for size in input_shape:
+        width *= size
+    for size in hidden:
+        layers += [nn.Linear(width, size), nn.ReLU()]
+        width = size
+    return SplitNet(nn.Sequential(*layers), nn.Linear(width, num_classes), width)
+
+
+def fedsemi_cnn(input_shape: tuple[int, ...], num_classes: int) -> SplitNet:
+    channels, height, width = input_shape
+    flat_h = ((height - 4) // 2 - 4) // 2
+    flat_w = ((width - 4) // 2 - 4) // 2
+    body = nn.Sequential(
+        nn.Conv2d(channels, 10, 5), nn.MaxPool2d(2), nn.ReLU(),
+        nn.Conv2d(10, 20, 5), nn.MaxPool2d(2), nn.ReLU(),
+        nn.Flatten(), nn.Linear(20 * flat_h * flat_w, 50), nn.ReLU(),
+    )
+    return SplitNet(body, nn.Linear(50, num_classes), 50)
+
+
+def _norm(kind: str, channels: int) -> nn.Module:
+    if kind == "bn":
+        return nn.BatchNorm2d(channels)
+    if kind == "gn":
+        return nn.GroupNorm(min(32, channels), channels)
+    return nn.Identity()
+
+
+def _conv(cin: int, cout: int, norm: str) -> nn.Sequential:
+    return nn.Sequential(nn.Conv2d(cin, cout, 3, padding=1, bias=False), _norm(norm, cout),
+                         nn.ReLU())
+
+
+class _Residual(nn.Module):
+    def __init__(self, block: nn.Module) -> None:
+        super().__init__()
+        self.block = block
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.block(x)
+
+
+def resnet(input_shape: tuple[int, ...], num_classes: int, *, with_head: bool,
+           norm: str = "bn") -> SplitNet:
+    channels = input_shape[0]
+    body = nn.Sequential(
+        _conv(channels, 64, norm), _conv(64, 128, norm), nn.MaxPool2d(2),
+        _Residual(nn.Sequential(_conv(128, 128, norm), _conv(128, 128, norm))),
+        _conv(128, 256, norm), nn.MaxPool2d(2),
+        _conv(256, 512, norm), nn.MaxPool2d(2),
+        _Residual(nn.Sequential(_conv(512, 512, norm), _conv(512, 512, norm))),
+        nn.AdaptiveMaxPool2d(1), nn.Flatten(),
+    )
+    head: nn.Module = nn.Linear(512, num_classes, bias=False) if with_head else nn.Identity()
+    return SplitNet(body, head, 512)

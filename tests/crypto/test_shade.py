@@ -1,0 +1,215 @@
+"""SHADE secure Hamming distance: exactness, share uniformity, views, bad input, tampering."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import stats
+
+from securefl.crypto import HammingResult, secure_hamming_matrix
+from securefl.crypto.channel import SERVER, Frame, Network
+from securefl.crypto.hamming_plain import hamming_matrix, pack_codes
+from securefl.crypto.rand import random_source
+from securefl.crypto.shade import shade_pair
+from securefl.errors import InputError, ProtocolError
+
+
+def plain(codes):
+    stacked = np.concatenate([np.asarray(c, dtype=np.int64) for c in codes])
+    return (stacked[:, None, :] != stacked[None, :, :]).sum(axis=2)
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    sizes=st.lists(st.integers(1, 9), min_size=1, max_size=3),
+    length=st.sampled_from([1, 7, 37, 65, 100, 129]),
+    seed=st.integers(0, 2**31),
+)
+def test_matrix_equals_plaintext_for_random_codes(sizes, length, seed):
+    rng = np.random.default_rng(seed)
+    codes = [rng.integers(0, 2, size=(n, length)) for n in sizes]
+    result = secure_hamming_matrix(codes, seed=seed)
+    expected = plain(codes)
+    assert isinstance(result, HammingResult) and result.matrix.dtype == np.int32
+    np.testing.assert_array_equal(result.matrix, expected)
+    np.testing.assert_array_equal(secure_hamming_matrix(codes, backend="plaintext").matrix, expected)
+    assert result.ots == sum(sizes[b] * length for a in range(len(sizes)) for b in range(a + 1, len(sizes)))
+
+
+@settings(max_examples=10, deadline=None)
+@given(n_a=st.integers(1, 20), n_b=st.integers(1, 20), length=st.sampled_from([37, 65, 100]), seed=st.integers(0, 2**31))
+def test_pair_shares_sum_to_the_distance(n_a, n_b, length, seed):
+    rng = np.random.default_rng(seed)
+    x, y = rng.integers(0, 2, (n_a, length)), rng.integers(0, 2, (n_b, length))
+    share_x, share_y, cost = shade_pair(x, y, network=Network(), rng=random_source(seed))
+    assert share_x.shape == share_y.shape == (n_a, n_b) and share_x.dtype == np.uint16
+    np.testing.assert_array_equal((share_x + share_y).astype(np.int64), plain([x, y])[:n_a, n_a:])
+    assert cost.ots == n_b * length
+
+
+def test_uneven_parties_bool_and_uint8_inputs_and_two_workers():
+    rng = np.random.default_rng(3)
+    codes = [rng.integers(0, 2, (1, 300)).astype(bool), rng.integers(0, 2, (40, 300), dtype=np.uint8), rng.integers(0, 2, (3, 300))]
+    result = secure_hamming_matrix(codes, seed=1, workers=2)
+    np.testing.assert_array_equal(result.matrix, plain(codes))
+    assert result.offsets == (0, 1, 41)
+    assert set(result.bytes_sent) == {0, 1, 2, SERVER}
+
+
+def test_long_codes_use_several_chunks_and_frames(monkeypatch):
+    import securefl.crypto.shade as shade
+
+    monkeypatch.setattr(shade, "CHUNK_OTS", 1000)
+    monkeypatch.setattr(shade, "FRAME_BYTES", 1 << 12)
+    rng = np.random.default_rng(4)
+    codes = [rng.integers(0, 2, (17, 999)), rng.integers(0, 2, (6, 999))]
+    for workers in (1, 3):
+        np.testing.assert_array_equal(secure_hamming_matrix(codes, workers=workers).matrix, plain(codes))
+
+
+def test_seed_makes_runs_reproducible():
+    rng = np.random.default_rng(5)
+    x, y = rng.integers(0, 2, (4, 65)), rng.integers(0, 2, (3, 65))
+    a = shade_pair(x, y, network=Network(), rng=random_source(1))
+    b = shade_pair(x, y, network=Network(), rng=random_source(1))
+    c = shade_pair(x, y, network=Network(), rng=random_source(2))
+    np.testing.assert_array_equal(a[0], b[0])
+    assert not np.array_equal(a[0], c[0])
+
+
+def _chi2_low_byte(values):
+    counts = np.bincount((np.asarray(values).reshape(-1) & 0xFF).astype(np.int64), minlength=256)
+    return stats.chisquare(counts).pvalue
+
+
+@pytest.mark.parametrize("side", [0, 1])
+def test_each_share_alone_is_uniform(side):
+    """Each party's share of HD is uniform mod 2^16 (low byte and high bit checked)."""
+    rng = np.random.default_rng(6)
+    x, y = np.zeros((64, 9), dtype=np.uint8), rng.integers(0, 2, (80, 9))
+    share = shade_pair(x, y, network=Network(), rng=random_source(7 + side))[side]
+    assert _chi2_low_byte(share) > 1e-5
+    assert stats.binomtest(int((share >> 15).sum()), share.size).pvalue > 1e-5
+
+
+def test_uniformity_check_rejects_the_distances_themselves():
+    rng = np.random.default_rng(8)
+    x, y = rng.integers(0, 2, (64, 9)), rng.integers(0, 2, (80, 9))
+    assert _chi2_low_byte(plain([x, y])[:64, 64:]) < 1e-5
+
+
+class RecordingNetwork(Network):
+    """Keeps a copy of every SHADE correction the receiver gets (its view)."""
+
+    def receive(self, receiver, sender, tag):
+        message = super().receive(receiver, sender, tag)
+        if tag == "shade/u":
+            self.__dict__.setdefault("seen", []).append(np.array(message.arrays[0]))
+        return message
+
+
+def test_receiver_view_of_corrections_is_uniform():
+    """u = p0 + Delta - p1 looks uniform to the receiver even for structured x."""
+    rng = np.random.default_rng(9)
+    x, y = np.zeros((16, 64), dtype=np.uint8), rng.integers(0, 2, (32, 64))
+    network = RecordingNetwork()
+    shade_pair(x, y, network=network, rng=random_source(10))
+    seen = np.concatenate([u[:, :16].reshape(-1) for u in network.seen])
+    assert seen.size == 32 * 64 * 16
+    assert _chi2_low_byte(seen) > 1e-5
+    assert _chi2_low_byte(seen >> 8) > 1e-5
+
+
+class TamperingNetwork(Network):
+    """Corrupts, truncates or replays a frame with a given tag (plan = (tag, action))."""
+
+    def send(self, message):
+        size = super().send(message)
+        plan, state = self.__dict__.get("plan"), self.__dict__.setdefault("state", {})
+        if not plan or message.tag != plan[0] or state.get("done"):
+            return size
+        queue = self.queue(message.sender, message.receiver)
+        frame = queue[-1]
+        if plan[1] == "flip":
+            raw = bytearray(bytes(frame.body[0]))
+            raw[len(raw) // 2] ^= 0x01
+            frame.body = [memoryview(bytes(raw))]
+            state["done"] = True
+        elif plan[1] == "truncate":
+            frame.body = [memoryview(bytes(frame.body[0]))[:-2]]
+            state["done"] = True
+        elif plan[1] == "replay":
+            if "wire" not in state:
+                state["wire"] = bytes(frame)
+            else:
+                queue[-1] = Frame.from_bytes(state["wire"])
+                state["done"] = True
+        return size
+
+
+@pytest.mark.parametrize(
+    "tag, action",
+    [
+        ("shade/u", "flip"),
+        ("shade/u", "truncate"),
+        ("shade/u", "replay"),
+        ("iknp/U/0", "flip"),
+        ("baseot/B", "flip"),
+        ("shade/share/0-1", "flip"),
+        ("shade/own/1", "truncate"),
+    ],
+)
+def test_tampering_raises_protocol_error_never_a_wrong_matrix(tag, action, monkeypatch):
+    import securefl.crypto.shade as shade
+
+    monkeypatch.setattr(shade, "TILE_BYTES", 16)
+    monkeypatch.setattr(shade, "FRAME_BYTES", 16)
+    rng = np.random.default_rng(11)
+    codes = [rng.integers(0, 2, (5, 40)), rng.integers(0, 2, (4, 40))]
+    network = TamperingNetwork()
+    network.__dict__["plan"] = (tag, action)
+    with pytest.raises(ProtocolError):
+        secure_hamming_matrix(codes, network=network)
+    assert network.__dict__["state"].get("done")
+
+
+def test_plaintext_kernel_pads_codes_to_words():
+    bits = np.random.default_rng(13).integers(0, 2, (6, 70))
+    packed = pack_codes(bits)
+    assert packed.shape == (6, 16)
+    np.testing.assert_array_equal(hamming_matrix(packed), plain([bits]))
+    np.testing.assert_array_equal(hamming_matrix(packed[:2], packed[2:]), plain([bits])[:2, 2:])
+
+
+@pytest.mark.parametrize(
+    "codes, parameter",
+    [
+        ([np.array([[0, 2]])], "codes[0]"),
+        ([np.array([[0, -1]])], "codes[0]"),
+        ([np.zeros((2, 3), int), np.zeros((2, 4), int)], "codes[1]"),
+        ([np.zeros((2, 3), int), np.zeros((0, 3), int)], "codes[1]"),
+        ([np.zeros(3, int)], "codes[0]"),
+        ([np.zeros((2, 2, 2), int)], "codes[0]"),
+        ([np.zeros((2, 3), np.float64)], "codes[0]"),
+        ([np.zeros((2, 0), int)], "codes[0]"),
+        ([np.zeros((1, 1 << 16), np.uint8)], "codes"),
+        ([], "codes"),
+        (np.zeros((2, 3), int), "codes"),
+        (5, "codes"),
+    ],
+)
+def test_bad_codes_name_the_parameter(codes, parameter):
+    for backend in ("shade", "plaintext"):
+        with pytest.raises(InputError) as info:
+            secure_hamming_matrix(codes, backend=backend)
+        assert info.value.parameter == parameter
+
+
+def test_bad_backend_seed_and_workers():
+    codes = [np.zeros((1, 3), int)]
+    with pytest.raises(InputError, match="backend"):
+        secure_hamming_matrix(codes, backend="magic")
+    with pytest.raises(InputError, match="workers"):
+        secure_hamming_matrix(codes, workers=0)
+    with pytest.raises(InputError, match="seed"):
+        secure_hamming_matrix(codes, seed=-1)

@@ -1,0 +1,182 @@
+"""Partitions keep their promises (property-based): sizes, classes, label counts."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from securefl.data import Dataset, partition
+from securefl.errors import InputError
+
+PROPS = settings(max_examples=15, deadline=None)
+
+
+def synthetic(n_per_class: int = 60, classes: int = 10, seed: int = 0) -> Dataset:
+    """Unequal classes (60..64 points); x encodes each sample's index."""
+    rng = np.random.default_rng(seed)
+    y = rng.permutation(np.repeat(np.arange(classes), n_per_class + rng.integers(0, 5, classes)))
+    x = np.arange(len(y), dtype=np.float32)[:, None, None, None] * np.ones((1, 1, 2, 2),
+                                                                            np.float32)
+    return Dataset("synthetic", x, y.astype(np.int64), x[:10], y[:10].astype(np.int64), classes)
+
+
+DATA = synthetic()
+
+
+def ids(client):
+    """Original sample ids (x encodes the index)."""
+    return client.x[:, 0, 0, 0].astype(np.int64)
+
+
+def check_disjoint(fed, total):
+    everything = np.concatenate([ids(c) for c in fed.clients] +
+                                ([ids(fed.server)] if fed.server is not None else []))
+    assert len(np.unique(everything)) == len(everything)
+    assert everything.max() < total
+    for c in fed.clients:
+        assert np.array_equal(DATA.y_train[ids(c)], c.y)
+
+
+@PROPS
+@given(clients=st.integers(2, 20), gamma=st.floats(0.0, 1.0), seed=st.integers(0, 99),
+       labeled_clients=st.integers(0, 20))
+def test_iid(clients, gamma, seed, labeled_clients):
+    labeled_clients = min(labeled_clients, clients)
+    fed = partition(DATA, scheme="iid", num_clients=clients, seed=seed, labeled_fraction=gamma,
+                    labeled_clients=labeled_clients)
+    check_disjoint(fed, len(DATA.y_train))
+    assert sum(len(c) for c in fed.clients) == len(DATA.y_train)
+    sizes = [len(c) for c in fed.clients]
+    assert max(sizes) - min(sizes) <= 1
+    counts = np.array([np.bincount(c.y, minlength=10) for c in fed.clients])
+    assert (counts.max(axis=0) - counts.min(axis=0)).max() <= 1
+    holders = [c for c in fed.clients if c.num_labeled > 0]
+    assert len(holders) <= labeled_clients
+    for c in fed.clients:
+        assert c.num_labeled in (0, round(gamma * len(c)))
+        if c.num_labeled:
+            expected = c.num_labeled * np.bincount(c.y, minlength=10) / len(c)
+            assert np.abs(np.bincount(c.y[c.labeled], minlength=10) - expected).max() < 1
+    if gamma * min(sizes) >= 0.5:
+        assert len(holders) == labeled_clients
+
+
+@PROPS
+@given(clients=st.integers(5, 20), per_client=st.integers(1, 4), seed=st.integers(0, 99))
+def test_noniid_1_classes(clients, per_client, seed):
+    fed = partition(DATA, scheme="noniid-1", num_clients=clients, seed=seed,
+                    classes_per_client=per_client, labeled_fraction=0.2)
+    check_disjoint(fed, len(DATA.y_train))
+    for c in fed.clients:
+        assert len(np.unique(c.y)) == per_client
+        assert set(np.unique(c.y[c.labeled])) <= set(np.unique(c.y))
+        assert c.num_labeled == round(0.2 * len(c))
+    users = np.bincount(np.concatenate([np.unique(c.y) for c in fed.clients]), minlength=10)
+    assert users.sum() == clients * per_client
+    assert users.max() - users.min() <= 1
+
+
+@PROPS
+@given(clients=st.integers(5, 20), seed=st.integers(0, 99), gamma=st.floats(0.05, 0.5))
+def test_noniid_2_labeled_two_classes_unlabeled_all(clients, seed, gamma):
+    fed = partition(DATA, scheme="noniid-2", num_clients=clients, seed=seed,
+                    labeled_fraction=gamma)
+    check_disjoint(fed, len(DATA.y_train))
+    assert sum(c.num_labeled for c in fed.clients) == round(gamma * len(DATA.y_train))
+    for c in fed.clients:
+        assert len(np.unique(c.y[c.labeled])) <= 2
+        assert len(np.unique(c.y[~c.labeled])) == 10
+
+
+def test_noniid_2_with_ample_labels_has_exactly_two_classes():
+    fed = partition(DATA, scheme="noniid-2", num_clients=10, seed=1, labeled_fraction=0.3)
+    assert all(len(np.unique(c.y[c.labeled])) == 2 for c in fed.clients)
+
+
+@PROPS
+@given(clients=st.integers(10, 40), seed=st.integers(0, 99))
+def test_noniid_3_label_ratios(clients, seed):
+    fed = partition(DATA, scheme="noniid-3", num_clients=clients, seed=seed)
+    for c in fed.clients:
+        assert c.num_labeled in (round(0.05 * len(c)), round(0.55 * len(c)))
+        assert len(np.unique(c.y)) == 10
+    rich = sum(1 for c in fed.clients if c.num_labeled == round(0.55 * len(c)))
+    assert rich == clients // 10
+
+
+@PROPS
+@given(clients=st.integers(2, 20), labeled_clients=st.integers(1, 20), seed=st.integers(0, 99),
+       alpha=st.floats(0.05, 10.0))
+def test_fedprop_noniid(clients, labeled_clients, seed, alpha):
+    labeled_clients = min(labeled_clients, clients)
+    fed = partition(DATA, scheme="fedprop-noniid", num_clients=clients, seed=seed,
+                    labeled_clients=labeled_clients, labeled_fraction=0.1,
+                    dirichlet_alpha=alpha)
+    check_disjoint(fed, len(DATA.y_train))
+    size = len(DATA.y_train) // clients
+    assert all(len(c) == size for c in fed.clients)
+    assert sum(1 for c in fed.clients if c.num_labeled) == labeled_clients
+    for c in fed.clients:
+        if c.num_labeled:
+            assert c.num_labeled == round(0.1 * size)
+            expected = c.num_labeled * np.bincount(c.y, minlength=10) / len(c)
+            assert np.abs(np.bincount(c.y[c.labeled], minlength=10) - expected).max() < 1
+
+
+def test_fedprop_noniid_is_skewed():
+    fed = partition(DATA, scheme="fedprop-noniid", num_clients=10, seed=0, dirichlet_alpha=0.1)
+    top_share = [np.bincount(c.y).max() / len(c) for c in fed.clients]
+    assert np.median(top_share) > 0.4
+
+
+@PROPS
+@given(clients=st.integers(2, 15), seed=st.integers(0, 99), alpha=st.floats(0.1, 100.0))
+def test_dirichlet(clients, seed, alpha):
+    fed = partition(DATA, scheme="dirichlet", num_clients=clients, seed=seed,
+                    dirichlet_alpha=alpha, labeled_fraction=0.1)
+    check_disjoint(fed, len(DATA.y_train))
+    assert sum(len(c) for c in fed.clients) == len(DATA.y_train)
+    assert all(len(c) > 0 for c in fed.clients)
+    assert all(c.num_labeled == round(0.1 * len(c)) for c in fed.clients)
+
+
+@PROPS
+@given(scheme=st.sampled_from(["iid", "noniid-1", "noniid-2", "dirichlet", "fedprop-noniid"]),
+       budget=st.integers(10, 100), seed=st.integers(0, 99))
+def test_labels_at_server(scheme, budget, seed):
+    fed = partition(DATA, scheme=scheme, num_clients=5, seed=seed, labels_at="server",
+                    server_labels=budget)
+    check_disjoint(fed, len(DATA.y_train))
+    assert len(fed.server) == budget and fed.server.labeled.all()
+    counts = np.bincount(fed.server.y, minlength=10)
+    assert counts.max() - counts.min() <= 1
+    assert all(c.num_labeled == 0 for c in fed.clients)
+    assert fed.labeled_clients == []
+
+
+def test_samples_per_client_and_reproducibility():
+    one = partition(DATA, scheme="iid", num_clients=4, seed=3, samples_per_client=20)
+    two = partition(DATA, scheme="iid", num_clients=4, seed=3, samples_per_client=20)
+    other = partition(DATA, scheme="iid", num_clients=4, seed=4, samples_per_client=20)
+    assert [len(c) for c in one.clients] == [20] * 4
+    assert all(np.array_equal(a.x, b.x) and np.array_equal(a.labeled, b.labeled)
+               for a, b in zip(one.clients, two.clients))
+    assert not all(np.array_equal(a.x, b.x) for a, b in zip(one.clients, other.clients))
+
+
+@pytest.mark.parametrize("kwargs, parameter", [
+    ({"scheme": "pathological"}, "scheme"),
+    ({"num_clients": 0}, "num_clients"),
+    ({"labeled_fraction": 1.5}, "labeled_fraction"),
+    ({"labeled_clients": 11}, "labeled_clients"),
+    ({"scheme": "noniid-1", "classes_per_client": 11}, "classes_per_client"),
+    ({"dirichlet_alpha": 0.0}, "dirichlet_alpha"),
+    ({"labels_at": "nowhere"}, "labels_at"),
+    ({"labels_at": "server", "server_labels": 0}, "server_labels"),
+])
+def test_bad_arguments(kwargs, parameter):
+    options = {"scheme": "iid", "num_clients": 10, "seed": 0, **kwargs}
+    with pytest.raises(InputError, match=parameter):
+        partition(DATA, **options)

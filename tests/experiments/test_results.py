@@ -1,0 +1,88 @@
+"""results.json: the DESIGN.md fields, derived summaries and the real-vs-plaintext comparison."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from securefl.experiments.report import markdown_report
+from securefl.experiments.results import (
+    SCHEMA,
+    JobLog,
+    build_results,
+    compare_jobs,
+    read_results,
+    write_results,
+)
+from securefl.methods.base import RoundResult
+
+DESIGN_FIELDS = {
+    "method", "dataset", "secure", "rounds", "final_accuracy", "best_accuracy",
+    "pseudo_label_accuracy", "seconds", "crypto_seconds", "bytes_per_client_per_round",
+    "accuracy_by_round",
+}
+
+
+def _job(secure, accuracies, digests, *, protocol_bytes=500.0, seconds=2.0):
+    job = JobLog(method="fedprop", secure=secure, rounds=len(accuracies), setup_seconds=1.5)
+    for r, (acc, digest) in enumerate(zip(accuracies, digests)):
+        job.round_results.append(RoundResult(
+            round=r, accuracy=acc, seconds=seconds, train_seconds=1.0,
+            crypto_seconds=0.5 if secure == "real" else 0.0,
+            bytes_model_per_client=1000.0, bytes_protocol_per_client=protocol_bytes,
+            pseudo_label_accuracy=0.8 + 0.01 * r, pseudo_label_digest=digest,
+        ).to_dict())
+    job.status = "complete"
+    return job
+
+
+def test_summary_derives_the_design_fields():
+    summary = _job("real", [0.5, 0.7, 0.6], ["a", "b", "c"]).summary("digits")
+    assert DESIGN_FIELDS <= set(summary)
+    assert summary["final_accuracy"] == 0.6 and summary["best_accuracy"] == 0.7
+    assert summary["best_round"] == 1
+    assert summary["pseudo_label_accuracy"] == pytest.approx(0.82)
+    assert summary["seconds"] == pytest.approx(1.5 + 3 * 2.0)
+    assert summary["crypto_seconds"] == pytest.approx(1.5)
+    assert summary["bytes_per_client_per_round"] == pytest.approx(1500.0)
+    assert summary["pseudo_label_digest_by_round"] == ["a", "b", "c"]
+
+
+def test_summary_of_a_job_without_rounds_is_empty_not_wrong():
+    summary = JobLog(method="fedprop", secure="real", rounds=3).summary("digits")
+    assert summary["rounds_completed"] == 0
+    assert summary["final_accuracy"] is None and summary["bytes_per_client_per_round"] is None
+
+
+def test_compare_reports_difference_identity_and_ratios():
+    real = _job("real", [0.5, 0.7], ["a", "b"], protocol_bytes=3000.0, seconds=4.0)
+    plain = _job("plaintext", [0.5, 0.69], ["a", "b"], protocol_bytes=0.0, seconds=2.0)
+    row = compare_jobs(real.summary("digits"), plain.summary("digits"))
+    assert row["pseudo_labels_identical"] is True and row["digest_mismatch_rounds"] == []
+    assert row["accuracy_difference"] == pytest.approx(0.01)
+    assert row["time_ratio"] == pytest.approx((1.5 + 8.0) / (1.5 + 4.0))
+    assert row["bytes_ratio"] == pytest.approx(4000.0 / 1000.0)
+    other = _job("plaintext", [0.5, 0.7], ["a", "X"]).summary("digits")
+    row = compare_jobs(real.summary("digits"), other)
+    assert row["pseudo_labels_identical"] is False and row["digest_mismatch_rounds"] == [1]
+
+
+def test_compare_without_pseudo_labels_or_plaintext_bytes():
+    real = _job("real", [0.5], [None]).summary("digits")
+    plain = _job("plaintext", [0.5], [None]).summary("digits")
+    plain["bytes_per_client_per_round"] = 0.0
+    row = compare_jobs(real, plain)
+    assert row["pseudo_labels_identical"] is None and row["bytes_ratio"] is None
+
+
+def test_document_round_trips_through_the_file(tmp_path):
+    jobs = [_job("real", [0.5, 0.7], ["a", "b"]), _job("plaintext", [0.5, 0.7], ["a", "b"])]
+    document = build_results(jobs=jobs, dataset="digits", status="complete",
+                             header={"command": "securefl run", "seed": 0})
+    assert document["schema"] == SCHEMA and len(document["comparison"]) == 1
+    path = write_results(document, tmp_path)
+    assert json.loads(path.read_text()) == read_results(tmp_path)
+    assert [p.name for p in tmp_path.iterdir()] == ["results.json"]
+    report = markdown_report(document)
+    assert report.count("| fedprop |") == 3 and "| yes |" in report

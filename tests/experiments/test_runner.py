@@ -1,0 +1,145 @@
+"""The runner: per-round commits, Ctrl-C leaves valid results, resume equals uninterrupted."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from securefl.experiments.config import load_config
+from securefl.experiments.runner import (
+    CHECKPOINT_FILE,
+    Runner,
+    load_state,
+    new_state,
+    state_config,
+)
+
+from .conftest import fake_factory
+
+
+class Stop(Exception):
+    pass
+
+
+def _runner(config, federation, out, after_round=None, state=None):
+    return Runner(
+        state=state or new_state(config, {"command": "test"}),
+        federations={name: federation for name in config.methods},
+        out=out,
+        factory=fake_factory,
+        after_round=after_round,
+    )
+
+
+def _interrupt_at(job_index, round_index):
+    """An after_round hook that presses Ctrl-C after the given job's round."""
+    seen = []
+
+    def hook(job, completed_round):
+        seen.append(job.method + job.secure)
+        jobs_done = len(dict.fromkeys(seen)) - 1
+        if jobs_done == job_index and completed_round == round_index:
+            raise KeyboardInterrupt
+
+    return hook
+
+
+def _series(document):
+    return [
+        (s["method"], s["secure"], s["accuracy_by_round"], s["pseudo_label_digest_by_round"])
+        for s in document["methods"]
+    ]
+
+
+@pytest.mark.parametrize("secure, job_index, round_index", [("real", 0, 1), ("both", 2, 0)])
+def test_interrupted_then_resumed_equals_uninterrupted(
+    tmp_path, fake_config, digits_federation, secure, job_index, round_index
+):
+    config = load_config(fake_config, secure=secure, rounds=4)
+    reference = _runner(config, digits_federation, tmp_path / "ref").run()
+
+    out = tmp_path / "cut"
+    with pytest.raises(KeyboardInterrupt):
+        _runner(config, digits_federation, out, _interrupt_at(job_index, round_index)).run()
+    partial = json.loads((out / "results.json").read_text())
+    assert partial["status"] == "interrupted"
+    completed = [s["rounds_completed"] for s in partial["methods"]]
+    assert completed[job_index] == round_index + 1
+    assert completed[:job_index] == [4] * job_index
+    assert sum(completed) == 4 * job_index + round_index + 1
+    interrupted = partial["methods"][job_index]
+    assert interrupted["status"] == "interrupted"
+    assert interrupted["accuracy_by_round"] == (
+        reference["methods"][job_index]["accuracy_by_round"][: round_index + 1]
+    )
+
+    state = load_state(out)
+    resumed = _runner(state_config(state), digits_federation, out, state=state).run()
+    assert resumed["status"] == "complete"
+    assert _series(resumed) == _series(reference)
+    assert [s["pseudo_label_accuracy"] for s in resumed["methods"]] == [
+        s["pseudo_label_accuracy"] for s in reference["methods"]
+    ]
+    assert json.loads((out / "results.json").read_text())["status"] == "complete"
+
+
+def test_each_round_is_committed_before_the_next(tmp_path, fake_config, digits_federation):
+    config = load_config(fake_config, methods=["softmax-st"], rounds=3)
+    out = tmp_path / "run"
+    observed = []
+
+    def hook(job, round_index):
+        document = json.loads((out / "results.json").read_text())
+        state = load_state(out)
+        observed.append(
+            (document["methods"][0]["rounds_completed"], state.jobs[0].rounds_completed,
+             state.method_state is not None)
+        )
+
+    _runner(config, digits_federation, out, hook).run()
+    assert observed == [(1, 1, True), (2, 2, True), (3, 3, True)]
+    final = load_state(out)
+    assert final.status == "complete" and final.method_state is None
+
+
+def test_failure_is_recorded_and_reraised(tmp_path, fake_config, digits_federation):
+    config = load_config(fake_config, methods=["softmax-st"], rounds=3)
+    out = tmp_path / "run"
+
+    def hook(job, round_index):
+        if round_index == 1:
+            raise Stop("disk on fire")
+
+    with pytest.raises(Stop):
+        _runner(config, digits_federation, out, hook).run()
+    document = json.loads((out / "results.json").read_text())
+    assert document["status"] == "failed"
+    assert document["methods"][0]["rounds_completed"] == 2
+    assert "disk on fire" in document["methods"][0]["error"]
+    assert (out / CHECKPOINT_FILE).is_file()
+
+
+def test_resuming_a_complete_run_changes_nothing(tmp_path, fake_config, digits_federation):
+    config = load_config(fake_config, rounds=2)
+    out = tmp_path / "run"
+    first = _runner(config, digits_federation, out).run()
+    state = load_state(out)
+    again = _runner(state_config(state), None, out, state=state).run()
+    assert _series(again) == _series(first)
+
+
+def test_ctrl_c_during_a_commit_waits_for_the_files(tmp_path):
+    import os
+    import signal
+
+    from securefl.experiments.runner import _interrupts_deferred
+
+    finished = []
+    before = signal.getsignal(signal.SIGINT)
+    with pytest.raises(KeyboardInterrupt):
+        with _interrupts_deferred():
+            os.kill(os.getpid(), signal.SIGINT)
+            finished.append(True)
+    assert finished == [True]
+    assert signal.getsignal(signal.SIGINT) is before

@@ -1,0 +1,101 @@
+"""FedProp and FedProp+MT on the tiny digits federation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from securefl.errors import InputError
+from securefl.methods import build_method
+from securefl.methods.fedprop import FedProp
+
+FAST = {"warmup_rounds": 1, "L": 128}
+
+
+def run(name, federation, hyper, secure, rounds=2, seed=0):
+    method = build_method(name, secure=secure, seed=seed, **hyper)
+    method.setup(federation)
+    return method, [method.run_round(r) for r in range(rounds)]
+
+
+@pytest.mark.parametrize("name", ["fedprop", "fedprop-mt"])
+def test_real_and_plaintext_give_identical_pseudo_labels(name, tiny_digits, tiny_hyper):
+    _, plain = run(name, tiny_digits, {**tiny_hyper, **FAST}, "plaintext")
+    _, real = run(name, tiny_digits, {**tiny_hyper, **FAST}, "real")
+    for p, r in zip(plain, real):
+        assert p.pseudo_label_digest is not None
+        assert p.pseudo_label_digest == r.pseudo_label_digest
+        assert p.pseudo_label_accuracy == r.pseudo_label_accuracy
+        assert p.accuracy == r.accuracy
+        assert r.bytes_protocol_per_client > p.bytes_protocol_per_client > 0
+        assert 0.0 <= p.pseudo_label_accuracy <= 1.0
+    assert plain[0].pseudo_label_digest != plain[1].pseudo_label_digest
+
+
+def test_round_result_accounting(tiny_digits, tiny_hyper):
+    method, results = run("fedprop", tiny_digits, {**tiny_hyper, **FAST}, "plaintext", rounds=1)
+    result = results[0]
+    assert result.bytes_model_per_client == 2 * 4 * sum(
+        p.numel() for p in method.network.state_dict().values())
+    assert result.seconds >= result.train_seconds > 0
+    assert result.crypto_seconds > 0
+
+
+def test_resume_reproduces_uninterrupted_run(tiny_digits, tiny_hyper):
+    hyper = {**tiny_hyper, **FAST}
+    _, straight = run("fedprop-mt", tiny_digits, hyper, "plaintext", rounds=2)
+    first = build_method("fedprop-mt", secure="plaintext", seed=0, **hyper)
+    first.setup(tiny_digits)
+    first.run_round(0)
+    state = first.state_dict()
+    first.run_round(1)
+    resumed = build_method("fedprop-mt", secure="plaintext", seed=0, **hyper)
+    resumed.setup(tiny_digits)
+    resumed.load_state_dict(state)
+    again = resumed.run_round(1)
+    assert again.accuracy == straight[1].accuracy
+    assert again.pseudo_label_digest == straight[1].pseudo_label_digest
+
+
+def test_seed_changes_the_run(tiny_digits, tiny_hyper):
+    _, a = run("fedprop", tiny_digits, {**tiny_hyper, **FAST}, "plaintext", rounds=1, seed=0)
+    _, b = run("fedprop", tiny_digits, {**tiny_hyper, **FAST}, "plaintext", rounds=1, seed=1)
+    assert a[0].pseudo_label_digest != b[0].pseudo_label_digest
+
+
+def test_mean_teacher_ramp():
+    method = build_method("fedprop-mt", consistency_rampup=4)
+    assert method.consistency_ramp(0) == pytest.approx(np.exp(-5.0))
+    assert method.consistency_ramp(2) == pytest.approx(np.exp(-1.25))
+    assert method.consistency_ramp(10) == 1.0
+
+
+def test_fedprop_beats_labeled_only_fedavg_on_digits(digits):
+    """Same labels, same communication rounds (FedProp's warm-up counts)."""
+    from securefl.data import partition
+
+    federation = partition(digits, scheme="iid", num_clients=6, seed=0, labeled_fraction=0.05,
+                           samples_per_client=100)
+    hyper = {"clients_per_round": 3, "local_epochs": 2, "batch_size": 10, "lr": 0.05,
+             "lr_decay_rounds": 0}
+    _, labeled = run("fedavg-labeled", federation, hyper, "plaintext", rounds=12)
+    _, prop = run("fedprop", federation, {**hyper, "warmup_rounds": 6, "L": 256}, "plaintext",
+                  rounds=6)
+    assert prop[-1].accuracy > labeled[-1].accuracy + 0.05
+
+
+def test_bad_hyper_parameters(tiny_digits, digits):
+    from securefl.data import partition
+
+    method = FedProp(L=0, warmup_rounds=0)
+    method.setup(tiny_digits)
+    with pytest.raises(InputError, match="L"):
+        method.run_round(0)
+    with pytest.raises(InputError, match="warmup_rounds"):
+        FedProp(warmup_rounds=-1).setup(tiny_digits)
+    with pytest.raises(InputError, match="ema_decay"):
+        build_method("fedprop-mt", ema_decay=1.0).setup(tiny_digits)
+    unlabeled = partition(digits, scheme="iid", num_clients=3, seed=0, labeled_fraction=0.0,
+                          samples_per_client=20)
+    with pytest.raises(InputError, match="federation"):
+        FedProp().setup(unlabeled)
