@@ -37,22 +37,29 @@ PAPER = {
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """CLI options of ``securefl bench crossclient``."""
-    parser.add_argument("--n", type=int, default=2500, help="total points N, split evenly over the parties")
+    parser.add_argument(
+        "--n", type=int, default=2500, help="total points N, split evenly over the parties"
+    )
     parser.add_argument("--parties", type=int, default=5, help="number of clients P")
-    parser.add_argument("--labels-per-client", type=int, default=10, help="labeled points per client")
+    parser.add_argument(
+        "--labels-per-client", type=int, default=10, help="labeled points per client"
+    )
     parser.add_argument("--classes", type=int, default=10, help="number of classes C")
     parser.add_argument("--dim", type=int, default=128, help="embedding dimension d")
     parser.add_argument("--L", type=int, default=4096, help="LSH code length")
     parser.add_argument("--k", type=int, default=10, help="neighbours per point")
     parser.add_argument("--alpha", type=float, default=0.99, help="propagation parameter alpha")
     parser.add_argument("--separation", type=float, default=0.6, help="cluster separation")
-    parser.add_argument("--solver", choices=("sparse", "dense"), default="sparse", help="server solver for S_L")
+    parser.add_argument(
+        "--solver", choices=("sparse", "dense"), default="sparse", help="server solver for S_L"
+    )
     parser.add_argument("--seed", type=int, default=0, help="data and protocol seed")
 
 
 def _federation(args: argparse.Namespace):
-    features, truth = synthetic_clusters(args.n, classes=args.classes, dim=args.dim,
-                                         separation=args.separation, seed=args.seed)
+    features, truth = synthetic_clusters(
+        args.n, classes=args.classes, dim=args.dim, separation=args.separation, seed=args.seed
+    )
     rng = np.random.default_rng(args.seed + 2)
     bounds = np.linspace(0, args.n, args.parties + 1).astype(int)
     per_client_features, per_client_labels, per_client_truth = [], [], []
@@ -70,7 +77,9 @@ def _federation(args: argparse.Namespace):
 
 def _mean_per_client(table: dict[str, dict[int, int]], parties: int) -> dict[str, float]:
     return {
-        phase: float(sum(b for party, b in table.get(phase, {}).items() if party != SERVER) / parties)
+        phase: float(
+            sum(b for party, b in table.get(phase, {}).items() if party != SERVER) / parties
+        )
         for phase in PHASES
     }
 
@@ -80,9 +89,18 @@ def run(args: argparse.Namespace, progress: Progress) -> dict:
     if args.parties < 1:
         raise InputError("parties", args.parties, "must be >= 1")
     if args.n < 2 * args.parties:
-        raise InputError("n", args.n, f"must give every one of the {args.parties} parties at least 2 points")
+        raise InputError(
+            "n", args.n, f"must give every one of the {args.parties} parties at least 2 points"
+        )
     features, labels, truth = _federation(args)
-    kwargs = dict(num_classes=args.classes, k=args.k, alpha=args.alpha, L=args.L, seed=args.seed, solver=args.solver)
+    kwargs = dict(
+        num_classes=args.classes,
+        k=args.k,
+        alpha=args.alpha,
+        L=args.L,
+        seed=args.seed,
+        solver=args.solver,
+    )
     task = progress.add_task(f"crossclient {args.parties} x {args.n // args.parties}", total=3)
 
     start = time.perf_counter()
@@ -93,14 +111,23 @@ def run(args: argparse.Namespace, progress: Progress) -> dict:
     real = cross_client_lp(features, labels, backend="real", **kwargs)
     seconds_real = time.perf_counter() - start
     progress.advance(task)
-    exact = label_propagation(np.vstack(features), np.concatenate(labels), num_classes=args.classes,
-                              k=args.k, alpha=args.alpha)
+    exact = label_propagation(
+        np.vstack(features),
+        np.concatenate(labels),
+        num_classes=args.classes,
+        k=args.k,
+        alpha=args.alpha,
+    )
     progress.advance(task)
 
     pl_real = np.concatenate([o.pseudo_labels for o in real.outputs])
     pl_plain = np.concatenate([o.pseudo_labels for o in plain.outputs])
-    score_diff = max(float(np.max(np.abs(a.scores - b.scores))) for a, b in zip(real.outputs, plain.outputs))
-    weight_diff = max(float(np.max(np.abs(a.weights - b.weights))) for a, b in zip(real.outputs, plain.outputs))
+    score_diff = max(
+        float(np.max(np.abs(a.scores - b.scores))) for a, b in zip(real.outputs, plain.outputs)
+    )
+    weight_diff = max(
+        float(np.max(np.abs(a.weights - b.weights))) for a, b in zip(real.outputs, plain.outputs)
+    )
     all_labels, all_truth = np.concatenate(labels), np.concatenate(truth)
     unlabeled = all_labels < 0
     per_client = real.bytes_per_client()
@@ -141,7 +168,9 @@ def run(args: argparse.Namespace, progress: Progress) -> dict:
         "bytes_per_client_over_paper": mean_bytes / PAPER["bytes_per_client"],
         "pseudo_label_accuracy": float(np.mean(pl_real[unlabeled] == all_truth[unlabeled])),
         "agreement_with_exact_cosine_lp": float(np.mean(pl_real == exact.pseudo_labels)),
-        "exact_cosine_lp_accuracy": float(np.mean(exact.pseudo_labels[unlabeled] == all_truth[unlabeled])),
+        "exact_cosine_lp_accuracy": float(
+            np.mean(exact.pseudo_labels[unlabeled] == all_truth[unlabeled])
+        ),
         "peak_memory_mb": peak_memory_mb(),
         "verified": bool(agreement == 1.0 and score_diff == 0.0 and weight_diff == 0.0),
     }

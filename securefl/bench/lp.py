@@ -32,7 +32,9 @@ from securefl.protocols.label_propagation import (
 TOLERANCE = 1e-6
 
 
-def synthetic_clusters(n: int, *, classes: int, dim: int, separation: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+def synthetic_clusters(
+    n: int, *, classes: int, dim: int, separation: float, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
     """``n`` points of a Gaussian mixture with ``classes`` components, and their classes."""
     rng = np.random.default_rng(seed)
     centres = rng.normal(size=(classes, dim))
@@ -60,18 +62,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--labels-per-class", type=int, default=10, help="labeled points per class")
     parser.add_argument("--k", type=int, default=10, help="neighbours per point")
     parser.add_argument("--alpha", type=float, default=0.99, help="propagation parameter alpha")
-    parser.add_argument("--separation", type=float, default=0.6, help="cluster separation (see module doc)")
+    parser.add_argument(
+        "--separation", type=float, default=0.6, help="cluster separation (see module doc)"
+    )
     parser.add_argument("--seed", type=int, default=0, help="data seed")
 
 
 def run(args: argparse.Namespace, progress: Progress) -> dict:
     """Build the graph, run both solvers, compare, return the JSON record."""
     if args.n < args.classes or args.n < 2:
-        raise InputError("n", args.n, f"must be at least the number of classes ({args.classes}) and 2")
+        raise InputError(
+            "n", args.n, f"must be at least the number of classes ({args.classes}) and 2"
+        )
     if args.classes < 2:
         raise InputError("classes", args.classes, "must be >= 2")
-    features, truth = synthetic_clusters(args.n, classes=args.classes, dim=args.dim,
-                                         separation=args.separation, seed=args.seed)
+    features, truth = synthetic_clusters(
+        args.n, classes=args.classes, dim=args.dim, separation=args.separation, seed=args.seed
+    )
     labels = reveal_labels(truth, args.labels_per_class, classes=args.classes, seed=args.seed)
     task = progress.add_task(f"label propagation n={args.n}", total=3)
 
@@ -107,7 +114,9 @@ def run(args: argparse.Namespace, progress: Progress) -> dict:
         "max_abs_score_diff": score_diff,
         "max_abs_weight_diff": weight_diff,
         "pseudo_label_agreement": float(np.mean(dense.pseudo_labels == sparse.pseudo_labels)),
-        "pseudo_label_accuracy": float(np.mean(sparse.pseudo_labels[unlabeled] == truth[unlabeled])),
+        "pseudo_label_accuracy": float(
+            np.mean(sparse.pseudo_labels[unlabeled] == truth[unlabeled])
+        ),
         "mean_weight": float(sparse.weights.mean()),
         "peak_memory_mb": peak_memory_mb(),
         "verified": bool(score_diff <= TOLERANCE and weight_diff <= TOLERANCE),

@@ -20,6 +20,8 @@ _EXPORTS: dict[str, str] = {
     "secure_hamming_matrix": "shade",
     "HammingResult": "shade",
     "shade_pair": "shade",
+    "shade_one_vs_many": "shade",
+    "shade_distance": "shade",
     "plaintext_hamming_matrix": "shade",
     "random_ot": "ot",
     "secure_sum": "secure_sum",

@@ -12,7 +12,7 @@ tile are exchanged with one shift/xor/mask "delta swap" on whole rows of words.
 Each level is six numpy calls over half the matrix, so the cost is ~36 passes of
 word-level work instead of 64 x m bit operations; the matrix is processed in column
 chunks small enough to stay in the L2 cache.  Why by hand: numpy has no bit-matrix
-transpose, and ``unpackbits -> .T -> packbits`` is ~30x slower (eight bytes of
+transpose, and ``unpackbits -> .T -> packbits`` measured ~20x slower here (eight bytes of
 traffic per bit).
 
 No secrets are involved here beyond what the caller passes in; nothing is learned.

@@ -5,7 +5,7 @@ random-permutation model (Guo, Katz, Wang, Yu, "Efficient and secure multiparty
 computation from fixed-key block ciphers", S&P 2020) ``pi`` is a public random
 permutation that everyone, the adversary included, can evaluate in both directions.
 
-* **TCCR hash** ``H(x, i) = pi(pi(x) XOR i) XOR pi(x)`` (Guo et al., §7.3) is tweakable
+* **TCCR hash** ``H(x, i) = pi(pi(x) XOR i) XOR pi(x)`` (Guo et al.) is tweakable
   circular correlation robust: for a secret uniform ``s`` and distinct tweaks ``i``,
   the values ``H(x_i XOR b_i * s, i)`` are pseudorandom even when the ``x_i`` are known.
   IKNP OT extension needs exactly this to turn ``q_j`` and ``q_j XOR s`` into two
@@ -14,7 +14,7 @@ permutation that everyone, the adversary included, can evaluate in both directio
 * **Expansion** of a secret uniform 128-bit seed ``r`` into ``B`` blocks:
   ``G(r)_k = pi(r XOR k) XOR (r XOR k)`` for ``k = 0 .. B-1`` (Matyas–Meyer–Oseas /
   Davies–Meyer feed-forward).  ``pi(x) XOR x`` is correlation robust for a secret
-  uniform ``r`` and distinct public offsets ``k`` (Guo et al., §7.1), so the blocks are
+  uniform ``r`` and distinct public offsets ``k`` (Guo et al.), so the blocks are
   jointly pseudorandom; the feed-forward is what stops anyone from running ``pi``
   backwards from an output to the seed.  Seeds of different OTs are independent
   outputs of the TCCR hash, so inputs of different OTs collide only with probability

@@ -210,27 +210,37 @@ class RowPRG:
 
     seeds: np.ndarray
     _contexts: list | None = field(default=None, repr=False)
+    _matrix: np.ndarray | None = field(default=None, repr=False)
 
     def fill(self, chunk: int, words: int) -> np.ndarray:
-        """A ``(128, words)`` uint64 view whose row ``i`` is the chunk's stream of seed ``i``."""
+        """A ``(128, words)`` uint64 view whose row ``i`` is the chunk's stream of seed ``i``.
+
+        The view is into a buffer reused by the next call (no page faults per chunk).
+        """
         if self._contexts is None:
             self._contexts = [
                 Cipher(algorithms.AES(seed.tobytes()), modes.ECB()).encryptor() for seed in self.seeds
             ]
         counters = memoryview(_counter_blocks(chunk, -(-words // 2))).cast("B")
-        matrix = np.empty((len(self._contexts), 2 * -(-words // 2) + 2), dtype=np.uint64)
+        shape = (len(self._contexts), 2 * -(-words // 2) + 2)
+        if self._matrix is None or self._matrix.shape != shape:
+            self._matrix = np.empty(shape, dtype=np.uint64)
+        matrix = self._matrix
         for context, row in zip(self._contexts, matrix):
             context.update_into(counters, memoryview(row).cast("B"))
         return matrix[:, :words]
 
 
-def _hash_blocks(hasher: FixedKeyAES, x: np.ndarray, chunk: int, out: np.ndarray, delta: np.ndarray | None = None) -> np.ndarray:
-    """TCCR-hash ``x`` (XOR ``delta`` if given) in L2-sized pieces, tweak = global OT index."""
+def _hash_blocks(
+    hasher: FixedKeyAES, x: np.ndarray, chunk: int, out: np.ndarray, delta_tile: np.ndarray | None = None
+) -> np.ndarray:
+    """TCCR-hash ``x`` (XOR ``delta`` if its ``(HASH_BLOCK, 2)`` tile is given) in L2-sized
+    pieces, tweak = global OT index."""
     tweaks = _tweaks(chunk, x.shape[0])
     for start in range(0, x.shape[0], HASH_BLOCK):
         piece = x[start : start + HASH_BLOCK]
-        if delta is not None:
-            piece = piece ^ delta
+        if delta_tile is not None:
+            piece = np.bitwise_xor(piece, delta_tile[: piece.shape[0]])
         hasher.tccr(piece, tweaks[start : start + HASH_BLOCK], out=out[start : start + HASH_BLOCK])
     return out
 
@@ -271,7 +281,7 @@ class IKNPSender:
         out0 = np.empty_like(q) if out0 is None else out0
         out1 = np.empty_like(q) if out1 is None else out1
         _hash_blocks(self.hasher, q, chunk, out0)
-        _hash_blocks(self.hasher, q, chunk, out1, delta=self.delta)
+        _hash_blocks(self.hasher, q, chunk, out1, delta_tile=np.tile(self.delta, (min(HASH_BLOCK, q.shape[0]), 1)))
         return out0, out1
 
 
@@ -340,6 +350,7 @@ class RandomOTResult:
     bytes_sent: dict[int, int]
     base_seconds: float
     extension_seconds: float
+    extension_cpu_seconds: float
 
     @property
     def bytes_total(self) -> int:
@@ -355,12 +366,15 @@ def random_ot(
     choices: np.ndarray | None = None,
     network: Network | None = None,
     progress: Callable[[int], None] | None = None,
+    out: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
 ) -> RandomOTResult:
     """``m`` random 1-out-of-2 OTs of 128-bit messages, both parties in this process.
 
     Party 0 is the OT sender, party 1 the receiver; ``choices`` defaults to random bits.
     Returns the sender's two messages, the receiver's choices and received messages.
-    ``progress`` (optional) is a callable ``advance(ots_done)``.
+    ``progress`` (optional) is a callable ``advance(ots_done)``.  ``out`` optionally
+    gives three ``(m, 2)`` uint64 arrays for (messages0, messages1, received), so a
+    caller can reuse memory instead of page-faulting in fresh arrays.
     """
     if not isinstance(m, (int, np.integer)) or m < 1:
         raise InputError("m", m, "must be a positive integer")
@@ -380,10 +394,12 @@ def random_ot(
         network, sender=0, receiver=1, sender_rng=rng.child("sender"), receiver_rng=rng.child("receiver")
     )
     base_seconds = time.perf_counter() - start
-    messages0 = np.empty((m, 2), dtype=np.uint64)
-    messages1 = np.empty((m, 2), dtype=np.uint64)
-    received = np.empty((m, 2), dtype=np.uint64)
-    start = time.perf_counter()
+    if out is None:
+        out = tuple(np.empty((m, 2), dtype=np.uint64) for _ in range(3))
+    elif len(out) != 3 or any(a.shape != (m, 2) or a.dtype != np.uint64 for a in out):
+        raise InputError("out", out, f"must be three ({m}, 2) uint64 arrays")
+    messages0, messages1, received = out
+    start, cpu_start = time.perf_counter(), time.process_time()
     for index, offset in enumerate(range(0, m, chunk)):
         stop = min(offset + chunk, m)
         message, t = ot_receiver.extend(choices[offset:stop], index, sender=0, receiver=1)
@@ -400,4 +416,5 @@ def random_ot(
         bytes_sent={party: sent for party, sent in network.bytes_sent().items()},
         base_seconds=base_seconds,
         extension_seconds=time.perf_counter() - start,
+        extension_cpu_seconds=time.process_time() - cpu_start,
     )

@@ -519,6 +519,8 @@ class SecAggServer:
     _masked: set[int] = field(default_factory=set, repr=False)
     _unmask: dict[int, tuple[list[int], np.ndarray, list[int], np.ndarray]] = field(default_factory=dict, repr=False)
     _u2: tuple[int, ...] = ()
+    _survivor_set: frozenset[int] = frozenset()
+    _dropped_set: frozenset[int] = frozenset()
 
     _ROUND_TAGS = (TAGS["advertise"], TAGS["shares"], TAGS["masked"], TAGS["unmask"])
 
@@ -549,13 +551,13 @@ class SecAggServer:
     def _take_shares(self, u: int, arrays: tuple[np.ndarray, ...]) -> None:
         if len(arrays) != 2:
             raise ProtocolError(f"client {u}: shares message must hold (receivers, ciphertexts)")
-        receivers = _ids(arrays[0], "share receivers")
-        known = u not in receivers and all(v in self._keys for v in receivers)
+        receivers = set(_ids(arrays[0], "share receivers"))
+        known = u not in receivers and receivers <= self._keys.keys()
         if self.config.neighbours is not None:
-            known = known and set(receivers) <= set(self.config.neighbourhood(u))
+            known = known and receivers <= set(self.config.neighbourhood(u))
         if not known or arrays[1].shape != (len(receivers), _CIPHERTEXT_BYTES):
             raise ProtocolError(f"client {u}: share ciphertexts for unknown receivers or of wrong size")
-        self._shares[u] = (receivers, arrays[1])
+        self._shares[u] = (arrays[0].astype(np.int64), arrays[1])
 
     def _take_masked(self, u: int, arrays: tuple[np.ndarray, ...]) -> None:
         if len(arrays) != 1 or arrays[0].shape != (self.config.dim,) or arrays[0].dtype != self.config.dtype:
@@ -568,14 +570,13 @@ class SecAggServer:
     def _take_unmask(self, u: int, arrays: tuple[np.ndarray, ...]) -> None:
         if len(arrays) != 4:
             raise ProtocolError(f"client {u}: unmask message must hold 4 arrays")
-        b_ids, b_shares = _ids(arrays[0], "b ids"), arrays[1]
-        s_ids, s_shares = _ids(arrays[2], "s ids"), arrays[3]
+        b_ids, b_shares = set(_ids(arrays[0], "b ids")), arrays[1]
+        s_ids, s_shares = set(_ids(arrays[2], "s ids")), arrays[3]
         if b_shares.shape != (len(b_ids), _B_LIMBS) or s_shares.shape != (len(s_ids), _SK_LIMBS):
             raise ProtocolError(f"client {u}: unmask share arrays of wrong shape")
-        survivors = set(self.survivors)
-        if any(v not in survivors for v in b_ids) or any(v in survivors or v not in self._u2 for v in s_ids):
+        if not b_ids <= self._survivor_set or not s_ids <= self._dropped_set:
             raise ProtocolError(f"client {u}: unmask shares for the wrong clients")
-        self._unmask[u] = (b_ids, b_shares, s_ids, s_shares)
+        self._unmask[u] = (arrays[0].astype(np.int64), b_shares, arrays[2].astype(np.int64), s_shares)
 
     def close_round(self) -> list[Message]:
         """Finish the current round: check the threshold, return the next messages."""
@@ -600,21 +601,23 @@ class SecAggServer:
     def _close_shares(self) -> list[Message]:
         self._u2 = tuple(sorted(self._shares))
         u2 = np.array(self._u2, dtype=np.int64)
-        senders = np.concatenate([np.full(len(self._shares[u][0]), u, dtype=np.int64) for u in self._u2])
-        receivers = np.concatenate([np.asarray(self._shares[u][0], dtype=np.int64) for u in self._u2])
+        counts = [len(self._shares[u][0]) for u in self._u2]
+        senders = np.repeat(u2, counts)
+        receivers = np.concatenate([self._shares[u][0] for u in self._u2])
         blob = np.concatenate([self._shares[u][1].reshape(-1, _CIPHERTEXT_BYTES) for u in self._u2])
         keep = np.isin(receivers, u2)
-        senders, receivers, blob = senders[keep], receivers[keep], blob[keep]
-        order = np.argsort(receivers, kind="stable")
-        ordered = receivers[order]
-        low, high = np.searchsorted(ordered, u2, "left"), np.searchsorted(ordered, u2, "right")
+        order = np.flatnonzero(keep)[np.argsort(receivers[keep], kind="stable")]
+        senders, receivers, blob = senders[order].astype(np.int32), receivers[order], blob[order]
+        low, high = np.searchsorted(receivers, u2, "left"), np.searchsorted(receivers, u2, "right")
         return [
-            Message(SERVER, int(v), TAGS["ciphertexts"], (senders[order[a:b]].astype(np.int32), blob[order[a:b]]))
+            Message(SERVER, int(v), TAGS["ciphertexts"], (senders[a:b], blob[a:b]))
             for v, a, b in zip(u2, low, high)
         ]
 
     def _close_masked(self) -> list[Message]:
         self.survivors = tuple(sorted(self._masked))
+        self._survivor_set = frozenset(self.survivors)
+        self._dropped_set = frozenset(self._u2) - self._survivor_set
         ids = np.array(self.survivors, dtype=np.int32)
         return [Message(SERVER, u, TAGS["survivors"], (ids,)) for u in self.survivors]
 

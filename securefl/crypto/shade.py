@@ -11,7 +11,8 @@ Summing over ``l``::
     sender share    S[i, j] = |x_i| - sum_l p0[i]
     R + S = sum_l (x_i[l] XOR y_j[l]) = HD(x_i, y_j)   (mod 2^16, exact since L < 2^16)
 
-So an ``n_a x n_b`` block costs ``n_b * L`` OTs whatever ``n_a`` is (GSHADE batching).
+So an ``n_a x n_b`` block costs ``n_b * L`` OTs whatever ``n_a`` is (GSHADE batching):
+:func:`shade_pair` (blocks), :func:`shade_one_vs_many` (``L`` OTs), :func:`shade_distance`.
 The correlated OTs come from IKNP random OTs (:mod:`securefl.crypto.ot`): the two
 128-bit outputs of OT ``(j, l)`` are expanded into ``n_a`` 16-bit lanes each,
 ``p0 = G(k0)``, ``p1 = G(k1)`` (fixed-key AES, :mod:`securefl.crypto.fixed_key`), and the
@@ -322,7 +323,7 @@ def _pair_worker(
     frame_tiles = max(1, FRAME_BYTES // (16 * blocks * tile_rows))
     sender_expander = _Expander(blocks=blocks, rows=tile_rows)
     receiver_expander = _Expander(blocks=blocks, rows=tile_rows)
-    frame_buffer = np.empty((frame_tiles * max(tile_rows, length), lanes), dtype=np.uint16)
+    frame_buffer = np.empty((frame_tiles * tile_rows, lanes), dtype=np.uint16)
     cost = PairCost()
     for chunk, start, stop in chunks:
         count = (stop - start) * length
@@ -435,6 +436,34 @@ def shade_pair(
                 network.stats[party].messages_received += stats.messages_received
     total = PairCost(ots=sum(c.ots for c in costs), prg_bytes=sum(c.prg_bytes for c in costs))
     return sender_party.share(), receiver_party.share(), total
+
+
+def shade_one_vs_many(
+    many: np.ndarray, one: np.ndarray, *, network: Network | None = None, rng: RandomSource | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """SHADE of one code ``one`` (``(L,)``, the OT receiver's) against ``many`` (``(n, L)``, the sender's).
+
+    GSHADE batching makes this cost ``L`` OTs whatever ``n`` is.  Returns the sender's and
+    the receiver's ``(n,)`` uint16 shares of ``HD(many[i], one)``.
+    """
+    one = np.asarray(one)
+    if one.ndim != 1:
+        raise InputError("one", one, "must be a single (L,) code")
+    sender_share, receiver_share, _ = shade_pair(
+        many, one[None, :], network=network if network is not None else Network(), rng=rng
+    )
+    return sender_share[:, 0], receiver_share[:, 0]
+
+
+def shade_distance(
+    x: np.ndarray, y: np.ndarray, *, network: Network | None = None, rng: RandomSource | None = None
+) -> tuple[int, int]:
+    """SHADE for one pair of ``(L,)`` codes: the two parties' shares of ``HD(x, y)`` mod 2^16."""
+    x = np.asarray(x)
+    if x.ndim != 1:
+        raise InputError("x", x, "must be a single (L,) code")
+    sender_share, receiver_share = shade_one_vs_many(x[None, :], y, network=network, rng=rng)
+    return int(sender_share[0]), int(receiver_share[0])
 
 
 def secure_hamming_matrix(

@@ -6,8 +6,8 @@ Public API::
     DEFAULT_CONFIG                                               the digits default (package data)
     load_federations(config) -> {method: Federation}             dataset + seeded partitions
     plan_jobs(config) -> [JobLog]                                one job per method and crypto mode
-    new_state(config, header) / load_state(folder) -> RunState   a fresh run / a checkpointed one
-    Runner(state=, federations=, out=, ...).run() -> dict        runs, commits every round, resumable
+    new_state(config, header) / load_state(folder) -> RunState   fresh / checkpointed run
+    Runner(state=, federations=, out=, ...).run() -> dict        commits every round; resumable
     read_results(folder) -> dict                                 results.json of a run folder
     compare_jobs(real_summary, plaintext_summary) -> dict        real-vs-plaintext comparison
     write_plots(document, folder)                                accuracy.png and cost.png

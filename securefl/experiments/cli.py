@@ -17,8 +17,10 @@ a bad request exits with one line and status 2 and writes nothing.
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import signal
+import subprocess
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -28,7 +30,7 @@ from rich.console import Console
 from securefl.errors import ConfigError
 from securefl.experiments.config import SECURE_CHOICES, ExperimentConfig, load_config
 from securefl.experiments.plots import write_plots
-from securefl.experiments.report import comparison_table, results_table
+from securefl.experiments.report import comparison_table, results_table, write_readme
 from securefl.experiments.runner import (
     Runner,
     build_job_method,
@@ -118,6 +120,12 @@ def check_data_folder(config: ExperimentConfig) -> None:
         )
 
 
+def write_artifacts(document: dict[str, Any], out: Path) -> None:
+    """The plots and the README.md of a run folder."""
+    write_plots(document, out)
+    write_readme(document, out)
+
+
 def _new_out_folder(out: str | None, name: str) -> Path:
     if out is None:
         stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
@@ -136,6 +144,18 @@ def _new_out_folder(out: str | None, name: str) -> Path:
     return folder
 
 
+def _uncommitted_changes() -> bool | None:
+    """Whether the source tree differs from ``commit`` (None outside a git checkout)."""
+    try:
+        out = subprocess.run(
+            ["git", "status", "--porcelain"], capture_output=True, text=True, timeout=10,
+            cwd=Path(__file__).resolve().parent,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return bool(out.stdout.strip()) if out.returncode == 0 else None
+
+
 def _header(config: ExperimentConfig, args: argparse.Namespace) -> dict[str, Any]:
     from securefl.bench.common import machine_info
 
@@ -146,6 +166,8 @@ def _header(config: ExperimentConfig, args: argparse.Namespace) -> dict[str, Any
         "config": config.to_dict(),
         "seed": config.seed,
         "commit": machine.get("commit"),
+        "uncommitted_changes": _uncommitted_changes(),
+        "load_average_at_start": os.getloadavg(),
         "machine": machine,
     }
 
@@ -164,14 +186,14 @@ def prepare_new(args: argparse.Namespace) -> Runner:
     )
     out = _new_out_folder(args.out, config.name)
     check_data_folder(config)
-    federations = load_federations(config)
     check_methods(config, build_job_method)
+    federations = load_federations(config)
     return Runner(
         state=new_state(config, _header(config, args)),
         federations=federations,
         out=out,
         factory=build_job_method,
-        plots=write_plots,
+        artifacts=write_artifacts,
     )
 
 
@@ -200,7 +222,7 @@ def prepare_resume(args: argparse.Namespace) -> Runner:
         federations=federations,
         out=Path(args.resume),
         factory=build_job_method,
-        plots=write_plots,
+        artifacts=write_artifacts,
     )
 
 
@@ -214,7 +236,7 @@ def main(args: argparse.Namespace, console: Console) -> int:
     from securefl.cli import make_progress
 
     runner = prepare_resume(args) if args.resume else prepare_new(args)
-    signal.signal(signal.SIGTERM, _terminate)
+    previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         with make_progress() as progress:
             runner.progress = progress
@@ -225,12 +247,14 @@ def main(args: argparse.Namespace, console: Console) -> int:
             f"[bold]securefl run --resume {shlex.quote(str(runner.out))}[/bold]"
         )
         raise
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     if not console.is_terminal:
         console = Console(file=console.file, width=max(console.width, 160))
     console.print(results_table(document))
     if document.get("comparison"):
         console.print(comparison_table(document))
-    console.print(f"wrote {runner.out}/results.json, accuracy.png, cost.png")
+    console.print(f"wrote {runner.out}/results.json, README.md, accuracy.png, cost.png")
     mismatch = [c for c in document.get("comparison", []) if c["pseudo_labels_identical"] is False]
     for row in mismatch:
         console.print(f"[red]{row['method']}: real and plaintext pseudo-labels differ[/red]")

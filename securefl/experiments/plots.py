@@ -96,7 +96,15 @@ def plot_cost(document: dict[str, Any], path: Path) -> Path:
     protocol = [(s["bytes_protocol_per_client_per_round"] or 0.0) / 1e6 for s in jobs]
     bytes_axis.barh(positions, model, label="model up/download")
     bytes_axis.barh(positions, protocol, left=model, label="privacy protocols")
+    for position, total in zip(positions, (m + p for m, p in zip(model, protocol))):
+        bytes_axis.annotate(
+            f" {total:.3g} MB", (total, position), va="center", fontsize=7,
+        )
+    for position, total in zip(positions, left):
+        time_axis.annotate(f" {total:.1f} s", (total, position), va="center", fontsize=7)
     bytes_axis.set_xlabel("MB per client per round")
+    bytes_axis.margins(x=0.15)
+    time_axis.margins(x=0.12)
     bytes_axis.legend(fontsize=8)
     bytes_axis.grid(axis="x", alpha=0.3)
     figure.suptitle("cost of each job")

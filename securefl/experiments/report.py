@@ -1,5 +1,9 @@
 """Tables of a run for the terminal (rich) and for READMEs (Markdown), from ``results.json``.
 
+Every run folder also gets a ``README.md`` (:func:`write_readme`): the exact command, the
+commit and whether the tree had uncommitted changes, the machine, the total seconds, both
+tables and the two plots — so a results folder documents itself.
+
 The results table has one row per job: final and best accuracy, the last round's
 pseudo-label accuracy (where the method has pseudo-labels), wall-clock and cryptography
 seconds, and megabytes per client per round.  With ``--secure both`` the comparison table
@@ -9,9 +13,13 @@ were identical in every round (by SHA-256 digest), and the time and byte overhea
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 from rich.table import Table
+
+README_FILE = "README.md"
 
 
 def _pct(value: float | None) -> str:
@@ -115,3 +123,53 @@ def markdown_report(document: dict[str, Any]) -> str:
     if document.get("comparison"):
         parts.append(markdown_table(COMPARE_COLUMNS, compare_rows(document)))
     return "\n\n".join(parts) + "\n"
+
+
+def _loads(values: list[float] | None) -> str:
+    return "?" if not values else "/".join(f"{v:.1f}" for v in values)
+
+
+def readme_text(document: dict[str, Any]) -> str:
+    """The Markdown ``README.md`` of a run folder."""
+    config = document.get("config", {})
+    machine = document.get("machine", {})
+    total = sum(s["seconds"] for s in document["methods"])
+    dirty = document.get("uncommitted_changes")
+    lines = [
+        f"# {config.get('name', 'run')}: securefl run results",
+        "",
+        *([config["description"], ""] if config.get("description") else []),
+        f"- command: `{document.get('command', '?')}`"
+        + "".join(f"; resumed with `{c}`" for c in document.get("resumed", [])),
+        f"- status: {document['status']}; {total:.0f} s of method time in total "
+        f"(started {document.get('started', '?')}, last update {document.get('updated', '?')})",
+        f"- commit: {document.get('commit', '?')}"
+        + ("" if dirty is None else f" (uncommitted changes: {'yes' if dirty else 'no'})"),
+        f"- machine: {machine.get('cpu', '?')}, {machine.get('cores', '?')} cores, "
+        f"{machine.get('memory_gb', '?')} GB, Python {machine.get('python', '?')}, "
+        f"{machine.get('platform', '?')}",
+        f"- config: `{document.get('config_source', '?')}`, seed {document.get('seed', '?')}",
+        "- load average (1/5/15 min) at start "
+        f"{_loads(document.get('load_average_at_start'))}, at the last update "
+        f"{_loads(document.get('load_average'))}: the machine is shared, so seconds are "
+        "noisy; compare them as ratios within one run",
+        "",
+        "Accuracies in %, seconds wall-clock (setup + rounds), MB = 10^6 bytes per participating "
+        "client per round (model + protocol traffic).",
+        "",
+        markdown_report(document),
+        "![accuracy by round](accuracy.png)",
+        "",
+        "![time and bytes per job](cost.png)",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def write_readme(document: dict[str, Any], folder: Path) -> Path:
+    """Write ``folder/README.md`` atomically."""
+    path = Path(folder) / README_FILE
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(readme_text(document))
+    os.replace(tmp, path)
+    return path

@@ -10,21 +10,27 @@ After every round the runner *commits*: it appends the round's
 the current method's ``state_dict()`` and the run header) and then ``results.json`` —
 each file atomically (temporary file + rename), with Ctrl-C deferred until both are on
 disk.  So at any moment the output folder holds a valid ``results.json`` of the completed
-rounds and a checkpoint consistent with it.  :func:`resume` rebuilds the federation from
-the stored configuration (the partition is seeded), runs ``setup`` again, restores the
-method with ``load_state_dict`` and continues with the next round; because method state
-includes every RNG state, a resumed run reproduces the uninterrupted one exactly (same
-accuracies, same pseudo-label digests).
+rounds and a checkpoint consistent with it.  Resuming (:func:`load_state`, then a
+:class:`Runner` on it) rebuilds the federation from the stored configuration (the
+partition is seeded), runs ``setup`` again, restores the method with ``load_state_dict``
+and continues with the next round; because method state includes every RNG state, a
+resumed run reproduces the uninterrupted one exactly (same accuracies, same pseudo-label
+digests).  Completed jobs are never rerun.
+
+Torch runs with ``threads`` CPU threads (config key, default 1): small models on shared
+cores are many times faster single-threaded than with oversubscribed OpenMP threads.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import pickle
 import signal
 import threading
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterator, Protocol
@@ -85,13 +91,18 @@ def load_federations(config: ExperimentConfig) -> dict[str, Any]:
 
 @dataclass
 class RunState:
-    """What ``checkpoint.pkl`` holds: enough to continue the run exactly."""
+    """What ``checkpoint.pkl`` holds: enough to continue the run exactly.
+
+    ``method_state`` is the current job's ``state_dict()`` pickled right after its last
+    completed round — a frozen snapshot, so a later interrupt cannot capture half-updated
+    weights.
+    """
 
     config: dict[str, Any]
     header: dict[str, Any]
     jobs: list[JobLog]
     current_job: int = 0
-    method_state: dict[str, Any] | None = None
+    method_state: bytes | None = None
     status: str = "running"
 
     def to_dict(self) -> dict[str, Any]:
@@ -138,16 +149,21 @@ def check_methods(config: ExperimentConfig, factory: MethodFactory = build_job_m
 
 @contextmanager
 def _interrupts_deferred() -> Iterator[None]:
-    """Hold Ctrl-C while the round's files are written; raise it right after."""
+    """Hold Ctrl-C (SIGINT) and SIGTERM while the round's files are written; raise
+    KeyboardInterrupt right after."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     received: list[int] = []
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: received.append(signum))
+    previous = {
+        signum: signal.signal(signum, lambda number, frame: received.append(number))
+        for signum in (signal.SIGINT, signal.SIGTERM)
+    }
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
     if received:
         raise KeyboardInterrupt
 
@@ -163,7 +179,8 @@ class Runner:
     ``federations`` maps each method name to the federation it trains on.
 
     ``progress`` is an optional rich Progress (one bar per job, advanced per round);
-    ``after_round(job, round_index)`` is called after each committed round.
+    ``after_round(job, round_index)`` is called after each committed round;
+    ``artifacts(document, out)`` (plots, README) when the run ends or stops.
     """
 
     state: RunState
@@ -172,8 +189,7 @@ class Runner:
     factory: MethodFactory = build_job_method
     progress: Any = None
     after_round: Callable[[JobLog, int], None] | None = None
-    plots: Callable[[dict[str, Any], Path], None] | None = None
-    _tasks: dict[int, Any] = field(default_factory=dict, init=False, repr=False)
+    artifacts: Callable[[dict[str, Any], Path], Any] | None = None
 
     @property
     def dataset(self) -> str:
@@ -181,7 +197,7 @@ class Runner:
 
     def document(self) -> dict[str, Any]:
         """The ``results.json`` document of the committed state."""
-        header = {**self.state.header, "updated": _now()}
+        header = {**self.state.header, "updated": _now(), "load_average": os.getloadavg()}
         return build_results(
             jobs=self.state.jobs, dataset=self.dataset, status=self.state.status, header=header
         )
@@ -215,8 +231,8 @@ class Runner:
             self.state.method_state = None
             self._commit()
         document = self.document()
-        if self.plots is not None:
-            self.plots(document, self.out)
+        if self.artifacts is not None:
+            self.artifacts(document, self.out)
         return document
 
     def _stop(self, status: str) -> None:
@@ -226,21 +242,21 @@ class Runner:
             if job.status == "running":
                 job.status = status
             self._commit()
-        if self.plots is not None and any(j.rounds_completed for j in self.state.jobs):
-            self.plots(self.document(), self.out)
+        if self.artifacts is not None and any(j.rounds_completed for j in self.state.jobs):
+            self.artifacts(self.document(), self.out)
 
     def _run_job(self, index: int, job: JobLog) -> None:
         config = self.state.config
         resuming = self.state.current_job == index and self.state.method_state is not None
         self.state.current_job = index
-        task = self._task(index, job)
+        task = self._task(job)
         method = self.factory(job.method, secure=job.secure, seed=config["seed"], hyper=job.hyper)
         self._describe(task, f"{job.method} ({job.secure}): setup")
         started = time.perf_counter()
         method.setup(self.federations[job.method])
         setup_seconds = time.perf_counter() - started
         if resuming:
-            method.load_state_dict(self.state.method_state)
+            method.load_state_dict(pickle.loads(self.state.method_state))
         with _interrupts_deferred():
             if not resuming:
                 job.setup_seconds = setup_seconds
@@ -254,7 +270,7 @@ class Runner:
                     f"round={result.round!r}: {job.method} reported a different round than "
                     f"{round_index}"
                 )
-            state = method.state_dict()
+            state = pickle.dumps(method.state_dict(), protocol=pickle.HIGHEST_PROTOCOL)
             with _interrupts_deferred():
                 job.round_results.append(result.to_dict())
                 self.state.method_state = state
@@ -274,14 +290,12 @@ class Runner:
                 f"{100 * summary['final_accuracy']:.2f}%, {summary['seconds']:.1f} s"
             )
 
-    def _task(self, index: int, job: JobLog) -> Any:
+    def _task(self, job: JobLog) -> Any:
         if self.progress is None:
             return None
-        task = self.progress.add_task(
+        return self.progress.add_task(
             f"{job.method} ({job.secure})", total=job.rounds, completed=job.rounds_completed
         )
-        self._tasks[index] = task
-        return task
 
     def _describe(self, task: Any, text: str) -> None:
         if self.progress is not None:

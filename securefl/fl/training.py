@@ -117,11 +117,13 @@ def train_mixed(model: nn.Module, x_labeled: np.ndarray, y_labeled: np.ndarray,
                 epochs: int, batch_size: int, lr: float, momentum: float = 0.9,
                 weight_decay: float = 0.0, prox_mu: float = 0.0,
                 generator: torch.Generator, extra_loss: ExtraLoss | None = None,
-                after_step: Callable[[], None] | None = None) -> int:
+                after_step: Callable[[], None] | None = None,
+                augment: Callable[[torch.Tensor], torch.Tensor] | None = None) -> int:
     """FedProp's ClientUpdate over B = B_L u B_U batches; returns the step count.
 
     Labeled samples have weight 1, pseudo-labeled ones ``w_pseudo``.  ``after_step`` runs
-    after every optimiser step (the mean teacher's EMA update).
+    after every optimiser step (the mean teacher's EMA update); ``augment`` maps each
+    training batch to an augmented copy before the cross-entropy term.
     """
     _check_training(epochs, batch_size, prox_mu)
     n_l, n_u = len(y_labeled), len(y_pseudo)
@@ -149,6 +151,8 @@ def train_mixed(model: nn.Module, x_labeled: np.ndarray, y_labeled: np.ndarray,
         x_b = torch.cat([xl[il], xu[iu]])
         y_b = torch.cat([yl[il], yu[iu]])
         w_b = torch.cat([torch.ones(len(il)), wu[iu]])
+        if augment is not None:
+            x_b = augment(x_b)
         loss = weighted_cross_entropy(model(x_b), y_b, w_b)
         if extra_loss is not None:
             loss = loss + extra_loss(model, xl[il] if n_l else empty, xu[iu])

@@ -30,7 +30,7 @@ def cosine_matrix(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return F.normalize(a, dim=1) @ F.normalize(b, dim=1).T
 
 
-def label_contrastive_loss(z: torch.Tensor, labels: torch.Tensor, *, temperature: float = 0.1) -> torch.Tensor:
+def label_contrastive_loss(z: torch.Tensor, labels: torch.Tensor, *, temperature: float = 0.5) -> torch.Tensor:
     """Eqs. (1)–(2) on a batch of anchor-head outputs ``z`` ``(n, d)`` with labels ``(n,)``."""
     if temperature <= 0:
         raise InputError("temperature", temperature, "must be positive")
@@ -63,7 +63,9 @@ def anchor_class_scores(z: torch.Tensor, anchor_z: torch.Tensor, anchor_labels: 
     return scores.masked_fill((counts == 0).unsqueeze(0), float("-inf"))
 
 
-def anchor_pseudo_labels(z: torch.Tensor, anchor_z: torch.Tensor, anchor_labels: torch.Tensor, num_classes: int) -> tuple[np.ndarray, np.ndarray]:
+def anchor_pseudo_labels(
+    z: torch.Tensor, anchor_z: torch.Tensor, anchor_labels: torch.Tensor, num_classes: int
+) -> tuple[np.ndarray, np.ndarray]:
     """Eq. (4): pseudo-labels and their scores ``max_c s_c^avg`` (numpy, int64 / float32)."""
     scores = anchor_class_scores(z, anchor_z, anchor_labels, num_classes)
     best, labels = scores.max(dim=1)

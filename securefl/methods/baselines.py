@@ -32,6 +32,7 @@ import copy
 import math
 import time
 from abc import abstractmethod
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import numpy as np
@@ -300,11 +301,15 @@ class PseudoLabelMethod(FedAvgMethod):
                     weights[usable], epochs=self.local_epochs, batch_size=self.batch_size,
                     lr=lr, momentum=self.momentum, weight_decay=self.weight_decay,
                     prox_mu=self.prox_mu, generator=self.rng.torch,
-                    **self._mixed_extras(model, lr))
+                    augment=self._augmentation(), **self._mixed_extras(model, lr))
 
     def _mixed_extras(self, model: nn.Module, lr: float) -> dict[str, Any]:
         """Extra keywords of :func:`train_mixed` (mean-teacher hooks)."""
         return {}
+
+    def _augmentation(self) -> Callable[[torch.Tensor], torch.Tensor] | None:
+        """Batch augmentation of ClientUpdate (none here; FedProp adds translations)."""
+        return None
 
 
 class FedAvgLocalLP(PseudoLabelMethod):

@@ -82,7 +82,8 @@ def ema_update(teacher: torch.nn.Module, student: torch.nn.Module, alpha: float)
 def fsm_divergence(teacher_layers: Sequence[np.ndarray], student_layers: Sequence[np.ndarray]) -> np.ndarray:
     """Eq. (10) for each layer group; a zero student layer gives ``inf`` unless equal."""
     if len(teacher_layers) != len(student_layers):
-        raise InputError("teacher_layers", len(teacher_layers), f"has a different layer count than student ({len(student_layers)})")
+        raise InputError("teacher_layers", len(teacher_layers),
+                         f"has a different layer count than student ({len(student_layers)})")
     out = np.empty(len(teacher_layers), dtype=np.float64)
     for j, (t, s) in enumerate(zip(teacher_layers, student_layers)):
         t = np.asarray(t, dtype=np.float64)

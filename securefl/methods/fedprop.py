@@ -34,7 +34,8 @@ sums).  Pseudo-labels come from the teacher's features and the teacher is evalua
 
 Defaults: FedProp Appendix A (L = 4096, k = 10, alpha = 0.99, E = 5, |B_L| <= 50,
 lr 0.1, momentum 0.9, weight decay 2e-4, 5 clients per round, cosine decay over 2000
-rounds).  The paper does not state the number of warm-up rounds; ``warmup_rounds=10``.
+rounds, random translations as augmentation: ``max_shift``).  The paper does not state the
+number of warm-up rounds; ``warmup_rounds=10``.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from __future__ import annotations
 import copy
 import math
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -53,6 +55,7 @@ from securefl.errors import InputError
 from securefl.fl import aggregate, load_model_vector, model_vector
 from securefl.methods.baselines import PseudoLabelMethod, ema_update, teacher_copy
 from securefl.methods.base import RoundResult
+from securefl.methods.common import perturb
 
 
 class FedProp(PseudoLabelMethod):
@@ -65,13 +68,29 @@ class FedProp(PseudoLabelMethod):
                  lr: float = 0.1, momentum: float = 0.9, weight_decay: float = 2e-4,
                  lr_decay_rounds: int | None = 2000, prox_mu: float = 0.0,
                  warmup_rounds: int = 10, k: int = 10, alpha: float = 0.99,
-                 L: int = 4096) -> None:
+                 L: int = 4096, max_shift: int | None = None) -> None:
         super().__init__(secure=secure, seed=seed, model=model,
                          clients_per_round=clients_per_round, local_epochs=local_epochs,
                          batch_size=batch_size, lr=lr, momentum=momentum,
                          weight_decay=weight_decay, lr_decay_rounds=lr_decay_rounds,
                          prox_mu=prox_mu, warmup_rounds=warmup_rounds, k=k, alpha=alpha)
         self.L = L
+        self.max_shift = max_shift
+
+    def _augmentation(self) -> Callable[[torch.Tensor], torch.Tensor] | None:
+        """Random translations of up to ``max_shift`` pixels (Appendix A: "standard data
+        augmentation following Tarvainen & Valpola"); ``None`` means 2 pixels on images of
+        side >= 28 and none on smaller ones (the 8x8 digits).  Horizontal flips are not applied."""
+        shape = self.federation.input_shape
+        shift = self.max_shift
+        if shift is None:
+            shift = 2 if len(shape) == 3 and min(shape[1:]) >= 28 else 0
+        if not isinstance(shift, (int, np.integer)) or shift < 0:
+            raise InputError("max_shift", self.max_shift, "must be a non-negative integer or None")
+        if shift == 0:
+            return None
+        generator = self.rng.torch
+        return lambda batch: perturb(batch, 0.0, int(shift), generator)
 
     def _pseudo_labels(self, features: list[np.ndarray], labels: list[np.ndarray]
                        ) -> tuple[list[np.ndarray], list[np.ndarray], float]:
@@ -98,13 +117,14 @@ class FedPropMT(FedProp):
                  lr: float = 0.1, momentum: float = 0.9, weight_decay: float = 2e-4,
                  lr_decay_rounds: int | None = 2000, prox_mu: float = 0.0,
                  warmup_rounds: int = 10, k: int = 10, alpha: float = 0.99, L: int = 4096,
-                 ema_decay: float = 0.99, consistency_weight: float = 100.0,
+                 max_shift: int | None = None, ema_decay: float = 0.99, consistency_weight: float = 100.0,
                  consistency_rampup: int = 5, noise_std: float = 0.1) -> None:
         super().__init__(secure=secure, seed=seed, model=model,
                          clients_per_round=clients_per_round, local_epochs=local_epochs,
                          batch_size=batch_size, lr=lr, momentum=momentum,
                          weight_decay=weight_decay, lr_decay_rounds=lr_decay_rounds,
-                         prox_mu=prox_mu, warmup_rounds=warmup_rounds, k=k, alpha=alpha, L=L)
+                         prox_mu=prox_mu, warmup_rounds=warmup_rounds, k=k, alpha=alpha, L=L,
+                         max_shift=max_shift)
         self.ema_decay = ema_decay
         self.consistency_weight = consistency_weight
         self.consistency_rampup = consistency_rampup

@@ -169,6 +169,7 @@ class FedSemi(Method):
         self.sizes = np.array([len(c) for c in federation.clients], dtype=np.float64)
         self.selections = np.zeros(federation.num_clients, dtype=np.int64)
         self.history: list[np.ndarray] = []
+        self.last_upload_rate = 0.0
         shape = federation.input_shape
         self.shift = self.max_shift if self.max_shift is not None else (int(round(0.07 * shape[-1])) if len(shape) == 3 else 0)
         self.x_test = torch.from_numpy(np.ascontiguousarray(federation.x_test, dtype=np.float32))

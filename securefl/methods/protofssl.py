@@ -29,9 +29,13 @@ values match its main results at ``E = 10`` episodes, our default.
 
 Security (who learns what): the prototype exchange runs through
 :mod:`securefl.protocols.prototype_sharing`: a client may withhold classes with fewer
-than ``min_class_count`` labeled samples and may clip and add Gaussian noise
-(``noise_std``, Appendix B.4, with (epsilon, delta) accounting); helpers' prototypes are
-relayed by the server, which sees them (noised) as in the paper.  Models and the global
+than ``min_class_count`` labeled samples, clip embeddings to L2 norm ``clip`` and add
+Gaussian noise: ``noise_std`` is a fixed sigma (Appendix B.4's experiment, no formal
+guarantee), ``noise_multiplier`` (with ``clip``) the Gaussian mechanism whose
+(epsilon, delta) :meth:`ProtoFSSL.privacy_spent` reports; helpers' prototypes are
+relayed by the server, which sees them (noised) as in the paper.  In this simulation the
+noise is drawn from a seed of the simulation RNG so that real and plaintext runs agree; a
+deployment draws it from the CSPRNG (``seed=None`` in ``share_prototypes``).  Models and the global
 prototypes are summed with :func:`securefl.crypto.secure_sum` (``secure="real"``) or its
 bit-identical plaintext oracle, so both modes produce identical pseudo-labels.
 """
@@ -53,7 +57,14 @@ from securefl.fl.training import prox_term
 from securefl.methods.base import Method, RoundResult, label_digest
 from securefl.methods.common import build_network
 from securefl.methods.prototypical import DISTANCES, class_prototypes, prototype_logits, protofssl_loss, split_episode
-from securefl.protocols.prototype_sharing import PrototypeStore, Prototypes, aggregate_prototypes, pseudo_labels, share_prototypes
+from securefl.protocols.prototype_sharing import (
+    PrototypeStore,
+    Prototypes,
+    aggregate_prototypes,
+    privacy_spent,
+    pseudo_labels,
+    share_prototypes,
+)
 
 AGGREGATIONS = ("fedavg", "fedprox")
 
@@ -84,6 +95,7 @@ class ProtoFSSL(Method):
         aggregation: str = "fedavg",
         prox_mu: float = 1e-2,
         noise_std: float = 0.0,
+        noise_multiplier: float | None = None,
         clip: float | None = None,
         min_class_count: int = 1,
     ) -> None:
@@ -103,6 +115,7 @@ class ProtoFSSL(Method):
         self.aggregation = aggregation
         self.prox_mu = prox_mu
         self.noise_std = noise_std
+        self.noise_multiplier = noise_multiplier
         self.clip = clip
         self.min_class_count = min_class_count
 
@@ -125,6 +138,8 @@ class ProtoFSSL(Method):
                 raise InputError(key, getattr(self, key), "must be positive")
         if self.lambda_u < 0 or self.prox_mu < 0 or self.noise_std < 0:
             raise InputError("lambda_u/prox_mu/noise_std", (self.lambda_u, self.prox_mu, self.noise_std), "must be non-negative")
+        if self.noise_multiplier is not None and (self.clip is None or self.noise_std > 0):
+            raise InputError("noise_multiplier", self.noise_multiplier, "needs clip and excludes noise_std")
 
     def setup(self, federation: Any) -> None:
         self._validate()
@@ -195,13 +210,22 @@ class ProtoFSSL(Method):
     def _prototypes(self, network: torch.nn.Module, client: int, *, noised: bool) -> Prototypes:
         """Prototypes of all of a client's labeled data (§4.4), withheld/noised as configured."""
         x_l, y_l, _, _ = self.clients[client]
-        noise = noised and self.noise_std > 0
+        noise = noised and (self.noise_std > 0 or self.noise_multiplier is not None)
         return share_prototypes(
             self._embed_all(network, x_l), y_l.numpy(), num_classes=self.num_classes,
             min_count=self.min_class_count, clip_norm=self.clip,
-            sigma=self.noise_std if noise else None,
+            sigma=self.noise_std if noise and self.noise_multiplier is None else None,
+            noise_multiplier=self.noise_multiplier if noise else None,
             seed=self.rng.draw_seed() if noise else None,
         )
+
+    def privacy_spent(self, rounds: int, *, delta: float = 1e-5) -> float:
+        """Epsilon of a client's labeled data after ``rounds`` rounds (``noise_multiplier``
+        mode; participation rate ``clients_per_round / num_clients``)."""
+        if self.noise_multiplier is None:
+            raise InputError("noise_multiplier", None, "privacy accounting needs the Gaussian mechanism (noise_multiplier, clip)")
+        rate = min(self.clients_per_round / self.federation.num_clients, 1.0)
+        return privacy_spent(self.noise_multiplier, sampling_rate=rate, rounds=rounds, delta=delta)
 
     # ------------------------------------------------------------------ round
     def run_round(self, round_index: int) -> RoundResult:
@@ -252,8 +276,10 @@ class ProtoFSSL(Method):
 
     def evaluate(self) -> float:
         """Accuracy of nearest-global-prototype classification (eq. 6) on the test set."""
-        z = torch.from_numpy(self._embed_all(self.network, torch.from_numpy(np.ascontiguousarray(self.federation.x_test, dtype=np.float32))))
-        logits = prototype_logits(z, torch.from_numpy(self.global_prototypes), torch.from_numpy(self.global_mask), distance=self.distance)
+        x_test = torch.from_numpy(np.ascontiguousarray(self.federation.x_test, dtype=np.float32))
+        z = torch.from_numpy(self._embed_all(self.network, x_test))
+        prototypes, mask = torch.from_numpy(self.global_prototypes), torch.from_numpy(self.global_mask)
+        logits = prototype_logits(z, prototypes, mask, distance=self.distance)
         return float((logits.argmax(dim=1).numpy() == self.federation.y_test).mean())
 
     # ------------------------------------------------------------------ state

@@ -46,7 +46,8 @@ def split_episode(
     classes that have a prototype).
     """
     if n_support < 1 or n_query < 0 or n_unlabeled < 0:
-        raise InputError("n_support/n_query/n_unlabeled", (n_support, n_query, n_unlabeled), "need n_support >= 1 and counts >= 0")
+        raise InputError("n_support/n_query/n_unlabeled", (n_support, n_query, n_unlabeled),
+                         "need n_support >= 1 and counts >= 0")
     labels = np.asarray(labels)
     support: list[np.ndarray] = []
     query: list[np.ndarray] = []
@@ -60,7 +61,7 @@ def split_episode(
         support.append(members[:s])
         query.append(members[s : s + n_query])
         classes.append(k)
-    unlabeled = rng.choice(unlabeled_count, size=min(n_unlabeled, unlabeled_count), replace=False) if unlabeled_count else np.empty(0, np.int64)
+    unlabeled = rng.choice(unlabeled_count, size=min(n_unlabeled, unlabeled_count), replace=False)
     empty = np.empty(0, dtype=np.int64)
     return (
         np.concatenate(support) if support else empty,
@@ -82,7 +83,9 @@ def class_prototypes(embeddings: torch.Tensor, labels: torch.Tensor, num_classes
     return sums / counts.clamp(min=1).unsqueeze(1), present
 
 
-def prototype_logits(embeddings: torch.Tensor, prototypes: torch.Tensor, present: torch.Tensor | None = None, *, distance: str = "euclidean") -> torch.Tensor:
+def prototype_logits(
+    embeddings: torch.Tensor, prototypes: torch.Tensor, present: torch.Tensor | None = None, *, distance: str = "euclidean"
+) -> torch.Tensor:
     """``-d(f(x), c_k)`` for every sample and class; withheld classes get ``-inf``."""
     if distance == "squared":
         dist = ((embeddings.unsqueeze(1) - prototypes.unsqueeze(0)) ** 2).sum(dim=2)

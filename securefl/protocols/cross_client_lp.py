@@ -57,9 +57,10 @@ indistinguishable from random (the keys are HKDF outputs of X25519 secrets: CDH)
 every block k of T contains PRG(K_jk) for each survivor j (at least one), keyed by a
 secret the server lacks (for j = k the self-pad seed, which never leaves k), and the
 streams are independent across blocks (distinct keys or nonces), so T is
-indistinguishable from uniform as long as AES-CTR is a PRF.  The secure sum's own view is simulatable from T (Bonawitz et al.
-2017, Thm. 6.3).  *Server colluding with client k*: it can strip the pads of block k
-only (it knows no K_jm with m != k), so it learns Z^(k), which k outputs anyway.
+indistinguishable from uniform as long as AES-CTR is a PRF.  The secure sum's own view
+is simulatable from T (Bonawitz et al. 2017, Thm. 6.3).  *Server colluding with client
+k*: it can strip the pads of block k only (it knows no K_jm with m != k), so it learns
+Z^(k), which k outputs anyway.
 
 **Dropouts** (FedProp §4.2, Robustness), ``dropouts=Dropouts(...)``:
 
@@ -93,8 +94,8 @@ from securefl.crypto.prg import SEED_BYTES, expand, random_seed
 from securefl.errors import DropoutError, InputError, ProtocolError
 from securefl.protocols.keys import deterministic_bytes
 from securefl.protocols.label_propagation import (
-    LabelPropagationResult,
     SOLVERS,
+    LabelPropagationResult,
     check_labels,
     check_num_classes,
     graph_from_neighbours,
@@ -104,7 +105,14 @@ from securefl.protocols.label_propagation import (
     one_hot,
     propagate,
 )
-from securefl.protocols.lsh import SeedAgreementClient, agree_seed, common_seed, hyperplanes, lsh_codes, cosine_from_hamming
+from securefl.protocols.lsh import (
+    SeedAgreementClient,
+    agree_seed,
+    common_seed,
+    cosine_from_hamming,
+    hyperplanes,
+    lsh_codes,
+)
 
 BACKENDS = ("real", "plaintext")
 TAG_COLUMNS = "cclp/columns"
@@ -122,7 +130,7 @@ class Dropouts:
     during_sum: Mapping[int, int | str] = field(default_factory=dict)
 
     @classmethod
-    def coerce(cls, value: "Dropouts | Mapping | None", parties: int) -> "Dropouts":
+    def coerce(cls, value: Dropouts | Mapping | None, parties: int) -> Dropouts:
         """Accept ``None``, a :class:`Dropouts` or a mapping with the same three keys."""
         if value is None:
             value = cls()
@@ -186,7 +194,9 @@ class CrossClientLPClient:
         self.s_l, self.layout_parties, self.layout_sizes, self.sum_parties = message.arrays
         expected = (int(self.layout_sizes.sum()), int((self.labels >= 0).sum()))
         if self.s_l.shape != expected:
-            raise ProtocolError(f"S_L for client {self.party} has shape {self.s_l.shape}, expected {expected}")
+            raise ProtocolError(
+                f"S_L for client {self.party} has shape {self.s_l.shape}, expected {expected}"
+            )
 
     def local_scores(self) -> np.ndarray:
         """Line 13: Zbar^(j) = S_L^(j) Y_L^(j), an N x C float matrix."""
@@ -201,7 +211,10 @@ class CrossClientLPClient:
 
     def _block_slices(self) -> dict[int, slice]:
         offsets = np.concatenate([[0], np.cumsum(self.layout_sizes)])
-        return {int(p): slice(int(offsets[i]), int(offsets[i + 1])) for i, p in enumerate(self.layout_parties)}
+        return {
+            int(p): slice(int(offsets[i]), int(offsets[i + 1]))
+            for i, p in enumerate(self.layout_parties)
+        }
 
     def sum_input(self, encoding: FixedPoint, *, padded: bool) -> np.ndarray:
         """Line 14 (input): enc(Zbar^(j)) rows of every receiver, each block padded for it."""
@@ -211,12 +224,18 @@ class CrossClientLPClient:
         for receiver in self.sum_parties:
             rows = encoding.encode(z_bar[blocks[int(receiver)]].ravel(), name="local_scores")
             if padded:
-                rows += expand(self._pad_key(self.party, int(receiver)), rows.size, np.uint64,
-                               nonce=_nonce(self.party, int(receiver)))
+                rows += expand(
+                    self._pad_key(self.party, int(receiver)),
+                    rows.size,
+                    np.uint64,
+                    nonce=_nonce(self.party, int(receiver)),
+                )
             parts.append(rows)
         return np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint64)
 
-    def finish(self, message: Message, encoding: FixedPoint, *, padded: bool) -> LabelPropagationResult:
+    def finish(
+        self, message: Message, encoding: FixedPoint, *, padded: bool
+    ) -> LabelPropagationResult:
         """Lines 15-16: remove the survivors' pads, decode, normalise, label, weigh."""
         _expect(message, TAG_ROWS, self.party)
         rows, survivors = message.arrays
@@ -227,8 +246,12 @@ class CrossClientLPClient:
         ring = rows.astype(np.uint64, copy=True)
         if padded:
             for sender in survivors:
-                ring -= expand(self._pad_key(int(sender), self.party), ring.size, np.uint64,
-                               nonce=_nonce(int(sender), self.party))
+                ring -= expand(
+                    self._pad_key(int(sender), self.party),
+                    ring.size,
+                    np.uint64,
+                    nonce=_nonce(int(sender), self.party),
+                )
         self.z_rows = encoding.decode(ring).reshape(n_own, self.num_classes)
         self.output = labels_from_scores(self.z_rows, self.num_classes)
         return self.output
@@ -266,7 +289,9 @@ class CrossClientLPServer:
 
     def serve_columns(self, requests: list[Message]) -> list[Message]:
         """Lines 10-12: solve only for the requested (labeled) columns; send S_L^(j) to j."""
-        offsets = dict(zip(self.graph_parties, np.concatenate([[0], np.cumsum(self.block_sizes)])[:-1]))
+        offsets = dict(
+            zip(self.graph_parties, np.concatenate([[0], np.cumsum(self.block_sizes)])[:-1])
+        )
         sizes = dict(zip(self.graph_parties, self.block_sizes))
         columns = []
         for message in requests:
@@ -282,19 +307,33 @@ class CrossClientLPServer:
         rhs = np.zeros((n, wanted.size))
         rhs[wanted, np.arange(wanted.size)] = 1.0
         s_l = propagate(self.w_normalized, rhs, alpha=self.alpha, solver=self.solver)
-        layout = (np.array(self.graph_parties, dtype=np.int32), np.array(self.block_sizes, dtype=np.int64),
-                  np.array(self.sum_parties, dtype=np.int32))
+        layout = (
+            np.array(self.graph_parties, dtype=np.int32),
+            np.array(self.block_sizes, dtype=np.int64),
+            np.array(self.sum_parties, dtype=np.int32),
+        )
         out, start = [], 0
         for message in requests:
             width = message.arrays[0].size
-            out.append(Message(SERVER, message.sender, TAG_S_L, (s_l[:, start : start + width], *layout)))
+            out.append(
+                Message(SERVER, message.sender, TAG_S_L, (s_l[:, start : start + width], *layout))
+            )
             start += width
         return out
 
-    def forward_rows(self, total: np.ndarray, survivors: Sequence[int], receivers: Sequence[int]) -> list[Message]:
+    def forward_rows(
+        self, total: np.ndarray, survivors: Sequence[int], receivers: Sequence[int]
+    ) -> list[Message]:
         """After line 14: block k of the padded total to each receiver k, with the survivors."""
         self.total_received = total
-        offsets = np.concatenate([[0], np.cumsum([self.block_sizes[self.graph_parties.index(p)] for p in self.sum_parties])])
+        offsets = np.concatenate(
+            [
+                [0],
+                np.cumsum(
+                    [self.block_sizes[self.graph_parties.index(p)] for p in self.sum_parties]
+                ),
+            ]
+        )
         where = {p: i for i, p in enumerate(self.sum_parties)}
         ids = np.array(sorted(survivors), dtype=np.int32)
         out = []
@@ -358,7 +397,9 @@ def _nonce(sender: int, receiver: int) -> int:
 
 def _expect(message: Message, tag: str, receiver: int) -> None:
     if message.tag != tag or message.receiver != receiver:
-        raise ProtocolError(f"expected {tag!r} for party {receiver}, got {message.tag!r} for {message.receiver}")
+        raise ProtocolError(
+            f"expected {tag!r} for party {receiver}, got {message.tag!r} for {message.receiver}"
+        )
 
 
 def _check_inputs(features, labels, num_classes, k, alpha, L, backend, solver):
@@ -374,9 +415,13 @@ def _check_inputs(features, labels, num_classes, k, alpha, L, backend, solver):
     if not isinstance(L, (int, np.integer)) or not 1 <= L < 1 << 16:
         raise InputError("L", L, "must be an integer in [1, 2^16)")
     if isinstance(features, np.ndarray) or len(features) == 0:
-        raise InputError("features", features, "must be a non-empty sequence of per-client (n_j, d) arrays")
+        raise InputError(
+            "features", features, "must be a non-empty sequence of per-client (n_j, d) arrays"
+        )
     if len(labels) != len(features):
-        raise InputError("labels", labels, f"must hold one label vector per client ({len(features)})")
+        raise InputError(
+            "labels", labels, f"must hold one label vector per client ({len(features)})"
+        )
     checked_features, checked_labels = [], []
     dim = None
     for j, (x, y) in enumerate(zip(features, labels)):
@@ -387,7 +432,9 @@ def _check_inputs(features, labels, num_classes, k, alpha, L, backend, solver):
             raise InputError(f"features[{j}]", x, "contains NaN or infinity")
         dim = x.shape[1] if dim is None else dim
         if x.shape[1] != dim:
-            raise InputError(f"features[{j}]", x, f"dimension {x.shape[1]} differs from d={dim} of features[0]")
+            raise InputError(
+                f"features[{j}]", x, f"dimension {x.shape[1]} differs from d={dim} of features[0]"
+            )
         checked_features.append(x.astype(np.float64))
         checked_labels.append(check_labels(y, num_classes, x.shape[0], name=f"labels[{j}]"))
     return checked_features, checked_labels
@@ -437,21 +484,35 @@ def cross_client_lp(
     drops = Dropouts.coerce(dropouts, parties)
     real = backend == "real"
     if network is None:
-        network = Network() if crypto_seed is None else Network(session=deterministic_bytes(crypto_seed, "session", length=8))
+        network = (
+            Network()
+            if crypto_seed is None
+            else Network(session=deterministic_bytes(crypto_seed, "session", length=8))
+        )
     meter = _Meter(network)
     crypto_seconds = server_seconds = client_seconds = 0.0
 
     clients = [
         CrossClientLPClient(
-            party=j, features=features[j], labels=labels[j], num_classes=num_classes, L=int(L),
-            agreement=SeedAgreementClient(party=j, session=network.session, seed=seed, key_seed=crypto_seed),
+            party=j,
+            features=features[j],
+            labels=labels[j],
+            num_classes=num_classes,
+            L=int(L),
+            agreement=SeedAgreementClient(
+                party=j, session=network.session, seed=seed, key_seed=crypto_seed
+            ),
             private_pad_seed=(
-                random_seed() if crypto_seed is None else deterministic_bytes(crypto_seed, "self-pad", j, length=SEED_BYTES)
+                random_seed()
+                if crypto_seed is None
+                else deterministic_bytes(crypto_seed, "self-pad", j, length=SEED_BYTES)
             ),
         )
         for j in range(parties)
     ]
-    server = CrossClientLPServer(k=int(k), alpha=float(alpha), L=int(L), num_classes=num_classes, solver=solver)
+    server = CrossClientLPServer(
+        k=int(k), alpha=float(alpha), L=int(L), num_classes=num_classes, solver=solver
+    )
 
     tick = time.perf_counter()
     if real:
@@ -471,12 +532,16 @@ def cross_client_lp(
     client_seconds += time.perf_counter() - tick
 
     tick = time.perf_counter()
-    hamming = secure_hamming_matrix(codes, backend="shade" if real else "plaintext", seed=crypto_seed)
+    hamming = secure_hamming_matrix(
+        codes, backend="shade" if real else "plaintext", seed=crypto_seed
+    )
     crypto_seconds += time.perf_counter() - tick
     meter.add("hamming", hamming.bytes_sent, hamming.bytes_received, [c.party for c in in_graph])
 
     tick = time.perf_counter()
-    server.receive_hamming(hamming.matrix, [c.party for c in in_graph], [c.features.shape[0] for c in in_graph])
+    server.receive_hamming(
+        hamming.matrix, [c.party for c in in_graph], [c.features.shape[0] for c in in_graph]
+    )
     server_seconds += time.perf_counter() - tick
 
     in_sum = [c for c in in_graph if c.party not in drops.before_sum]
@@ -500,8 +565,13 @@ def cross_client_lp(
     if set(drops.during_sum) - set(position):
         raise InputError("dropouts", drops, "during_sum names clients that left before the sum")
     tick = time.perf_counter()
-    summed = secure_sum(inputs, threshold=sum_threshold, backend="secagg" if real else "plaintext",
-                        seed=crypto_seed, dropouts=sum_drops or None)
+    summed = secure_sum(
+        inputs,
+        threshold=sum_threshold,
+        backend="secagg" if real else "plaintext",
+        seed=crypto_seed,
+        dropouts=sum_drops or None,
+    )
     crypto_seconds += time.perf_counter() - tick
     meter.add("sum", summed.bytes_sent, {}, [c.party for c in in_sum])
     survivors = [in_sum[i].party for i in summed.survivors]
@@ -513,7 +583,9 @@ def cross_client_lp(
     outputs: list[LabelPropagationResult | None] = [None] * parties
     tick = time.perf_counter()
     for message in forwards:
-        outputs[message.receiver] = clients[message.receiver].finish(network.deliver(message), encoding, padded=real)
+        outputs[message.receiver] = clients[message.receiver].finish(
+            network.deliver(message), encoding, padded=real
+        )
     client_seconds += time.perf_counter() - tick
     meter.close("rows")
 
@@ -554,7 +626,13 @@ class _Meter:
         self.sent[phase] = sent
         self.received[phase] = received
 
-    def add(self, phase: str, sent: Mapping[int, int], received: Mapping[int, int], parties: list[int]) -> None:
+    def add(
+        self, phase: str, sent: Mapping[int, int], received: Mapping[int, int], parties: list[int]
+    ) -> None:
         """Record a crypto-room report whose party indices are positions in ``parties``."""
-        self.sent[phase] = {(SERVER if i == SERVER else parties[i]): int(b) for i, b in sent.items()}
-        self.received[phase] = {(SERVER if i == SERVER else parties[i]): int(b) for i, b in received.items()}
+        self.sent[phase] = {
+            (SERVER if i == SERVER else parties[i]): int(b) for i, b in sent.items()
+        }
+        self.received[phase] = {
+            (SERVER if i == SERVER else parties[i]): int(b) for i, b in received.items()
+        }

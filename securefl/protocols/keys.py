@@ -58,12 +58,14 @@ class KeyPair:
     public: bytes
 
     @classmethod
-    def generate(cls, *, seed: int | None = None, party: int = 0) -> "KeyPair":
+    def generate(cls, *, seed: int | None = None, party: int = 0) -> KeyPair:
         """A fresh key pair (OS CSPRNG), or a reproducible one from ``seed`` and ``party``."""
         if seed is None:
             private = X25519PrivateKey.generate()
         else:
-            private = X25519PrivateKey.from_private_bytes(deterministic_bytes(seed, "x25519", party))
+            private = X25519PrivateKey.from_private_bytes(
+                deterministic_bytes(seed, "x25519", party)
+            )
         public = private.public_key().public_bytes(
             serialization.Encoding.Raw, serialization.PublicFormat.Raw
         )
@@ -74,10 +76,21 @@ class KeyPair:
         return np.frombuffer(self.public, dtype=np.uint8).copy()
 
 
-def pairwise_secret(private: X25519PrivateKey, peer_public: bytes | np.ndarray, *, session: bytes,
-                    me: int, peer: int, label: str) -> bytes:
+def pairwise_secret(
+    private: X25519PrivateKey,
+    peer_public: bytes | np.ndarray,
+    *,
+    session: bytes,
+    me: int,
+    peer: int,
+    label: str,
+) -> bytes:
     """The 32-byte key ``label`` shared by parties ``me`` and ``peer`` (symmetric in them)."""
-    raw = bytes(np.asarray(peer_public, dtype=np.uint8).tobytes()) if not isinstance(peer_public, bytes) else peer_public
+    raw = (
+        bytes(np.asarray(peer_public, dtype=np.uint8).tobytes())
+        if not isinstance(peer_public, bytes)
+        else peer_public
+    )
     if len(raw) != PUBLIC_KEY_BYTES:
         raise InputError("peer_public", peer_public, f"must be {PUBLIC_KEY_BYTES} bytes")
     shared = private.exchange(X25519PublicKey.from_public_bytes(raw))
@@ -94,7 +107,7 @@ def seal(key: bytes, plaintext: bytes, *, associated: bytes) -> np.ndarray:
 
 
 def open_sealed(key: bytes, sealed: np.ndarray, *, associated: bytes) -> bytes:
-    """Inverse of :func:`seal`; a wrong key, tampered payload or wrong context raises ProtocolError."""
+    """Inverse of :func:`seal`; a wrong key, tampered payload or context: ProtocolError."""
     blob = np.asarray(sealed, dtype=np.uint8).tobytes()
     if len(blob) < NONCE_BYTES + TAG_BYTES:
         raise ProtocolError(f"sealed payload of {len(blob)} bytes is truncated")

@@ -172,7 +172,9 @@ def normalize_graph(w: sp.spmatrix) -> sp.csr_matrix:
     return (scale @ w @ scale).tocsr()
 
 
-def propagate(w_normalized: sp.spmatrix, rhs: np.ndarray, *, alpha: float, solver: str = "sparse") -> np.ndarray:
+def propagate(
+    w_normalized: sp.spmatrix, rhs: np.ndarray, *, alpha: float, solver: str = "sparse"
+) -> np.ndarray:
     """Step 5 for any right-hand sides: solve (I - alpha W_n) X = rhs, ``rhs`` of shape (n, m)."""
     _check_alpha(alpha)
     if solver not in SOLVERS:
@@ -229,7 +231,9 @@ def one_hot(labels: np.ndarray, num_classes: int) -> np.ndarray:
     return y
 
 
-def check_labels(labels: np.ndarray, num_classes: int, n: int, *, name: str = "labels") -> np.ndarray:
+def check_labels(
+    labels: np.ndarray, num_classes: int, n: int, *, name: str = "labels"
+) -> np.ndarray:
     """Validate a label vector (``-1`` = unlabeled) and return it as int64."""
     labels = np.asarray(labels)
     if labels.ndim != 1 or labels.shape[0] != n:

@@ -135,8 +135,14 @@ class SeedAgreementClient:
         """Key ``label`` shared with ``peer`` (needs the peer's public key)."""
         if self.keys is None or peer not in self.peer_keys:
             raise ProtocolError(f"client {self.party} has no public key of client {peer}")
-        return pairwise_secret(self.keys.private, self.peer_keys[peer], session=self.session,
-                               me=self.party, peer=peer, label=label)
+        return pairwise_secret(
+            self.keys.private,
+            self.peer_keys[peer],
+            session=self.session,
+            me=self.party,
+            peer=peer,
+            label=label,
+        )
 
     def send_shares(self, message: Message) -> Message:
         """Store the broadcast public keys; seal the share for every other client."""
@@ -148,7 +154,11 @@ class SeedAgreementClient:
             raise ProtocolError(f"server broadcast a wrong public key for client {self.party}")
         recipients = np.array([p for p in self.peer_keys if p != self.party], dtype=np.int32)
         sealed = [
-            seal(self.pairwise_key(int(p), "seal"), self.share, associated=_context(self.party, int(p)))
+            seal(
+                self.pairwise_key(int(p), "seal"),
+                self.share,
+                associated=_context(self.party, int(p)),
+            )
             for p in recipients
         ]
         blob = np.stack(sealed) if sealed else np.zeros((0, 0), dtype=np.uint8)
@@ -162,10 +172,12 @@ class SeedAgreementClient:
         shares = {self.party: self.share}
         for sender, blob in zip(senders, blobs):
             sender = int(sender)
-            shares[sender] = open_sealed(self.pairwise_key(sender, "seal"), blob,
-                                         associated=_context(sender, self.party))
-        if set(shares) != set(self.peer_keys):
-            raise ProtocolError(f"client {self.party} is missing seed shares from {sorted(set(self.peer_keys) - set(shares))}")
+            shares[sender] = open_sealed(
+                self.pairwise_key(sender, "seal"), blob, associated=_context(sender, self.party)
+            )
+        missing = sorted(set(self.peer_keys) - set(shares))
+        if missing:
+            raise ProtocolError(f"client {self.party} is missing seed shares from {missing}")
         self.lsh_seed = common_seed([shares[p] for p in sorted(shares)])
         return self.lsh_seed
 

@@ -66,13 +66,15 @@ class Prototypes:
 
     ``vectors``: ``(C, d)`` float64, zero rows where withheld; ``mask``: ``(C,)`` bool, True
     where shared; ``counts``: ``(C,)`` int64 labeled samples per class; ``sigma``: ``(C,)``
-    standard deviation of the noise added per class (0 where none).
+    standard deviation of the noise added per class (0 where none); ``clip_norm``: the L2
+    bound the embeddings were clipped to (``None``: not clipped).
     """
 
     vectors: np.ndarray
     mask: np.ndarray
     counts: np.ndarray
     sigma: np.ndarray
+    clip_norm: float | None = None
 
     @property
     def num_classes(self) -> int:
@@ -106,7 +108,9 @@ def class_prototypes(
         raise InputError("min_count", min_count, "must be a positive integer")
     labels = np.asarray(labels)
     if labels.shape != (embeddings.shape[0],) or (labels.size and labels.dtype.kind not in "iu"):
-        raise InputError("labels", labels, f"must be an integer array of length {embeddings.shape[0]}")
+        raise InputError(
+            "labels", labels, f"must be an integer array of length {embeddings.shape[0]}"
+        )
     if labels.size and (labels.min() < -1 or labels.max() >= num_classes):
         raise InputError("labels", labels, f"values must be -1 or in [0, {num_classes})")
     rows = embeddings.astype(np.float64)
@@ -119,7 +123,9 @@ def class_prototypes(
     mask = counts >= min_count
     vectors = np.zeros_like(sums)
     vectors[mask] = sums[mask] / counts[mask, None]
-    return Prototypes(vectors=vectors, mask=mask, counts=counts, sigma=np.zeros(num_classes))
+    return Prototypes(
+        vectors=vectors, mask=mask, counts=counts, sigma=np.zeros(num_classes), clip_norm=clip_norm
+    )
 
 
 def add_noise(
@@ -133,9 +139,10 @@ def add_noise(
 ) -> Prototypes:
     """Gaussian noise on the shared prototypes: fixed ``sigma`` or DP ``noise_multiplier``.
 
-    With ``noise_multiplier`` the prototypes must have been computed with the same
-    ``clip_norm``; classes whose sensitivity is undefined (n_k < 2 under add/remove) are
-    withheld.  ``seed`` makes the noise reproducible (tests); ``None`` uses the CSPRNG.
+    With ``noise_multiplier`` the prototypes must have been computed with clipping
+    (``class_prototypes(..., clip_norm=C)``); ``clip_norm``, if given, must equal that C.
+    Classes whose sensitivity is undefined (n_k < 2 under add/remove) are withheld.
+    ``seed`` makes the noise reproducible (tests); ``None`` uses the CSPRNG.
     """
     if (sigma is None) == (noise_multiplier is None):
         raise InputError("sigma", sigma, "give exactly one of sigma or noise_multiplier")
@@ -145,19 +152,44 @@ def add_noise(
             raise InputError("sigma", sigma, "must be a non-negative finite number")
         per_class = np.where(mask, float(sigma), 0.0)
     else:
-        if clip_norm is None:
-            raise InputError("clip_norm", clip_norm, "is required with noise_multiplier (it bounds the sensitivity)")
-        if not (isinstance(noise_multiplier, (int, float)) and np.isfinite(noise_multiplier) and noise_multiplier > 0):
-            raise InputError("noise_multiplier", noise_multiplier, "must be a positive finite number")
+        if prototypes.clip_norm is None:
+            raise InputError(
+                "clip_norm",
+                clip_norm,
+                "noise_multiplier needs prototypes of clipped embeddings (clip bounds sensitivity)",
+            )
+        if clip_norm is not None and clip_norm != prototypes.clip_norm:
+            raise InputError(
+                "clip_norm",
+                clip_norm,
+                f"differs from the prototypes' clip_norm {prototypes.clip_norm}",
+            )
+        clip_norm = prototypes.clip_norm
+        if not (
+            isinstance(noise_multiplier, (int, float))
+            and np.isfinite(noise_multiplier)
+            and noise_multiplier > 0
+        ):
+            raise InputError(
+                "noise_multiplier", noise_multiplier, "must be a positive finite number"
+            )
         minimum = 2 if relation == "add_remove" else 1
         mask &= prototypes.counts >= minimum
         per_class = np.zeros(prototypes.num_classes)
         for k in np.flatnonzero(mask):
-            sensitivity = dp.prototype_sensitivity(clip_norm, int(prototypes.counts[k]), relation=relation)
+            sensitivity = dp.prototype_sensitivity(
+                clip_norm, int(prototypes.counts[k]), relation=relation
+            )
             per_class[k] = noise_multiplier * sensitivity
     noise = dp.gaussian_noise(prototypes.vectors.shape, 1.0, seed=seed) * per_class[:, None]
     vectors = np.where(mask[:, None], prototypes.vectors + noise, 0.0)
-    return Prototypes(vectors=vectors, mask=mask, counts=prototypes.counts, sigma=per_class)
+    return Prototypes(
+        vectors=vectors,
+        mask=mask,
+        counts=prototypes.counts,
+        sigma=per_class,
+        clip_norm=prototypes.clip_norm,
+    )
 
 
 def share_prototypes(
@@ -172,13 +204,19 @@ def share_prototypes(
     seed: int | bytes | None = None,
 ) -> Prototypes:
     """What a client sends at the end of a round (§4.4): prototypes, noised if asked."""
-    prototypes = class_prototypes(embeddings, labels, num_classes=num_classes, min_count=min_count, clip_norm=clip_norm)
+    prototypes = class_prototypes(
+        embeddings, labels, num_classes=num_classes, min_count=min_count, clip_norm=clip_norm
+    )
     if sigma is None and noise_multiplier is None:
         return prototypes
-    return add_noise(prototypes, sigma=sigma, noise_multiplier=noise_multiplier, clip_norm=clip_norm, seed=seed)
+    return add_noise(
+        prototypes, sigma=sigma, noise_multiplier=noise_multiplier, clip_norm=clip_norm, seed=seed
+    )
 
 
-def privacy_spent(noise_multiplier: float, *, sampling_rate: float, rounds: int, delta: float = 1e-5) -> float:
+def privacy_spent(
+    noise_multiplier: float, *, sampling_rate: float, rounds: int, delta: float = 1e-5
+) -> float:
     """epsilon after a client released noised prototypes in rounds it joined with rate q."""
     return dp.PrivacyAccountant(noise_multiplier, sampling_rate, delta).step(rounds).epsilon()
 
@@ -208,7 +246,11 @@ def pseudo_labels(
     used = 0
     for j, helper in enumerate(helpers):
         if helper.num_classes != classes or helper.vectors.shape[1] != embeddings.shape[1]:
-            raise InputError(f"helpers[{j}]", helper.vectors, f"must hold ({classes}, {embeddings.shape[1]}) prototypes")
+            raise InputError(
+                f"helpers[{j}]",
+                helper.vectors,
+                f"must hold ({classes}, {embeddings.shape[1]}) prototypes",
+            )
         if not helper.mask.any():
             continue
         diff = embeddings[:, None, :] - helper.vectors[None, helper.mask, :]
@@ -241,7 +283,9 @@ class PrototypeStore:
         """Keep the prototypes of the clients active in the round just finished."""
         self.previous = dict(round_prototypes)
 
-    def select_helpers(self, num_helpers: int, *, rng: np.random.Generator, exclude: Sequence[int] = ()) -> list[int]:
+    def select_helpers(
+        self, num_helpers: int, *, rng: np.random.Generator, exclude: Sequence[int] = ()
+    ) -> list[int]:
         """Up to ``num_helpers`` previous-round clients, uniformly without replacement."""
         if not isinstance(num_helpers, (int, np.integer)) or num_helpers < 0:
             raise InputError("num_helpers", num_helpers, "must be a non-negative integer")
@@ -253,7 +297,9 @@ class PrototypeStore:
         """The stored prototype sets of ``helpers`` (what each active client receives)."""
         missing = [h for h in helpers if h not in self.previous]
         if missing:
-            raise InputError("helpers", list(helpers), f"clients {missing} sent no prototypes last round")
+            raise InputError(
+                "helpers", list(helpers), f"clients {missing} sent no prototypes last round"
+            )
         return [self.previous[h] for h in helpers]
 
 
@@ -304,5 +350,10 @@ def aggregate_prototypes(
     mask = totals > 0.5
     vectors = np.zeros(shape)
     vectors[mask] = summed.total[: classes * dim].reshape(shape)[mask] / totals[mask, None]
-    return GlobalPrototypes(vectors=vectors, mask=mask, totals=np.rint(totals).astype(np.int64),
-                            survivors=summed.survivors, bytes_sent=summed.bytes_sent)
+    return GlobalPrototypes(
+        vectors=vectors,
+        mask=mask,
+        totals=np.rint(totals).astype(np.int64),
+        survivors=summed.survivors,
+        bytes_sent=summed.bytes_sent,
+    )

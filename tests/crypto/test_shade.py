@@ -10,7 +10,7 @@ from securefl.crypto import HammingResult, secure_hamming_matrix
 from securefl.crypto.channel import SERVER, Frame, Network
 from securefl.crypto.hamming_plain import hamming_matrix, pack_codes
 from securefl.crypto.rand import random_source
-from securefl.crypto.shade import shade_pair
+from securefl.crypto.shade import shade_distance, shade_one_vs_many, shade_pair
 from securefl.errors import InputError, ProtocolError
 
 
@@ -45,6 +45,21 @@ def test_pair_shares_sum_to_the_distance(n_a, n_b, length, seed):
     assert share_x.shape == share_y.shape == (n_a, n_b) and share_x.dtype == np.uint16
     np.testing.assert_array_equal((share_x + share_y).astype(np.int64), plain([x, y])[:n_a, n_a:])
     assert cost.ots == n_b * length
+
+
+def test_one_pair_and_one_vs_many():
+    rng = np.random.default_rng(14)
+    many, one = rng.integers(0, 2, (7, 65)), rng.integers(0, 2, 65)
+    a, b = shade_one_vs_many(many, one, rng=random_source(3))
+    assert a.shape == b.shape == (7,)
+    np.testing.assert_array_equal((a + b).astype(np.int64), (many != one).sum(axis=1))
+    x, y = many[0], one
+    s, t = shade_distance(x, y)
+    assert (s + t) % 2**16 == int((x != y).sum())
+    with pytest.raises(InputError, match="one"):
+        shade_one_vs_many(many, many)
+    with pytest.raises(InputError, match="x"):
+        shade_distance(many, one)
 
 
 def test_uneven_parties_bool_and_uint8_inputs_and_two_workers():

@@ -91,7 +91,8 @@ class SoftmaxSelfTraining(Method):
         )
 
     def state_dict(self) -> dict[str, Any]:
-        return {"weights": self.weights.copy(), "rng": self.rng.bit_generator.state}
+        # Live references, as torch's Module.state_dict() returns: the runner must snapshot.
+        return {"weights": self.weights, "rng": self.rng.bit_generator.state}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.weights = state["weights"].copy()
@@ -160,17 +161,3 @@ def fake_config(tmp_path, fake_registry):
     path.write_text(FAKE_CONFIG)
     return path
 
-
-@pytest.fixture(autouse=True)
-def _only_present_benchmarks(monkeypatch):
-    """``securefl.cli`` registers every benchmark module; while a sibling room's module is
-    still being written, leave it out of the parser so `securefl run` can be tested."""
-    import importlib.util
-
-    import securefl.cli
-
-    present = {
-        name: module for name, module in securefl.cli.BENCHMARKS.items()
-        if importlib.util.find_spec(module) is not None
-    }
-    monkeypatch.setattr(securefl.cli, "BENCHMARKS", present)

@@ -34,6 +34,8 @@ def test_run_writes_results_plots_and_table(tmp_path, fake_config, capsys):
     assert document["commit"] == document["machine"]["commit"]
     for name in ("accuracy.png", "cost.png"):
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    readme = (out / "README.md").read_text()
+    assert document["command"] in readme and "| softmax-sup | real | 2/2 |" in readme
     assert (out / CHECKPOINT_FILE).is_file()
     assert not [p for p in out.iterdir() if p.name.endswith(".tmp")]
 
@@ -174,3 +176,24 @@ def test_resume_rejects_other_flags_and_non_run_folders(tmp_path, fake_config, c
         capsys, ["run", "--resume", str(tmp_path), "--rounds", "5"], tmp_path / "never"
     )
     assert "--rounds cannot change a stored run" in line
+
+
+def test_sigterm_stops_like_ctrl_c(tmp_path, fake_config, monkeypatch):
+    import os
+    import signal
+
+    original = SoftmaxSelfTraining.run_round
+
+    def terminated(self, round_index):
+        if round_index == 1:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return original(self, round_index)
+
+    monkeypatch.setattr(SoftmaxSelfTraining, "run_round", terminated)
+    before = signal.getsignal(signal.SIGTERM)
+    out = tmp_path / "term"
+    assert main(["run", "--config", str(fake_config), "--out", str(out)]) == 130
+    document = json.loads((out / "results.json").read_text())
+    assert document["status"] == "interrupted"
+    assert document["methods"][0]["rounds_completed"] == 1
+    assert signal.getsignal(signal.SIGTERM) is before

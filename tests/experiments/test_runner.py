@@ -129,17 +129,44 @@ def test_resuming_a_complete_run_changes_nothing(tmp_path, fake_config, digits_f
     assert _series(again) == _series(first)
 
 
-def test_ctrl_c_during_a_commit_waits_for_the_files(tmp_path):
+@pytest.mark.parametrize("signame", ["SIGINT", "SIGTERM"])
+def test_a_signal_during_a_commit_waits_for_the_files(signame):
     import os
     import signal
 
     from securefl.experiments.runner import _interrupts_deferred
 
+    signum = getattr(signal, signame)
     finished = []
-    before = signal.getsignal(signal.SIGINT)
+    before = signal.getsignal(signum)
     with pytest.raises(KeyboardInterrupt):
         with _interrupts_deferred():
-            os.kill(os.getpid(), signal.SIGINT)
+            os.kill(os.getpid(), signum)
             finished.append(True)
     assert finished == [True]
-    assert signal.getsignal(signal.SIGINT) is before
+    assert signal.getsignal(signum) is before
+
+
+def test_interrupt_mid_round_cannot_leak_half_updated_state(
+    tmp_path, fake_config, digits_federation, monkeypatch
+):
+    from .conftest import SoftmaxSelfTraining
+
+    config = load_config(fake_config, methods=["softmax-st"], rounds=3)
+    reference = _runner(config, digits_federation, tmp_path / "ref").run()
+    original = SoftmaxSelfTraining.run_round
+
+    def corrupt_then_stop(self, round_index):
+        if round_index == 2:
+            self.weights += 1.0  # in place: visible through the last state_dict()
+            raise KeyboardInterrupt
+        return original(self, round_index)
+
+    monkeypatch.setattr(SoftmaxSelfTraining, "run_round", corrupt_then_stop)
+    out = tmp_path / "cut"
+    with pytest.raises(KeyboardInterrupt):
+        _runner(config, digits_federation, out).run()
+    monkeypatch.setattr(SoftmaxSelfTraining, "run_round", original)
+    state = load_state(out)
+    resumed = _runner(state_config(state), digits_federation, out, state=state).run()
+    assert _series(resumed) == _series(reference)

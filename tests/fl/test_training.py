@@ -143,3 +143,19 @@ def test_bad_inputs():
         train_supervised(model, x, y[:5], epochs=1, batch_size=4, lr=0.1, generator=gen)
     with pytest.raises(InputError, match="y"):
         evaluate(model, x[:0], y[:0])
+
+
+def test_augment_is_applied_to_every_training_batch():
+    x, y = blobs(n=40)
+    model = build_model("mlp", input_shape=(16,), num_classes=3, seed=0)
+    augmented = []
+
+    def augment(batch):
+        augmented.append(batch.clone())
+        return torch.zeros_like(batch)
+
+    steps = train_mixed(model, x[:10], y[:10], x[10:], y[10:], np.ones(30), epochs=1,
+                        batch_size=10, lr=0.05, generator=torch.Generator().manual_seed(0),
+                        augment=augment)
+    assert len(augmented) == steps == 3
+    assert all(len(batch) == 20 for batch in augmented)

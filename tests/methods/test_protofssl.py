@@ -108,6 +108,14 @@ def test_fedprox_noise_and_withholding(tiny_digits):
     assert np.isfinite(results[-1].accuracy)
 
 
+def test_dp_noise_and_accounting(tiny_digits):
+    method, _ = _run(tiny_digits, "plaintext", rounds=1, noise_multiplier=1.0, clip=1.0)
+    assert all((p.sigma[p.mask] > 0).all() for p in method.store.previous.values())
+    assert 0 < method.privacy_spent(3) < np.inf  # one accountant call: PLD accounting takes seconds
+    with pytest.raises(InputError, match="noise_multiplier"):
+        build_method("protofssl", noise_multiplier=1.0).setup(tiny_digits)
+
+
 def test_resume_equals_uninterrupted(tiny_digits):
     full, results = _run(tiny_digits, "plaintext", rounds=3)
     first, _ = _run(tiny_digits, "plaintext", rounds=2)

@@ -30,12 +30,18 @@ def test_bench_lp_record_is_verified():
 
 def test_bench_crossclient_record_fields():
     with Progress(disable=True) as progress:
-        record = crossclient.run(_args(crossclient, n=24, parties=3, labels_per_client=2, classes=3, dim=6, L=64, k=3), progress)
+        record = crossclient.run(
+            _args(crossclient, n=24, parties=3, labels_per_client=2, classes=3, dim=6, L=64, k=3),
+            progress,
+        )
     assert record["verified"] and record["pseudo_label_agreement"] == 1.0
     assert record["max_abs_score_diff"] == 0.0
     for field in ("seconds_real", "seconds_plaintext", "bytes_per_client"):
         assert record[field] > 0
-    assert record["bytes_per_client_by_phase"]["hamming"] > 0 and record["bytes_per_client_by_phase"]["sum"] > 0
+    assert (
+        record["bytes_per_client_by_phase"]["hamming"] > 0
+        and record["bytes_per_client_by_phase"]["sum"] > 0
+    )
 
 
 def test_bench_arguments_are_checked():

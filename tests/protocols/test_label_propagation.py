@@ -34,7 +34,9 @@ def _clusters(seed: int, n: int, classes: int, dim: int = 6, spread: float = 1.2
     return x, labels, truth
 
 
-def _closed_form(x: np.ndarray, labels: np.ndarray, classes: int, k: int, alpha: float) -> np.ndarray:
+def _closed_form(
+    x: np.ndarray, labels: np.ndarray, classes: int, k: int, alpha: float
+) -> np.ndarray:
     """Algorithm 1 written out literally with dense numpy (the reference)."""
     n = x.shape[0]
     unit = x / np.linalg.norm(x, axis=1, keepdims=True)
@@ -53,8 +55,13 @@ def _closed_form(x: np.ndarray, labels: np.ndarray, classes: int, k: int, alpha:
 
 
 @settings(max_examples=15, deadline=None)
-@given(seed=st.integers(0, 10_000), n=st.integers(12, 80), classes=st.integers(2, 6),
-       k=st.integers(1, 12), alpha=st.sampled_from([0.5, 0.9, 0.99]))
+@given(
+    seed=st.integers(0, 10_000),
+    n=st.integers(12, 80),
+    classes=st.integers(2, 6),
+    k=st.integers(1, 12),
+    alpha=st.sampled_from([0.5, 0.9, 0.99]),
+)
 def test_dense_and_sparse_solvers_agree(seed, n, classes, k, alpha):
     x, labels, _ = _clusters(seed, n, classes)
     dense = label_propagation(x, labels, num_classes=classes, k=k, alpha=alpha, solver="dense")
@@ -129,7 +136,9 @@ def test_component_without_labels_gets_minus_one_and_zero_weight():
 def test_precomputed_similarity_and_unpacking():
     x, labels, _ = _clusters(8, 30, 2)
     unit = x / np.linalg.norm(x, axis=1, keepdims=True)
-    pseudo, weights = label_propagation(unit @ unit.T, labels, num_classes=2, k=4, metric="precomputed")
+    pseudo, weights = label_propagation(
+        unit @ unit.T, labels, num_classes=2, k=4, metric="precomputed"
+    )
     direct = label_propagation(x, labels, num_classes=2, k=4)
     np.testing.assert_array_equal(pseudo, direct.pseudo_labels)
     np.testing.assert_allclose(weights, direct.weights, atol=1e-5)
@@ -169,7 +178,12 @@ def test_propagate_shapes_and_rhs_validation():
 
 
 @settings(max_examples=25, deadline=None)
-@given(seed=st.integers(0, 10_000), n=st.integers(2, 40), k=st.integers(1, 45), levels=st.integers(1, 6))
+@given(
+    seed=st.integers(0, 10_000),
+    n=st.integers(2, 40),
+    k=st.integers(1, 45),
+    levels=st.integers(1, 6),
+)
 def test_knn_select_equals_stable_sort_even_with_many_ties(seed, n, k, levels):
     from securefl.protocols.label_propagation import knn_select
 

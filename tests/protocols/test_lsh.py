@@ -16,9 +16,13 @@ from securefl.protocols.lsh import (
 )
 
 
-def _pairs(rng: np.random.Generator, count: int, dim: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _pairs(
+    rng: np.random.Generator, count: int, dim: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     a = rng.normal(size=(count, dim))
-    b = a * rng.choice([-1.0, 1.0], size=(count, 1)) + rng.normal(size=(count, dim)) * rng.uniform(0, 3, (count, 1))
+    b = a * rng.choice([-1.0, 1.0], size=(count, 1)) + rng.normal(size=(count, dim)) * rng.uniform(
+        0, 3, (count, 1)
+    )
     true = (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
     return a, b, true
 
@@ -35,7 +39,7 @@ def test_cosine_estimate_error_small_at_4096_and_shrinking_with_L():
     errors = [_mae(L, seed) for L in (64, 256, 1024, 4096)]
     assert errors[-1] <= 0.05
     assert errors[0] > errors[1] > errors[2] > errors[3]
-    # the standard deviation of the angle estimate falls like 1/sqrt(L): 64x more bits ~ 8x less error
+    # the angle estimate's standard deviation falls like 1/sqrt(L): 64x the bits, ~8x less error
     assert errors[0] / errors[-1] > 4
 
 
@@ -107,7 +111,9 @@ def test_seed_agreement_common_seed_server_sees_only_keys_and_ciphertexts():
 def test_seed_agreement_deterministic_with_seed_and_fresh_without():
     def run(seed):
         network = Network(session=b"\x00" * 8)
-        clients = [SeedAgreementClient(party=j, session=network.session, seed=seed) for j in range(3)]
+        clients = [
+            SeedAgreementClient(party=j, session=network.session, seed=seed) for j in range(3)
+        ]
         agree_seed(clients, network)
         return clients[0].lsh_seed
 
@@ -131,4 +137,6 @@ def test_tampered_share_is_rejected():
     from securefl.crypto.channel import Message
 
     with pytest.raises(ProtocolError):
-        clients[0].receive_shares(Message(relayed[0].sender, 0, relayed[0].tag, (recipients, blobs)))
+        clients[0].receive_shares(
+            Message(relayed[0].sender, 0, relayed[0].tag, (recipients, blobs))
+        )

@@ -35,7 +35,7 @@ def test_prototypes_are_class_means_and_rare_classes_withheld():
     labels[0] = 3  # exactly one labeled sample of class 3
     p = class_prototypes(x, labels, num_classes=4, min_count=2)
     for c in range(3):
-        members = (labels == c)
+        members = labels == c
         if members.sum() >= 2:
             np.testing.assert_allclose(p.vectors[c], x[members].mean(0))
             assert p.mask[c]
@@ -74,6 +74,10 @@ def test_dp_noise_calibrated_to_sensitivity_and_accounted():
     assert 0 < one < many
     with pytest.raises(InputError, match="clip_norm"):
         add_noise(class_prototypes(x, truth, num_classes=4), noise_multiplier=1.0)
+    clipped = class_prototypes(x, truth, num_classes=4, clip_norm=2.0)
+    with pytest.raises(InputError, match="clip_norm"):
+        add_noise(clipped, noise_multiplier=1.0, clip_norm=3.0)
+    assert add_noise(clipped, noise_multiplier=1.0, seed=2).clip_norm == 2.0
     with pytest.raises(InputError, match="sigma"):
         add_noise(class_prototypes(x, truth, num_classes=4), sigma=1.0, noise_multiplier=1.0)
 
@@ -81,8 +85,13 @@ def test_dp_noise_calibrated_to_sensitivity_and_accounted():
 def test_helpers_come_from_previous_round_only():
     store = PrototypeStore()
     x, truth, _ = _embeddings()
-    store.store({3: class_prototypes(x, truth, num_classes=4), 7: class_prototypes(x, truth, num_classes=4),
-                 9: class_prototypes(x, truth, num_classes=4)})
+    store.store(
+        {
+            3: class_prototypes(x, truth, num_classes=4),
+            7: class_prototypes(x, truth, num_classes=4),
+            9: class_prototypes(x, truth, num_classes=4),
+        }
+    )
     rng = np.random.default_rng(0)
     picks = {tuple(store.select_helpers(2, rng=rng)) for _ in range(30)}
     assert all(set(p) <= {3, 7, 9} and len(p) == 2 for p in picks) and len(picks) == 3
@@ -127,7 +136,9 @@ def test_secure_aggregation_equals_plaintext_weighted_mean(weighting):
     plain = aggregate_prototypes(sets, threshold=2, weighting=weighting, backend="plaintext")
     np.testing.assert_array_equal(real.vectors, plain.vectors)
     for c in range(4):
-        w = np.array([(s.counts[c] if weighting == "count" else 1) * s.mask[c] for s in sets], dtype=float)
+        w = np.array(
+            [(s.counts[c] if weighting == "count" else 1) * s.mask[c] for s in sets], dtype=float
+        )
         expected = sum(wi * s.vectors[c] for wi, s in zip(w, sets)) / w.sum()
         np.testing.assert_allclose(real.vectors[c], expected, atol=1e-8)
     assert real.mask.all() and sum(real.bytes_sent.values()) > 0
@@ -144,4 +155,6 @@ def test_bad_inputs_name_the_parameter():
     with pytest.raises(InputError, match="embeddings"):
         class_prototypes(x[:, :, None], truth, num_classes=4)
     with pytest.raises(InputError, match="weighting"):
-        aggregate_prototypes([class_prototypes(x, truth, num_classes=4)], threshold=1, weighting="median")
+        aggregate_prototypes(
+            [class_prototypes(x, truth, num_classes=4)], threshold=1, weighting="median"
+        )
