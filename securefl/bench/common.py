@@ -67,12 +67,13 @@ def write_json(record: dict[str, Any], path: str | os.PathLike) -> Path:
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_suffix(target.suffix + ".tmp")
-    tmp.write_text(json.dumps(record, indent=2, default=_jsonable) + "\n")
+    tmp.write_text(json.dumps(record, indent=2, default=jsonable) + "\n")
     tmp.replace(target)
     return target
 
 
-def _jsonable(value: Any) -> Any:
+def jsonable(value: Any) -> Any:
+    """``json.dumps`` fallback for numpy scalars and arrays and paths."""
     if isinstance(value, np.generic):
         return value.item()
     if isinstance(value, np.ndarray):

@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from securefl.bench.common import jsonable
 from securefl.errors import ConfigError
 
 RESULTS_FILE = "results.json"
@@ -187,7 +188,7 @@ def _atomic_write_bytes(path: Path, payload: bytes) -> None:
 def write_results(document: dict[str, Any], folder: Path) -> Path:
     """Write ``folder/results.json`` atomically."""
     path = Path(folder) / RESULTS_FILE
-    text = json.dumps(document, indent=2, default=_jsonable) + "\n"
+    text = json.dumps(document, indent=2, default=jsonable) + "\n"
     _atomic_write_bytes(path, text.encode())
     return path
 
@@ -221,13 +222,3 @@ def job_from_dict(data: dict[str, Any]) -> JobLog:
 
 def job_to_dict(job: JobLog) -> dict[str, Any]:
     return asdict(job)
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, Path):
-        return str(value)
-    raise TypeError(f"not JSON serialisable: {type(value).__name__}")

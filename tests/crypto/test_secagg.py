@@ -212,3 +212,16 @@ def test_bench_refuses_untolerated_dropout():
     with pytest.raises(DropoutError, match="threshold is 6"):
         bench.run(args, progress=None)
     assert plan_survivors(10, 6, {u: 2 for u in range(4)}).summed == tuple(range(4, 10))
+
+
+def test_threaded_mask_removal_equals_sequential():
+    from securefl.crypto.prg import random_seeds
+    from securefl.crypto.secagg import add_masks
+
+    masks = [(seed.tobytes(), sign) for seed, sign in zip(random_seeds(9), [1, -1] * 4 + [1])]
+    start = np.arange(1000, dtype=np.uint32)
+    sequential, threaded = start.copy(), start.copy()
+    add_masks(sequential, masks, workers=1)
+    add_masks(threaded, masks, workers=3)
+    assert np.array_equal(sequential, threaded)
+    assert not np.array_equal(sequential, start)
