@@ -340,14 +340,3 @@ def teacher_copy(model: nn.Module) -> nn.Module:
     for param in teacher.parameters():
         param.requires_grad_(False)
     return teacher
-
-
-@torch.no_grad()
-def ema_update(teacher: nn.Module, student: nn.Module, decay: float) -> None:
-    """theta' <- decay theta' + (1 - decay) theta over all floating state entries."""
-    s_state = student.state_dict()
-    for key, value in teacher.state_dict().items():
-        if value.is_floating_point():
-            value.mul_(decay).add_(s_state[key], alpha=1.0 - decay)
-        else:
-            value.copy_(s_state[key])

@@ -53,9 +53,10 @@ from torch import nn
 
 from securefl.errors import InputError
 from securefl.fl import aggregate, load_model_vector, model_vector
-from securefl.methods.baselines import PseudoLabelMethod, ema_update, teacher_copy
+from securefl.methods.baselines import PseudoLabelMethod, teacher_copy
 from securefl.methods.base import RoundResult
 from securefl.methods.common import perturb
+from securefl.methods.consistency import ema_update
 
 
 class FedProp(PseudoLabelMethod):
