@@ -17,19 +17,14 @@ from __future__ import annotations
 import faiss
 import numpy as np
 
+from securefl.crypto.bits import pack_rows
 from securefl.errors import InputError
 
 
 def pack_codes(bits: np.ndarray) -> np.ndarray:
-    """Pack an ``(n, L)`` 0/1 array into ``(n, 8 * ceil(L / 64))`` uint8 rows (little bit order)."""
-    bits = np.asarray(bits)
-    if bits.ndim != 2:
-        raise InputError("bits", bits, "must be a 2-D (n, L) array")
-    n, length = bits.shape
-    words = -(-length // 64)
-    packed = np.zeros((n, 8 * words), dtype=np.uint8)
-    packed[:, : -(-length // 8)] = np.packbits(bits.astype(np.uint8, copy=False), axis=1, bitorder="little")
-    return packed
+    """Pack an ``(n, L)`` 0/1 array into ``(n, 8 * ceil(L / 64))`` uint8 rows (little bit order):
+    the 64-bit words of :func:`securefl.crypto.bits.pack_rows`, seen as bytes."""
+    return pack_rows(bits).view(np.uint8)
 
 
 def hamming_matrix(left: np.ndarray, right: np.ndarray | None = None) -> np.ndarray:

@@ -21,14 +21,6 @@ from securefl.fl import (
 from securefl.models import build_model
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
-
 def blobs(n=120, seed=0):
     rng = np.random.default_rng(seed)
     y = rng.integers(0, 3, n)

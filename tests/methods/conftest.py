@@ -10,21 +10,11 @@ method accepts.  All are session-scoped and must not be mutated.
 from __future__ import annotations
 
 import pytest
-import torch
 
 from securefl.data import load_dataset, partition
 
 TINY_CLIENTS = 5
 TINY_POINTS = 40
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Methods run single-threaded in tests (deterministic, fair on shared cores)."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
 
 
 @pytest.fixture(scope="session")
