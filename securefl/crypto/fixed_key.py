@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
+from securefl.crypto.kernels import xor_low_into
 from securefl.errors import InputError
 
 FIXED_KEY = hashlib.sha256(b"securefl fixed-key AES permutation v1").digest()[:16]
@@ -115,8 +116,7 @@ class FixedKeyAES:
         half = 2 * (count + _SLACK_BLOCKS)
         first = self.permute_into(x, self._tccr_scratch[:half])
         mixed = self._tccr_scratch[half:].reshape(-1)[: 2 * count].reshape(count, 2)
-        np.copyto(mixed, first)
-        np.bitwise_xor(mixed[:, 0], tweaks, out=mixed[:, 0])
+        xor_low_into(first, tweaks, mixed)
         second = self.permute_into(mixed, self._buffer(count).reshape(-1))
         return np.bitwise_xor(second, first, out=out)
 

@@ -60,6 +60,7 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from securefl.crypto.bits import transpose_bits
 from securefl.crypto.channel import Message, Network
 from securefl.crypto.fixed_key import FixedKeyAES
+from securefl.crypto.kernels import xor_block_into, xor_rows_where
 from securefl.crypto.rand import RandomSource, random_source
 from securefl.errors import InputError, ProtocolError
 
@@ -232,15 +233,16 @@ class RowPRG:
 
 
 def _hash_blocks(
-    hasher: FixedKeyAES, x: np.ndarray, chunk: int, out: np.ndarray, delta_tile: np.ndarray | None = None
+    hasher: FixedKeyAES, x: np.ndarray, chunk: int, out: np.ndarray, delta: np.ndarray | None = None
 ) -> np.ndarray:
-    """TCCR-hash ``x`` (XOR ``delta`` if its ``(HASH_BLOCK, 2)`` tile is given) in L2-sized
-    pieces, tweak = global OT index."""
+    """TCCR-hash ``x`` (XOR the block ``delta`` first, if given) in L2-sized pieces,
+    tweak = global OT index."""
     tweaks = _tweaks(chunk, x.shape[0])
+    masked = np.empty((min(HASH_BLOCK, x.shape[0]), 2), dtype=np.uint64) if delta is not None else None
     for start in range(0, x.shape[0], HASH_BLOCK):
         piece = x[start : start + HASH_BLOCK]
-        if delta_tile is not None:
-            piece = np.bitwise_xor(piece, delta_tile[: piece.shape[0]])
+        if masked is not None:
+            piece = xor_block_into(piece, delta, masked[: piece.shape[0]])
         hasher.tccr(piece, tweaks[start : start + HASH_BLOCK], out=out[start : start + HASH_BLOCK])
     return out
 
@@ -270,8 +272,7 @@ class IKNPSender:
         if self._prg is None:
             self._prg = RowPRG(self.seeds)
         q_matrix = self._prg.fill(chunk, words)
-        chosen = self.delta_bits.astype(bool)
-        q_matrix[chosen] ^= u_matrix[chosen]
+        xor_rows_where(q_matrix, u_matrix, self.delta_bits)
         return transpose_bits(q_matrix)[:count]
 
     def random_ot(
@@ -281,7 +282,7 @@ class IKNPSender:
         out0 = np.empty_like(q) if out0 is None else out0
         out1 = np.empty_like(q) if out1 is None else out1
         _hash_blocks(self.hasher, q, chunk, out0)
-        _hash_blocks(self.hasher, q, chunk, out1, delta_tile=np.tile(self.delta, (min(HASH_BLOCK, q.shape[0]), 1)))
+        _hash_blocks(self.hasher, q, chunk, out1, delta=self.delta)
         return out0, out1
 
 

@@ -25,8 +25,9 @@ chunks of receiver points (IKNP) and cache-sized tiles (expansion), with bounded
 memory, and the corrections cross an authenticated :class:`~securefl.crypto.channel.Network`
 link frame by frame.
 
-**All pairs** (:func:`secure_hamming_matrix`).  For every pair ``a < b`` party ``a`` is
-the OT sender; afterwards each of the two sends its share of the ``(a, b)`` block to
+**All pairs** (:func:`secure_hamming_matrix`).  For every pair ``a < b`` one party is
+the OT sender, alternating by parity (:func:`ot_roles`) so the traffic is spread evenly
+over the parties; afterwards each of the two sends its share of the ``(a, b)`` block to
 the server, and every party sends its own in-party block (computed locally in the
 clear, it is its own data).  The server adds the shares and assembles the N x N matrix.
 
@@ -45,8 +46,10 @@ Tampering with any frame (correction, IKNP matrix, base OT, shares) raises
 :class:`~securefl.errors.ProtocolError` from the channel's MAC and sequence checks or
 from shape checks here; a reconstructed distance above ``L`` is also rejected.
 
-Why by hand: there is no Python SHADE/GSHADE; the only per-element work is numpy
-over whole tiles (AES via ``cryptography``), with no loop per bit, OT or lane.
+Why by hand: there is no Python SHADE/GSHADE.  AES comes from ``cryptography`` over
+whole tiles; the per-lane arithmetic around it (feed-forward, correction, share sums)
+is one fused compiled pass per tile (:mod:`securefl.crypto.kernels`), with no Python
+loop per bit, OT or lane.
 """
 
 from __future__ import annotations
@@ -58,8 +61,9 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from securefl.crypto import kernels
 from securefl.crypto.channel import SERVER, Message, Network
-from securefl.crypto.fixed_key import FixedKeyAES, block_buffer, counter_blocks
+from securefl.crypto.fixed_key import FixedKeyAES, block_buffer
 from securefl.crypto.hamming_plain import hamming_matrix, pack_codes
 from securefl.crypto.ot import KAPPA, IKNPReceiver, IKNPSender, iknp_setup
 from securefl.crypto.rand import RandomSource, random_source
@@ -163,55 +167,29 @@ class PairCost:
 class _Expander:
     """Per-thread fixed-key AES with reusable tile buffers for the OT-message expansion.
 
-    ``expand`` computes ``G(seed)_k = pi(seed ^ k) ^ (seed ^ k)`` for ``k < blocks``: the
-    seeds are broadcast with a 16-byte (``V16``) copy, the counters XORed in with one
-    contiguous pass against a precomputed counter tile (a broadcast XOR is ~2x slower),
-    the blocks permuted by fixed-key AES and fed forward.
+    ``expand`` returns the two halves of ``G(seed)_k = pi(seed ^ k) ^ (seed ^ k)`` for
+    ``k < blocks``: the inputs ``seed ^ k`` (one compiled pass) and their permutation
+    ``pi(seed ^ k)`` (one AES call).  The feed-forward XOR is left to the SHADE kernels,
+    which fuse it with the arithmetic that consumes the lanes.
     """
 
     blocks: int
     rows: int
     aes: FixedKeyAES = field(default_factory=FixedKeyAES)
-    _counters: np.ndarray | None = field(default=None, repr=False)
-    _inputs: np.ndarray | None = field(default=None, repr=False)
+    _inputs: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
     _outputs: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
 
-    def expand(self, seeds: np.ndarray, slot: int) -> np.ndarray:
-        """The expansions of ``(count, 2)`` uint64 seeds as ``(count, 8 * blocks)`` uint16 lanes."""
-        if self._counters is None:
-            self._counters = np.tile(counter_blocks(self.blocks).reshape(-1), (self.rows, 1))
-            self._inputs = np.empty((self.rows, self.blocks, 2), dtype=np.uint64)
+    def expand(self, seeds: np.ndarray, slot: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(pi(seed ^ k), seed ^ k)`` of ``(count, 2)`` uint64 seeds, each as ``(count, 8 * blocks)`` uint16 lanes."""
         if slot not in self._outputs:
+            self._inputs[slot] = np.empty((self.rows, self.blocks, 2), dtype=np.uint64)
             self._outputs[slot] = block_buffer(self.rows * self.blocks)
         count = seeds.shape[0]
-        inputs = self._inputs[:count]
-        flat = inputs.reshape(count, 2 * self.blocks)
-        np.copyto(inputs.view("V16")[..., 0], np.ascontiguousarray(seeds).view("V16"))
-        np.bitwise_xor(flat, self._counters[:count], out=flat)
-        out = self.aes.permute_into(inputs, self._outputs[slot])
-        np.bitwise_xor(out, inputs, out=out)
-        return out.view(np.uint16).reshape(count, 8 * self.blocks)
-
-
-def _tiles(points: int, length: int, rows: int) -> list[tuple[int, int, int]]:
-    """Split ``points x length`` OTs (point-major) into tiles ``(first_row, row_count, points)``.
-
-    A tile is either a run of bits of one point (``points == 1``) or several whole points,
-    so each tile's per-point sums are one ``reshape(...).sum``.
-    """
-    if length >= rows:
-        pieces = -(-length // rows)
-        bounds = np.linspace(0, length, pieces + 1).astype(int)
-        return [
-            (j * length + lo, hi - lo, 1)
-            for j in range(points)
-            for lo, hi in zip(bounds[:-1], bounds[1:])
-        ]
-    group = rows // length
-    return [
-        (j * length, min(group, points - j) * length, min(group, points - j))
-        for j in range(0, points, group)
-    ]
+        inputs = self._inputs[slot][:count]
+        kernels.expansion_inputs_into(np.ascontiguousarray(seeds), inputs)
+        permuted = self.aes.permute_into(inputs, self._outputs[slot])
+        lanes = 8 * self.blocks
+        return permuted.view(np.uint16).reshape(count, lanes), inputs.view(np.uint16).reshape(count, lanes)
 
 
 @dataclass
@@ -235,21 +213,16 @@ class ShadeSender:
         self.sums = np.zeros((self.receivers, lanes), dtype=np.uint16)
 
     def tile(
-        self, expander: _Expander, seeds0: np.ndarray, seeds1: np.ndarray, point: int, bit: int, points: int, out: np.ndarray
+        self, expander: _Expander, seeds0: np.ndarray, seeds1: np.ndarray, first: int, out: np.ndarray
     ) -> np.ndarray:
-        """Write the corrections ``u`` of one tile of OTs starting at (``point``, ``bit``) into ``out``."""
-        p0 = expander.expand(seeds0, 0)
-        p1 = expander.expand(seeds1, 1)
-        u = np.subtract(p0, p1, out=out)
-        lanes = u.shape[1]
-        if points == 1:
-            np.add(u, self.correlation[bit : bit + u.shape[0]], out=u)
-            self.sums[point] += np.add.reduce(p0, axis=0, dtype=np.uint16)
-        else:
-            length = self.correlation.shape[0]
-            np.add(u.reshape(points, length, lanes), self.correlation, out=u.reshape(points, length, lanes))
-            self.sums[point : point + points] += p0.reshape(points, length, lanes).sum(axis=1, dtype=np.uint16)
-        return u
+        """Write the corrections ``u`` of the tile of OTs ``first, first + 1, ...`` into ``out``.
+
+        OT ``g`` of the pair is receiver point ``g // L``, bit ``g % L``.
+        """
+        raw0, in0 = expander.expand(seeds0, 0)
+        raw1, in1 = expander.expand(seeds1, 1)
+        kernels.shade_sender_rows(raw0, in0, raw1, in1, self.correlation, first, out, self.sums)
+        return out
 
     def share(self) -> np.ndarray:
         """``(n_a, n_b)`` uint16 share: ``|x_i| - sum_l p0``."""
@@ -272,26 +245,18 @@ class ShadeReceiver:
     def __post_init__(self) -> None:
         self.lanes = 8 * -(-self.senders // 8)
         self.sums = np.zeros((self.codes.shape[0], self.lanes), dtype=np.uint16)
-        self.choices = self.codes.reshape(-1)
+        self.choices = np.ascontiguousarray(self.codes.reshape(-1))
 
-    def tile(self, expander: _Expander, seeds: np.ndarray, correction: np.ndarray, first: int, point: int, points: int) -> None:
-        """Absorb the correction ``u`` of one tile whose first OT has global index ``first``."""
+    def tile(self, expander: _Expander, seeds: np.ndarray, correction: np.ndarray, first: int) -> None:
+        """Absorb the corrections ``u`` of the tile of OTs ``first, first + 1, ...``."""
         rows = seeds.shape[0]
         if correction.shape != (rows, self.lanes) or correction.dtype != np.uint16:
             raise ProtocolError(
                 f"SHADE correction has shape {correction.shape} {correction.dtype}, expected {(rows, self.lanes)} uint16"
             )
-        chosen = expander.expand(seeds, 0)
-        choices = self.choices[first : first + rows]
-        if points == 1:
-            picked = np.take(correction, np.flatnonzero(choices), axis=0)
-            self.sums[point] += np.add.reduce(chosen, axis=0, dtype=np.uint16)
-            self.sums[point] += np.add.reduce(picked, axis=0, dtype=np.uint16)
-        else:
-            mask = (-choices.astype(np.int16)).astype(np.uint16)
-            np.add(chosen, correction & mask[:, None], out=chosen)
-            length = rows // points
-            self.sums[point : point + points] += chosen.reshape(points, length, self.lanes).sum(axis=1, dtype=np.uint16)
+        raw, inputs = expander.expand(seeds, 0)
+        length = self.codes.shape[1]
+        kernels.shade_receiver_rows(raw, inputs, np.ascontiguousarray(correction), self.choices, first, length, self.sums)
 
     def share(self) -> np.ndarray:
         """``(n_a, n_b)`` uint16 share: ``sum_l m_c``."""
@@ -312,56 +277,44 @@ def _pair_worker(
 ) -> PairCost:
     """Run the IKNP chunks ``(chunk_id, first_point, stop_point)`` of one pair.
 
-    Each chunk's OTs are expanded in cache-sized tiles; the corrections of consecutive
-    tiles are gathered into one frame of at most ~``FRAME_BYTES`` before they cross the
-    link, which keeps the per-frame overhead (header, MAC key, checks) negligible.
+    Each chunk's OTs are expanded in cache-sized tiles of ``tile_rows`` OTs; the
+    corrections of consecutive tiles are gathered into one frame of at most
+    ~``FRAME_BYTES`` before they cross the link, which keeps the per-frame overhead
+    (header, MAC key, checks) negligible.
     """
     length = sender_party.correlation.shape[0]
     blocks = sender_party.blocks
     lanes = 8 * blocks
-    tile_rows = int(np.clip(TILE_BYTES // (16 * blocks), 8, 4096))
-    frame_tiles = max(1, FRAME_BYTES // (16 * blocks * tile_rows))
+    tile_rows = int(np.clip(TILE_BYTES // (16 * blocks), 1, 4096))
+    frame_rows = tile_rows * max(1, FRAME_BYTES // (16 * blocks * tile_rows))
     sender_expander = _Expander(blocks=blocks, rows=tile_rows)
     receiver_expander = _Expander(blocks=blocks, rows=tile_rows)
-    frame_buffer = np.empty((frame_tiles * tile_rows, lanes), dtype=np.uint16)
+    frame_buffer = np.empty((frame_rows, lanes), dtype=np.uint16)
     cost = PairCost()
     for chunk, start, stop in chunks:
         count = (stop - start) * length
-        choices = receiver_party.choices[start * length : stop * length]
+        base = start * length
+        choices = receiver_party.choices[base : base + count]
         message, t = ot_receiver.extend(choices, chunk, sender=sender, receiver=receiver)
         q = ot_sender.extend(network.deliver(message), chunk, count)
         seeds0, seeds1 = ot_sender.random_ot(q, chunk)
         seeds = ot_receiver.random_ot(t, chunk)
         cost.ots += count
         cost.prg_bytes += 3 * KAPPA * (-(-count // 64) * 8) + 6 * 16 * count
-        tiles = _tiles(stop - start, length, tile_rows)
-        for group_start in range(0, len(tiles), frame_tiles):
-            group = tiles[group_start : group_start + frame_tiles]
-            frame_first = group[0][0]
-            frame = frame_buffer[: group[-1][0] + group[-1][1] - frame_first]
-            for first, rows, points in group:
+        for frame_start in range(0, count, frame_rows):
+            frame = frame_buffer[: min(frame_rows, count - frame_start)]
+            for offset in range(0, frame.shape[0], tile_rows):
+                lo, hi = frame_start + offset, min(frame_start + offset + tile_rows, count)
                 sender_party.tile(
-                    sender_expander,
-                    seeds0[first : first + rows],
-                    seeds1[first : first + rows],
-                    start + first // length,
-                    first % length,
-                    points,
-                    out=frame[first - frame_first : first - frame_first + rows],
+                    sender_expander, seeds0[lo:hi], seeds1[lo:hi], base + lo, out=frame[offset : offset + hi - lo]
                 )
             delivered = network.deliver(Message(sender, receiver, "shade/u", (frame,)))
             if len(delivered.arrays) != 1 or delivered.arrays[0].shape != frame.shape:
                 raise ProtocolError(f"SHADE correction frame must be one {frame.shape} array")
             received = delivered.arrays[0]
-            for first, rows, points in group:
-                receiver_party.tile(
-                    receiver_expander,
-                    seeds[first : first + rows],
-                    received[first - frame_first : first - frame_first + rows],
-                    start * length + first,
-                    start + first // length,
-                    points,
-                )
+            for offset in range(0, frame.shape[0], tile_rows):
+                lo, hi = frame_start + offset, min(frame_start + offset + tile_rows, count)
+                receiver_party.tile(receiver_expander, seeds[lo:hi], received[offset : offset + hi - lo], base + lo)
             cost.prg_bytes += 3 * frame.shape[0] * blocks * 16
             if progress is not None:
                 progress(frame.shape[0])
@@ -466,6 +419,17 @@ def shade_distance(
     return int(sender_share[0]), int(receiver_share[0])
 
 
+def ot_roles(a: int, b: int) -> tuple[int, int]:
+    """``(OT sender, OT receiver)`` of the pair ``a < b``: ``a`` sends when ``a + b`` is even.
+
+    The OT sender carries nearly all of the pair's traffic (the corrections), so a fixed
+    rule such as "the lower index sends" loads party 0 with every pair and the last
+    party with none.  Alternating by parity is a round-robin orientation: each party
+    sends in about half of its pairs (exactly half of ``P - 1`` when that is even).
+    """
+    return (a, b) if (a + b) % 2 == 0 else (b, a)
+
+
 def secure_hamming_matrix(
     codes: Sequence[np.ndarray],
     *,
@@ -479,7 +443,7 @@ def secure_hamming_matrix(
 
     ``codes`` is a sequence of per-party ``(n_j, L)`` 0/1 arrays (bool or integer dtype,
     ``L < 2^16``).  ``backend="shade"`` runs SHADE for every pair of parties ``a < b``
-    (``a`` is the OT sender), each party sends its share of each cross block and its own
+    (the OT sender alternates, see :func:`ot_roles`), each party sends its share of each cross block and its own
     in-party block to the server (``SERVER``), and the server reconstructs; with
     ``"plaintext"`` the identical matrix is computed without cryptography.
 
@@ -503,20 +467,23 @@ def secure_hamming_matrix(
     total = PairCost()
     for a in range(len(parties)):
         for b in range(a + 1, len(parties)):
-            share_a, share_b, cost = shade_pair(
-                parties[a],
-                parties[b],
+            sender, receiver = ot_roles(a, b)
+            share_s, share_r, cost = shade_pair(
+                parties[sender],
+                parties[receiver],
                 network=network,
-                sender=a,
-                receiver=b,
+                sender=sender,
+                receiver=receiver,
                 rng=rng.child(f"pair{a}-{b}"),
                 workers=workers,
                 progress=progress,
             )
             total.ots += cost.ots
             total.prg_bytes += cost.prg_bytes
-            network.send(Message(a, SERVER, f"shade/share/{a}-{b}", (share_a,)))
-            network.send(Message(b, SERVER, f"shade/share/{a}-{b}", (share_b,)))
+            if sender != a:
+                share_s, share_r = share_s.T, share_r.T
+            network.send(Message(sender, SERVER, f"shade/share/{a}-{b}", (share_s,)))
+            network.send(Message(receiver, SERVER, f"shade/share/{a}-{b}", (share_r,)))
     for index, party in enumerate(parties):
         own = hamming_matrix(pack_codes(party)).astype(np.uint16)
         network.send(Message(index, SERVER, f"shade/own/{index}", (own,)))

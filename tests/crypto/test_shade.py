@@ -10,7 +10,7 @@ from securefl.crypto import HammingResult, secure_hamming_matrix
 from securefl.crypto.channel import SERVER, Frame, Network
 from securefl.crypto.hamming_plain import hamming_matrix, pack_codes
 from securefl.crypto.rand import random_source
-from securefl.crypto.shade import shade_distance, shade_one_vs_many, shade_pair
+from securefl.crypto.shade import ot_roles, shade_distance, shade_one_vs_many, shade_pair
 from securefl.errors import InputError, ProtocolError
 
 
@@ -33,7 +33,8 @@ def test_matrix_equals_plaintext_for_random_codes(sizes, length, seed):
     assert isinstance(result, HammingResult) and result.matrix.dtype == np.int32
     np.testing.assert_array_equal(result.matrix, expected)
     np.testing.assert_array_equal(secure_hamming_matrix(codes, backend="plaintext").matrix, expected)
-    assert result.ots == sum(sizes[b] * length for a in range(len(sizes)) for b in range(a + 1, len(sizes)))
+    receivers = [ot_roles(a, b)[1] for a in range(len(sizes)) for b in range(a + 1, len(sizes))]
+    assert result.ots == sum(sizes[r] * length for r in receivers)
 
 
 @settings(max_examples=10, deadline=None)
@@ -228,3 +229,24 @@ def test_bad_backend_seed_and_workers():
         secure_hamming_matrix(codes, workers=0)
     with pytest.raises(InputError, match="seed"):
         secure_hamming_matrix(codes, seed=-1)
+
+
+@pytest.mark.parametrize("parties", [2, 3, 4, 5, 6])
+def test_ot_roles_send_in_about_half_of_each_partys_pairs(parties):
+    sends = [0] * parties
+    for a in range(parties):
+        for b in range(a + 1, parties):
+            sender, receiver = ot_roles(a, b)
+            assert {sender, receiver} == {a, b}
+            sends[sender] += 1
+    assert max(sends) - min(sends) <= 1
+    assert all(abs(2 * s - (parties - 1)) <= 1 for s in sends)
+
+
+def test_all_pairs_traffic_is_spread_over_the_parties():
+    rng = np.random.default_rng(3)
+    codes = [rng.integers(0, 2, size=(24, 64)) for _ in range(5)]
+    result = secure_hamming_matrix(codes, seed=3)
+    np.testing.assert_array_equal(result.matrix, plain(codes))
+    sent = [result.bytes_sent[p] for p in range(5)]
+    assert max(sent) < 1.2 * min(sent), sent
