@@ -38,9 +38,19 @@ uniform on its own, and the pair of shares determines only HD.  Party ``b`` sees
 own random share; it learns nothing about ``x``.  Party ``a`` sees only the IKNP
 matrix, which hides ``y`` (see :mod:`securefl.crypto.ot`), and its own random share.
 Clients learn no distances.  A party that also colludes with the server learns the
-other's share and hence HD — exactly what the server learns anyway.  Links between
-clients are modelled as direct authenticated channels; when relayed by the server
-they must also be encrypted, or the server could combine ``u`` with the shares.
+other's share and hence HD — exactly what the server learns anyway.
+
+**Client links need integrity, not confidentiality.**  Relayed through a semi-honest
+server, the pair's frames add nothing to its view: the base-OT points ``B_i`` are
+uniform whatever the choices; the IKNP matrix ``U = G(k^0) XOR G(k^1) XOR r`` is
+pseudorandom to anyone without the base-OT keys (CDH); and each correction
+``u = p0 + Delta - p1`` is masked by ``p1 = G(H(q XOR s))``, which needs the sender's
+``q``.  Replace every ``p1`` by a uniform vector (TCCR + PRG) and each ``u`` becomes
+independent uniform noise; what is left of the server's view is the receiver's share
+``R`` (uniform, masked by the ``p0`` of the first bit) and ``S = HD - R``.  A relay
+that alters frames is stopped by the per-frame MAC, whose keys a deployment derives per
+link between the two clients (the simulation's :class:`~securefl.crypto.channel.Network`
+derives them from one key it holds for everyone).
 
 Tampering with any frame (correction, IKNP matrix, base OT, shares) raises
 :class:`~securefl.errors.ProtocolError` from the channel's MAC and sequence checks or

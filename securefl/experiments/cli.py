@@ -72,7 +72,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--rounds", metavar="R", help="communication rounds per method")
     parser.add_argument("--seed", metavar="S", help="simulation seed (partition, sampling, init)")
-    parser.add_argument("--threads", metavar="N", help="torch CPU threads (default: 1)")
+    parser.add_argument(
+        "--threads", metavar="N", help="CPU threads for torch and SHADE's OT workers (default: 1)"
+    )
     parser.add_argument(
         "--out", metavar="DIR", help="output folder (default: a new folder under ./runs)"
     )

@@ -19,6 +19,8 @@ digests).  Completed jobs are never rerun.
 
 Torch runs with ``threads`` CPU threads (config key, default 1): small models on shared
 cores are many times faster single-threaded than with oversubscribed OpenMP threads.
+FedProp's real SHADE uses the same number of OT worker threads (its outputs do not
+depend on it).
 """
 
 from __future__ import annotations

@@ -101,7 +101,7 @@ class FedProp(PseudoLabelMethod):
             raise InputError("L", self.L, "must be a positive integer")
         result = cross_client_lp(features, labels, num_classes=self.federation.num_classes,
                                  k=self.k, alpha=self.alpha, L=self.L, backend=self.secure,
-                                 seed=self.rng.draw_seed())
+                                 seed=self.rng.draw_seed(), workers=torch.get_num_threads())
         pseudo = [np.asarray(p, dtype=np.int64) for p, _ in result]
         weights = [np.asarray(w, dtype=np.float64) for _, w in result]
         traffic = result.bytes_per_client()

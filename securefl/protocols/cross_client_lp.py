@@ -455,6 +455,7 @@ def cross_client_lp(
     threshold: int | None = None,
     solver: str = "sparse",
     network: Network | None = None,
+    workers: int = 1,
 ) -> CrossClientLPResult:
     """Run FedProp's CrossClientLP among ``len(features)`` clients and a server.
 
@@ -473,7 +474,9 @@ def cross_client_lp(
     outputs.
     ``threshold`` is the secure sum's t (default: a majority of the clients entering
     it).  ``solver`` is the server's solver for S_L.  ``network`` lets a test observe
-    traffic.  See the module docstring for the protocol, the views and ``dropouts``.
+    traffic.  ``workers`` threads share each SHADE pair's OT work (simulation speed
+    only; the outputs do not depend on it).  See the module docstring for the
+    protocol, the views and ``dropouts``.
     """
     from securefl.crypto import secure_hamming_matrix
     from securefl.crypto.secure_sum import secure_sum
@@ -533,7 +536,7 @@ def cross_client_lp(
 
     tick = time.perf_counter()
     hamming = secure_hamming_matrix(
-        codes, backend="shade" if real else "plaintext", seed=crypto_seed
+        codes, backend="shade" if real else "plaintext", seed=crypto_seed, workers=workers
     )
     crypto_seconds += time.perf_counter() - tick
     meter.add("hamming", hamming.bytes_sent, hamming.bytes_received, [c.party for c in in_graph])
