@@ -12,11 +12,28 @@ a sample is classified by its distance to class prototypes.  Per round ``r``:
   helpers' prototypes (eqs. 6–7), sharpens them with temperature ``T`` (eq. 5), builds its
   own prototypes from the support set (eq. 2) and takes one RMSprop step on eq. (8)
   (``lambda_u`` weighs the unlabeled term; ``aggregation="fedprox"`` adds
-  ``prox_mu/2 ||theta - theta^{r-1}||^2``);
+  ``prox_mu/2 ||theta - theta^{r-1}||^2``); the gradient flows through the pseudo-labels
+  too (:mod:`securefl.methods.prototypical`);
 * it then computes prototypes from *all* its labeled data with the final weights and
   sends them, with its model, to the server (§4.4);
 * the server averages the models weighted by ``|D_i|`` (eq. 1) and stores the
   prototypes for round ``r + 1``.
+
+Distances are squared Euclidean (``distance``; see :mod:`securefl.methods.prototypical`).
+
+**Optimiser.**  RMSprop (Appendix A.1) with the constants of the authors' Keras code
+(``rho = rmsprop_alpha = 0.9``, ``epsilon = rmsprop_eps = 1e-7``, no momentum):
+
+    v <- alpha v + (1 - alpha) g^2,    theta <- theta - lr g / (sqrt(v) + eps),
+
+where ``g`` includes the L2 term ``weight_decay * theta``.  The accumulator ``v`` is
+client state that persists across the rounds a client joins (the authors' code builds
+one optimiser for the whole run, shared by its simulated clients, and never resets it;
+here each client keeps its own, which a deployment can do).  A fresh ``v = 0`` every round is not RMSprop at
+rate ``lr``: without bias correction the t-th step is ``lr / sqrt(1 - alpha^t)`` times
+too large, 10x at t = 1 and still 3.2x at t = 10 for torch's ``alpha = 0.99``, so every
+one of the ``E`` episodes would take near-sign steps of ~0.01 per weight.  The state
+stays at the client; nothing about it is sent.
 
 Test accuracy classifies by the nearest *global* prototype: after aggregation the round's
 clients embed their labeled data with ``theta^r`` and the server learns the per-class
@@ -24,8 +41,12 @@ sums and counts through a secure sum (never one client's prototypes).
 
 Defaults (Table 5): RMSprop lr 1e-3, L2 1e-4, 5 clients per round, ``n_support = 1``,
 ``n_query = 2``, ``n_unlabeled = 100``, 5 helpers, ``lambda_u = 0.3``, ``T = 0.5``;
-FedProx ``prox_mu = 1e-2`` (CIFAR-10).  The paper leaves ``E`` to its code; Table 8's
-values match its main results at ``E = 10`` episodes, our default.
+FedProx ``prox_mu = 1e-2`` (CIFAR-10).  The paper leaves ``E`` to its code, whose
+default is 10 episodes (the best of Table 8's values), our default.  Prototype noise is off
+(``noise_std = 0``), as in the paper's main results (Table 9's first row).  A class with
+fewer than ``n_support + 1`` labels at a client has no labeled query in its episodes
+(Algorithm 1 draws ``Q_{i,k}`` from ``D^L_{i,k} \\ S^L_{i,k}``; the paper's clients hold
+5 labels per class).
 
 Security (who learns what): the prototype exchange runs through
 :mod:`securefl.protocols.prototype_sharing`: a client may withhold classes with fewer
@@ -56,15 +77,15 @@ from securefl.fl.sampling import sample_clients
 from securefl.fl.training import prox_term
 from securefl.methods.base import Method, RoundResult, label_digest
 from securefl.methods.common import build_network
-from securefl.methods.prototypical import DISTANCES, class_prototypes, prototype_logits, protofssl_loss, split_episode
-from securefl.protocols.prototype_sharing import (
-    PrototypeStore,
-    Prototypes,
-    aggregate_prototypes,
-    privacy_spent,
-    pseudo_labels,
-    share_prototypes,
+from securefl.methods.prototypical import (
+    DISTANCES,
+    class_prototypes,
+    helper_pseudo_labels,
+    prototype_logits,
+    protofssl_loss,
+    split_episode,
 )
+from securefl.protocols.prototype_sharing import PrototypeStore, Prototypes, aggregate_prototypes, privacy_spent, share_prototypes
 
 AGGREGATIONS = ("fedavg", "fedprox")
 
@@ -84,6 +105,8 @@ class ProtoFSSL(Method):
         clients_per_round: int = 5,
         local_epochs: int = 10,
         lr: float = 1e-3,
+        rmsprop_alpha: float = 0.9,
+        rmsprop_eps: float = 1e-7,
         weight_decay: float = 1e-4,
         n_support: int = 1,
         n_query: int = 2,
@@ -91,7 +114,7 @@ class ProtoFSSL(Method):
         helpers: int = 5,
         lambda_u: float = 0.3,
         temperature: float = 0.5,
-        distance: str = "euclidean",
+        distance: str = "squared",
         aggregation: str = "fedavg",
         prox_mu: float = 1e-2,
         noise_std: float = 0.0,
@@ -104,6 +127,8 @@ class ProtoFSSL(Method):
         self.clients_per_round = clients_per_round
         self.local_epochs = local_epochs
         self.lr = lr
+        self.rmsprop_alpha = rmsprop_alpha
+        self.rmsprop_eps = rmsprop_eps
         self.weight_decay = weight_decay
         self.n_support = n_support
         self.n_query = n_query
@@ -133,9 +158,11 @@ class ProtoFSSL(Method):
             raise InputError("distance", self.distance, f"must be one of {DISTANCES}")
         if self.aggregation not in AGGREGATIONS:
             raise InputError("aggregation", self.aggregation, f"must be one of {AGGREGATIONS}")
-        for key in ("lr", "temperature"):
+        for key in ("lr", "temperature", "rmsprop_eps"):
             if getattr(self, key) <= 0:
                 raise InputError(key, getattr(self, key), "must be positive")
+        if not 0 <= self.rmsprop_alpha < 1:
+            raise InputError("rmsprop_alpha", self.rmsprop_alpha, "must lie in [0, 1)")
         if self.lambda_u < 0 or self.prox_mu < 0 or self.noise_std < 0:
             raise InputError("lambda_u/prox_mu/noise_std", (self.lambda_u, self.prox_mu, self.noise_std), "must be non-negative")
         if self.noise_multiplier is not None and (self.clip is None or self.noise_std > 0):
@@ -156,6 +183,7 @@ class ProtoFSSL(Method):
                                  x[torch.from_numpy(~c.labeled)], np.flatnonzero(~c.labeled)))
         self.sizes = np.array([len(c) for c in federation.clients], dtype=np.float64)
         self.store = PrototypeStore()
+        self.optimizer_states: dict[int, dict[str, Any]] = {}
         self.global_prototypes = np.zeros((self.num_classes, 1))
         self.global_mask = np.zeros(self.num_classes, dtype=bool)
 
@@ -168,7 +196,8 @@ class ProtoFSSL(Method):
         return out.double().numpy()
 
     def _client_update(self, client: int, helpers: list[Prototypes]) -> tuple[torch.nn.Module, np.ndarray, np.ndarray]:
-        """Algorithm 1, RunClient: ``local_epochs`` episodes, one RMSprop step each.
+        """Algorithm 1, RunClient: ``local_epochs`` episodes, one RMSprop step each, continuing
+        the client's RMSprop state from the last round it joined.
 
         Returns the trained network, the hard pseudo-labels (argmax of the sharpened
         targets) of every unlabeled query, and those queries' positions.
@@ -176,7 +205,10 @@ class ProtoFSSL(Method):
         x_l, y_l, x_u, _ = self.clients[client]
         network = copy.deepcopy(self.network)
         network.train()
-        optimizer = torch.optim.RMSprop(network.parameters(), lr=self.lr, weight_decay=self.weight_decay)
+        optimizer = torch.optim.RMSprop(network.parameters(), lr=self.lr, alpha=self.rmsprop_alpha,
+                                        eps=self.rmsprop_eps, weight_decay=self.weight_decay)
+        if client in self.optimizer_states:
+            optimizer.load_state_dict(self.optimizer_states[client])
         anchor = [p.detach().clone() for p in network.parameters()] if self.aggregation == "fedprox" else []
         pseudo: list[np.ndarray] = []
         positions: list[np.ndarray] = []
@@ -193,10 +225,9 @@ class ProtoFSSL(Method):
             unlabeled_logits = targets = None
             if use_unlabeled:
                 z_u = z[len(support) + len(query) :]
-                soft = pseudo_labels(z_u.detach().double().numpy(), helpers, temperature=self.temperature, distance=self.distance)
-                targets = torch.from_numpy(soft).to(z_u.dtype)
+                targets = helper_pseudo_labels(z_u, helpers, temperature=self.temperature, distance=self.distance)
                 unlabeled_logits = prototype_logits(z_u, protos, present, distance=self.distance)
-                pseudo.append(soft.argmax(axis=1))
+                pseudo.append(targets.detach().argmax(dim=1).numpy())
                 positions.append(unlabeled)
             loss = protofssl_loss(query_logits, y_l[query], unlabeled_logits, targets, lambda_u=self.lambda_u)
             if anchor:
@@ -204,6 +235,7 @@ class ProtoFSSL(Method):
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
+        self.optimizer_states[client] = copy.deepcopy(optimizer.state_dict())
         empty = np.empty(0, dtype=np.int64)
         return network, (np.concatenate(pseudo) if pseudo else empty), (np.concatenate(positions) if positions else empty)
 
@@ -287,6 +319,7 @@ class ProtoFSSL(Method):
         return {
             "network": copy.deepcopy(self.network.state_dict()),
             "store": dict(self.store.previous),
+            "optimizers": copy.deepcopy(self.optimizer_states),
             "global_prototypes": self.global_prototypes.copy(),
             "global_mask": self.global_mask.copy(),
             "rng": self.rng.state_dict(),
@@ -295,6 +328,7 @@ class ProtoFSSL(Method):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.network.load_state_dict(state["network"])
         self.store.store(state["store"])
+        self.optimizer_states = copy.deepcopy(state["optimizers"])
         self.global_prototypes = state["global_prototypes"].copy()
         self.global_mask = state["global_mask"].copy()
         self.rng.load_state_dict(state["rng"])

@@ -4,26 +4,41 @@
   disjoint query set ``Q_k`` of ``n_query`` labeled samples; an unlabeled query set
   ``Q^U`` of ``n_unlabeled`` samples (Algorithm 1).
 * eq. (2)  prototype ``c_k = mean_{x in S_k} f(x)``.
-* eq. (6)  ``p_k(x) = softmax_k(-d(f(x), c_k))`` with ``d`` the Euclidean distance (the
-  paper's wording; ``distance="squared"`` gives Snell et al.'s squared distance);
-  classes without a local prototype are masked out.
-* eq. (8)  ``CE(labeled query) + lambda_U * CE(sharpened pseudo-label, own prediction)``.
+* eq. (6)  ``p_k(x) = softmax_k(-d(f(x), c_k))``; classes without a prototype are masked
+  out.  ``d`` is the squared Euclidean distance ``||f(x) - c_k||^2`` by default: eq. (3)
+  is the loss of prototypical networks (Snell et al. [42]), whose ``d`` is the squared
+  distance (it makes the prototype, a class mean, the Bregman centroid), and the
+  authors' code uses it too (averaged over the ``d`` coordinates, a constant temperature
+  tied to their 512-d ResNet8 that we do not copy).  ``distance="euclidean"`` gives the
+  plain distance ``||f(x) - c_k||`` of the paper's wording; its logits grow only
+  linearly with the embedding scale, and on digits it trains markedly worse.
+* eqs. (5)-(7)  the helpers' soft pseudo-label ``pbar(u)``: per helper ``j``
+  ``p_j(u) = softmax_k(-d(f(u), c_{j,k}))``, averaged over helpers, sharpened with ``T``
+  (:func:`helper_pseudo_labels`).
+* eq. (8)  ``CE(labeled query) + lambda_U * CE(pbar(u), own prediction p_{i,i}(u))``.
 
-These are the differentiable (torch) pieces of a client's local step.  The helpers'
-pseudo-labels (eqs. 5–7) are targets without gradient and come from
-:func:`securefl.protocols.prototype_sharing.pseudo_labels`, as do the shared
-prototypes; hand-written because prototypical losses with class masks are not in torch.
+These are the differentiable (torch) pieces of a client's local step.  Algorithm 1 steps
+``theta <- theta - eta grad_theta loss_i`` with ``pbar(u)`` itself a function of
+``f_theta(u)`` (eq. 6), so the gradient of eq. (8) also flows through the pseudo-label
+(as in the authors' code, which stops the gradient of the true labels only): the
+consistency term pulls ``f(u)`` towards the helpers' prototype of the class the local
+prototypes predict.  :func:`securefl.protocols.prototype_sharing.pseudo_labels` is the
+same eqs. (5)-(7) in numpy without gradient (the oracle in tests).  Hand-written
+because prototypical losses with class masks are not in torch.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from securefl.errors import InputError
+from securefl.protocols.prototype_sharing import Prototypes
 
-DISTANCES = ("euclidean", "squared")
+DISTANCES = ("squared", "euclidean")
 
 
 def split_episode(
@@ -84,9 +99,10 @@ def class_prototypes(embeddings: torch.Tensor, labels: torch.Tensor, num_classes
 
 
 def prototype_logits(
-    embeddings: torch.Tensor, prototypes: torch.Tensor, present: torch.Tensor | None = None, *, distance: str = "euclidean"
+    embeddings: torch.Tensor, prototypes: torch.Tensor, present: torch.Tensor | None = None, *, distance: str = "squared"
 ) -> torch.Tensor:
-    """``-d(f(x), c_k)`` for every sample and class; withheld classes get ``-inf``."""
+    """``-d(f(x), c_k)`` for every sample and class (``d`` squared or plain Euclidean);
+    withheld classes get ``-inf``."""
     if distance == "squared":
         dist = ((embeddings.unsqueeze(1) - prototypes.unsqueeze(0)) ** 2).sum(dim=2)
     elif distance == "euclidean":
@@ -99,20 +115,51 @@ def prototype_logits(
     return logits
 
 
+def helper_pseudo_labels(
+    embeddings: torch.Tensor, helpers: Sequence[Prototypes], *, temperature: float, distance: str = "squared"
+) -> torch.Tensor:
+    """Eqs. (5)-(7), differentiable in ``embeddings`` ``(n, d)``: ``(n, C)`` soft pseudo-labels
+
+        p_{j,k}(u) = softmax_k(-d(u, c_{j,k}))   over the classes helper j shares (0 elsewhere),
+        p_k(u)     = (1/|H|) sum_j p_{j,k}(u)    over the helpers sharing at least one class,
+        pbar_k(u)  = p_k(u)^(1/T) / sum_k' p_k'(u)^(1/T).
+
+    A class no helper shares gets probability 0 (and no gradient).
+    """
+    if temperature <= 0:
+        raise InputError("temperature", temperature, "must be positive")
+    shared = [h for h in helpers if h.mask.any()]
+    if not shared:
+        raise InputError("helpers", helpers, "no helper shares any class")
+    average = embeddings.new_zeros((embeddings.shape[0], shared[0].num_classes))
+    for helper in shared:
+        vectors = torch.from_numpy(helper.vectors).to(embeddings.dtype)
+        logits = prototype_logits(embeddings, vectors, torch.from_numpy(helper.mask), distance=distance)
+        average = average + torch.softmax(logits, dim=1)
+    average = average / len(shared)
+    positive = average > 0
+    sharpened = torch.where(positive, torch.where(positive, average, torch.ones_like(average)) ** (1.0 / temperature),
+                            torch.zeros_like(average))
+    return sharpened / sharpened.sum(dim=1, keepdim=True)
+
+
 def soft_cross_entropy(target: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
     """Mean over samples of ``-sum_k target_k log softmax(logits)_k``.
 
     Classes masked out of ``logits`` (``-inf``: no local prototype) are dropped from the
-    target, which is renormalised over the remaining classes.
+    target, which is renormalised over the remaining classes (a sample whose whole target
+    mass is masked contributes 0).  Gradients reach both ``logits`` and ``target`` and are
+    finite: the masked entries are zeroed before any product with ``-inf``.
     """
     if logits.shape[0] == 0:
         return logits.sum() * 0.0
     log_p = F.log_softmax(logits, dim=1)
     finite = torch.isfinite(log_p)
     target = torch.where(finite, target, torch.zeros_like(target))
-    target = target / target.sum(dim=1, keepdim=True).clamp(min=torch.finfo(target.dtype).tiny)
-    terms = torch.where(finite & (target > 0), target * log_p, torch.zeros_like(log_p))
-    return -terms.sum(dim=1).mean()
+    total = target.sum(dim=1, keepdim=True)
+    kept = total > 0
+    target = torch.where(kept, target / torch.where(kept, total, torch.ones_like(total)), torch.zeros_like(target))
+    return -(target * torch.where(finite, log_p, torch.zeros_like(log_p))).sum(dim=1).mean()
 
 
 def protofssl_loss(

@@ -1,6 +1,6 @@
 """ProtoFSSL: episode splitting, prototypes and distances (eqs. 2, 6), the loss (eq. 8),
-sharpened helper pseudo-labels (eqs. 5-7), and short runs: real vs plaintext, FedProx,
-resume."""
+sharpened helper pseudo-labels (eqs. 5-7) and their gradient, the client's persistent
+RMSprop state, and short runs: real vs plaintext, FedProx, resume."""
 
 from __future__ import annotations
 
@@ -13,7 +13,14 @@ from hypothesis import strategies as st
 
 from securefl.errors import ConfigError, InputError
 from securefl.methods import build_method
-from securefl.methods.prototypical import class_prototypes, prototype_logits, protofssl_loss, soft_cross_entropy, split_episode
+from securefl.methods.prototypical import (
+    class_prototypes,
+    helper_pseudo_labels,
+    prototype_logits,
+    protofssl_loss,
+    soft_cross_entropy,
+    split_episode,
+)
 from securefl.protocols.prototype_sharing import Prototypes, pseudo_labels
 
 
@@ -45,11 +52,11 @@ def test_prototypes_and_logits_direct_formula():
     assert present.tolist() == [True, False, True, False]
     assert torch.allclose(protos[2], z[y == 2].mean(0))
     q = torch.randn(5, 3)
-    logits = prototype_logits(q, protos, present)
-    assert torch.allclose(logits[:, 0], -(q - protos[0]).norm(dim=1), atol=1e-6)
+    logits = prototype_logits(q, protos, present)  # squared Euclidean by default (Snell et al.)
+    assert torch.allclose(logits[:, 2], -((q - protos[2]) ** 2).sum(1), atol=1e-5)
     assert torch.isinf(logits[:, 1]).all()
-    squared = prototype_logits(q, protos, present, distance="squared")
-    assert torch.allclose(squared[:, 2], -((q - protos[2]) ** 2).sum(1), atol=1e-5)
+    plain = prototype_logits(q, protos, present, distance="euclidean")
+    assert torch.allclose(plain[:, 0], -(q - protos[0]).norm(dim=1), atol=1e-6)
     with pytest.raises(InputError, match="distance"):
         prototype_logits(q, protos, distance="cosine")
 
@@ -67,6 +74,15 @@ def test_loss_eq8_and_masked_soft_targets():
     renormalised = target[:, [0, 2]] / target[:, [0, 2]].sum(1, keepdim=True)
     direct = -(renormalised * F.log_softmax(logits_u[:, [0, 2]], 1)).sum(1).mean()
     assert torch.allclose(soft_cross_entropy(target, masked), direct, atol=1e-6)
+    # with the gradient flowing through the target (eq. 8 under Algorithm 1), masked classes
+    # and a sample whose target lies wholly on masked classes give finite gradients
+    source = torch.randn(5, 3, requires_grad=True)
+    soft = torch.softmax(source, 1)
+    soft = torch.cat([soft[:4], torch.tensor([[0.0, 1.0, 0.0]]) * soft[4:].sum()])
+    masked.requires_grad_(True)
+    loss = soft_cross_entropy(soft, masked)
+    loss.backward()
+    assert torch.isfinite(loss) and torch.isfinite(source.grad).all() and torch.isfinite(masked.grad).all()
 
 
 def test_sharpened_helper_pseudo_labels():
@@ -75,10 +91,45 @@ def test_sharpened_helper_pseudo_labels():
     u = rng.normal(size=(6, 3))
     vectors = rng.normal(size=(3, 3))
     helper = Prototypes(vectors, np.ones(3, bool), np.full(3, 5), np.zeros(3))
-    p = torch.softmax(-torch.cdist(torch.from_numpy(u), torch.from_numpy(vectors)), 1).numpy()
+    p = torch.softmax(-torch.cdist(torch.from_numpy(u), torch.from_numpy(vectors)) ** 2, 1).numpy()
     sharp = p**2 / (p**2).sum(1, keepdims=True)
-    assert np.allclose(pseudo_labels(u, [helper], temperature=0.5), sharp)
-    assert np.allclose(pseudo_labels(u, [helper, helper], temperature=1.0), p)
+    assert np.allclose(pseudo_labels(u, [helper], temperature=0.5, distance="squared"), sharp)
+    assert np.allclose(pseudo_labels(u, [helper, helper], temperature=1.0, distance="squared"), p)
+    torch_sharp = helper_pseudo_labels(torch.from_numpy(u), [helper], temperature=0.5)
+    assert np.allclose(torch_sharp.numpy(), sharp)
+
+
+@pytest.mark.parametrize("distance", ["squared", "euclidean"])
+@pytest.mark.parametrize("temperature", [0.5, 2.0])
+def test_torch_pseudo_labels_match_numpy_oracle_and_carry_gradient(distance, temperature):
+    """helper_pseudo_labels equals the protocol's numpy eqs. (5)-(7) (withheld classes
+    included) and, unlike it, is differentiable: Algorithm 1's gradient of eq. (8) flows
+    through pbar(u), whose d/dz is the direct formula's."""
+    rng = np.random.default_rng(3)
+    u = torch.tensor(rng.normal(size=(6, 4)), requires_grad=True)
+    a = Prototypes(rng.normal(size=(3, 4)), np.array([True, False, True]), np.full(3, 2), np.zeros(3))
+    b = Prototypes(rng.normal(size=(3, 4)), np.ones(3, bool), np.full(3, 2), np.zeros(3))
+    silent = Prototypes(np.zeros((3, 4)), np.zeros(3, bool), np.zeros(3, int), np.zeros(3))
+    targets = helper_pseudo_labels(u, [a, b, silent], temperature=temperature, distance=distance)
+    oracle = pseudo_labels(u.detach().numpy(), [a, b], temperature=temperature, distance=distance)
+    assert np.allclose(targets.detach().numpy(), oracle, atol=1e-12)
+    weights = torch.tensor(rng.normal(size=(6, 3)))
+    (grad,) = torch.autograd.grad((targets * weights).sum(), u)
+    assert torch.isfinite(grad).all() and grad.abs().sum() > 0
+
+    def direct(z: torch.Tensor) -> torch.Tensor:
+        probs = []
+        for h in (a, b):
+            d = ((z[:, None, :] - torch.from_numpy(h.vectors)[None]) ** 2).sum(-1)
+            d = d if distance == "squared" else d.sqrt()
+            probs.append(torch.softmax((-d).masked_fill(~torch.from_numpy(h.mask), float("-inf")), 1))
+        sharp = ((probs[0] + probs[1]) / 2) ** (1 / temperature)
+        return sharp / sharp.sum(1, keepdim=True)
+
+    (expected,) = torch.autograd.grad((direct(u) * weights).sum(), u)
+    assert torch.allclose(grad, expected, atol=1e-10)
+    with pytest.raises(InputError, match="helpers"):
+        helper_pseudo_labels(u, [silent], temperature=0.5)
 
 
 def _run(federation, secure, rounds=2, **hyper):
@@ -114,6 +165,40 @@ def test_dp_noise_and_accounting(tiny_digits):
     assert 0 < method.privacy_spent(3) < np.inf  # one accountant call: PLD accounting takes seconds
     with pytest.raises(InputError, match="noise_multiplier"):
         build_method("protofssl", noise_multiplier=1.0).setup(tiny_digits)
+
+
+def test_defaults_are_the_papers(tiny_digits):
+    """Table 5 and the authors' code: RMSprop(lr 1e-3, rho 0.9, eps 1e-7), L2 1e-4, E = 10,
+    S = 1, Q = 2, 100 unlabeled, 5 helpers, lambda_U 0.3, T 0.5, squared distance, no noise."""
+    method = build_method("protofssl")
+    assert (method.lr, method.rmsprop_alpha, method.rmsprop_eps, method.weight_decay, method.local_epochs) == (1e-3, 0.9, 1e-7, 1e-4, 10)
+    assert (method.n_support, method.n_query, method.n_unlabeled, method.helpers) == (1, 2, 100, 5)
+    assert (method.lambda_u, method.temperature, method.distance) == (0.3, 0.5, "squared")
+    assert (method.noise_std, method.noise_multiplier, method.min_class_count) == (0.0, None, 1)
+    with pytest.raises(InputError, match="rmsprop_alpha"):
+        build_method("protofssl", rmsprop_alpha=1.0).setup(tiny_digits)
+
+
+def test_client_rmsprop_state_persists_across_rounds(tiny_digits, monkeypatch):
+    """A client continues its RMSprop accumulator when it joins again: a fresh one every
+    round makes the first steps lr / sqrt(1 - alpha^t) too large (sign-like steps)."""
+    method = build_method("protofssl", seed=5, clients_per_round=5, helpers=2, local_epochs=3, n_unlabeled=10)
+    method.setup(tiny_digits)
+    method.run_round(0)
+    assert sorted(method.optimizer_states) == list(range(5))
+    before = {c: s["state"][0]["square_avg"].clone() for c, s in method.optimizer_states.items()}
+    assert all(s["state"][0]["step"] == 3 for s in method.optimizer_states.values())
+    loaded = []
+    original = torch.optim.RMSprop.load_state_dict
+
+    def spy(self, state):
+        loaded.append(state["state"][0]["square_avg"].clone())
+        original(self, state)
+
+    monkeypatch.setattr(torch.optim.RMSprop, "load_state_dict", spy)
+    method.run_round(1)
+    assert len(loaded) == 5 and all(any(torch.equal(v, b) for b in before.values()) for v in loaded)
+    assert all(s["state"][0]["step"] == 6 for s in method.optimizer_states.values())
 
 
 def test_resume_equals_uninterrupted(tiny_digits):

@@ -107,7 +107,7 @@ def test_pseudo_labels_match_equations_5_to_7():
     x, truth, centres = _embeddings(seed=2, n=50)
     a = class_prototypes(x[:25], truth[:25], num_classes=4)
     b = class_prototypes(x[25:], np.where(truth[25:] == 1, -1, truth[25:]), num_classes=4)
-    probs = pseudo_labels(x, [a, b], temperature=0.5)
+    probs = pseudo_labels(x, [a, b], temperature=0.5, distance="euclidean")
     np.testing.assert_allclose(probs.sum(1), 1.0)
     assert (probs.argmax(1) == truth).mean() > 0.95
 
