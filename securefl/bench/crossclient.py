@@ -17,6 +17,7 @@ LSH-based pseudo-labels with Algorithm 1 on the exact cosine of the raw features
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
 import numpy as np
@@ -54,6 +55,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--solver", choices=("sparse", "dense"), default="sparse", help="server solver for S_L"
     )
     parser.add_argument("--seed", type=int, default=0, help="data and protocol seed")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=len(os.sched_getaffinity(0)),
+        help="threads sharing each SHADE pair's OT work (default: the CPU cores available)",
+    )
 
 
 def _federation(args: argparse.Namespace):
@@ -100,6 +107,7 @@ def run(args: argparse.Namespace, progress: Progress) -> dict:
         L=args.L,
         seed=args.seed,
         solver=args.solver,
+        workers=args.workers,
     )
     task = progress.add_task(f"crossclient {args.parties} x {args.n // args.parties}", total=3)
 
@@ -138,6 +146,7 @@ def run(args: argparse.Namespace, progress: Progress) -> dict:
     return {
         "n": args.n,
         "parties": args.parties,
+        "workers": args.workers,
         "n_per_client": args.n // args.parties,
         "labels_per_client": args.labels_per_client,
         "classes": args.classes,
