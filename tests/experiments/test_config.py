@@ -70,7 +70,7 @@ def test_to_dict_round_trips():
         ({"methods": ["fedprop"], "partition": {"num_clients": 0}},
          "partition.num_clients=0: must be >= 1"),
         ({"methods": ["fedprop"], "hyper": {"rounds": 3}}, "top-level rounds"),
-        ({"methods": ["fedavg-labeled"], "hyper": {"L": 64}}, "hyper.L=64: no method"),
+        ({"methods": ["fedavg-labeled"], "hyper": {"lrr": 0.1}}, "hyper.lrr=0.1: no method takes it"),
         ({"methods": ["fedprop"], "partition": {"nope": {"labels_at": "server"}}},
          "partition.nope: unknown method"),
     ],
@@ -79,3 +79,12 @@ def test_invalid_values_name_the_key(raw, message):
     with pytest.raises(ConfigError, match=None) as info:
         config_from_dict(raw)
     assert message in str(info.value)
+
+
+def test_a_shared_key_only_other_methods_take_is_ignored():
+    """``--method protofssl`` on a config whose [hyper] holds FedSemi's batch_size runs."""
+    config = config_from_dict(
+        {"methods": ["protofssl"], "hyper": {"batch_size": 10, "clients_per_round": 4}}
+    )
+    hyper = config.hyper_for("protofssl")
+    assert "batch_size" not in hyper and hyper["clients_per_round"] == 4
