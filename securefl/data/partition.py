@@ -30,7 +30,8 @@ In every scheme only ``labeled_clients`` clients (``m_L``; default all) hold lab
 ``labels_at="server"`` first removes a class-balanced anchor set of ``server_labels``
 samples (default: the label budget ``round(labeled_fraction * N)``) into
 ``Federation.server`` and leaves every client unlabeled.  ``samples_per_client`` caps
-client sizes (tiny test federations).  All randomness comes from ``numpy.random.default_rng(seed)``.
+client sizes (tiny test federations).  All randomness comes from
+``numpy.random.default_rng(seed)``, and label ties from ``default_rng((seed, 1))``.
 """
 
 from __future__ import annotations
@@ -118,9 +119,10 @@ def partition(dataset: Dataset, *, scheme: str = "iid", num_clients: int = 100, 
             fractions[:] = poor_labeled_fraction
             fractions[rng.permutation(num_clients)[:rich]] = rich_labeled_fraction
         labeled = []
+        ties = np.random.default_rng((seed, 1))  # its own stream: rng's draws stay as they were
         for k, idx in enumerate(members):
             count = round(fractions[k] * len(idx)) if holds_labels[k] else 0
-            labeled.append(_proportional_pick(idx, y, count, num_classes))
+            labeled.append(_proportional_pick(idx, y, count, num_classes, ties))
 
     clients = []
     for idx, lab in zip(members, labeled):
@@ -162,9 +164,14 @@ def _balanced_pick(indices: np.ndarray, y: np.ndarray, count: int,
 
 
 def _proportional_pick(indices: np.ndarray, y: np.ndarray, count: int,
-                       num_classes: int) -> np.ndarray:
+                       num_classes: int, ties: np.random.Generator) -> np.ndarray:
     """``count`` of ``indices`` with class counts proportional to the client's own
-    class counts (largest remainder), so labels follow the client's distribution."""
+    class counts (largest remainder), so labels follow the client's distribution.
+
+    Equal remainders are ranked in a random class order drawn from ``ties``: ranking them
+    by class index would hand every client's leftover labels to the same low-index
+    classes (on IID digits with 10 % labels: two labels for classes 0-6 and one for
+    7-9 at every client, half the label budget for three classes)."""
     if count == 0:
         return np.zeros(0, dtype=np.int64)
     groups = _by_class(indices, y, num_classes)
@@ -172,7 +179,8 @@ def _proportional_pick(indices: np.ndarray, y: np.ndarray, count: int,
     exact = count * sizes / sizes.sum()
     counts = np.floor(exact).astype(np.int64)
     extra = count - counts.sum()
-    counts[np.argsort(-(exact - counts), kind="stable")[:extra]] += 1
+    order = ties.permutation(num_classes)
+    counts[order[np.argsort(-(exact - counts)[order], kind="stable")[:extra]]] += 1
     return np.concatenate([g[:c] for g, c in zip(groups, counts)]).astype(np.int64)
 
 

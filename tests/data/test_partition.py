@@ -180,3 +180,17 @@ def test_bad_arguments(kwargs, parameter):
     options = {"scheme": "iid", "num_clients": 10, "seed": 0, **kwargs}
     with pytest.raises(InputError, match=parameter):
         partition(DATA, **options)
+
+
+def test_iid_leftover_labels_are_not_all_given_to_the_low_classes():
+    """Equal classes, 1.4 labels per class per client: the 4 leftover labels of each client
+    go to randomly ranked classes, so no class ends with one label at every client (the
+    class-index tie-break gave classes 0-3 twenty labels and 4-9 ten)."""
+    y = np.repeat(np.arange(10), 140)
+    x = np.arange(len(y), dtype=np.float32)[:, None, None, None] * np.ones((1, 1, 2, 2), np.float32)
+    data = Dataset("equal", x, y, x[:10], y[:10], 10)
+    fed = partition(data, scheme="iid", num_clients=10, labeled_fraction=0.1, seed=5)
+    per_client = np.array([np.bincount(c.y[c.labeled], minlength=10) for c in fed.clients])
+    assert (per_client.sum(axis=1) == 14).all() and set(np.unique(per_client)) == {1, 2}
+    totals = per_client.sum(axis=0)
+    assert totals.sum() == 140 and totals.min() > 10 and totals.max() < 20
