@@ -5,6 +5,9 @@
 - ``cost.png``: per job, wall-clock seconds split into setup, training, cryptography and
   the rest; and megabytes per client per round split into model and protocol traffic —
   the measured cost of privacy beside the cost of federated training itself.
+- :func:`plot_seeds`: final accuracy of each method over several runs of one config with
+  different seeds (one dot per seed, a bar for the mean), for claims that should not rest
+  on one seed.
 """
 
 from __future__ import annotations
@@ -122,3 +125,36 @@ def write_plots(document: dict[str, Any], folder: Path) -> list[Path]:
         plot_accuracy(document, folder / ACCURACY_PLOT),
         plot_cost(document, folder / COST_PLOT),
     ]
+
+
+def plot_seeds(documents: list[dict[str, Any]], path: Path, *, baseline: str = "fedavg-labeled") -> Path:
+    """Final accuracy per method over ``documents`` (one ``results.json`` per seed).
+
+    One dot per seed, a bar at the mean, and the ``baseline``'s mean as a dashed line.
+    """
+    plt = _pyplot()
+    finals: dict[str, list[float]] = {}
+    for document in documents:
+        for summary in document["methods"]:
+            if summary["rounds_completed"]:
+                finals.setdefault(summary["method"], []).append(100 * summary["final_accuracy"])
+    methods = list(finals)
+    figure, axis = plt.subplots(figsize=(7.5, 4.0), dpi=120)
+    for position, method in enumerate(methods):
+        values = finals[method]
+        axis.bar(position, sum(values) / len(values), color="tab:blue", alpha=0.35, width=0.6)
+        axis.plot([position] * len(values), values, "o", color="tab:blue", markersize=4)
+    if baseline in finals:
+        mean = sum(finals[baseline]) / len(finals[baseline])
+        axis.axhline(mean, color="grey", linestyle="--", linewidth=1, label=f"{baseline} mean")
+        axis.legend(fontsize=8, loc="lower right")
+    low = min(min(v) for v in finals.values())
+    axis.set_ylim(max(0.0, low - 5.0), 100.0)
+    axis.set_xticks(range(len(methods)), methods, rotation=20, fontsize=8)
+    axis.set_ylabel("final test accuracy [%]")
+    seeds = sorted({d.get("seed") for d in documents}, key=str)
+    axis.set_title(f"final accuracy over seeds {', '.join(map(str, seeds))}")
+    axis.grid(alpha=0.3, axis="y")
+    figure.tight_layout()
+    _save(plt, figure, path)
+    return path

@@ -86,3 +86,14 @@ def test_document_round_trips_through_the_file(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["results.json"]
     report = markdown_report(document)
     assert report.count("| fedprop |") == 3 and "| yes |" in report
+
+
+def test_plot_seeds_writes_a_png(tmp_path):
+    from securefl.experiments.plots import plot_seeds
+
+    documents = [
+        {"seed": seed, "methods": [_job("plaintext", [0.5, 0.6 + 0.01 * seed], ["a", "b"]).summary("digits")]}
+        for seed in range(3)
+    ]
+    path = plot_seeds(documents, tmp_path / "seeds.png", baseline="fedprop")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 1000
