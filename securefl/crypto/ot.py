@@ -77,9 +77,14 @@ HASH_BLOCK = 1 << 14
 """OTs hashed per TCCR call (256 KiB of blocks, L2 resident)."""
 
 
-def _generator() -> EccPoint:
-    """The standard base point of P-256 (the public key of the private key 1)."""
-    return ECC.construct(curve=CURVE, d=1).pointQ
+def _key_pair(rng: RandomSource) -> tuple[int, EccPoint]:
+    """A uniform secret ``x`` in ``[1, q)`` and ``xG``.
+
+    ``xG`` comes from ``ECC.construct``, whose fixed-base multiplication uses
+    pycryptodome's precomputed tables for G: ~4x faster than ``G * x`` on a point object.
+    """
+    secret = 1 + rng.below(_ORDER - 1)
+    return secret, ECC.construct(curve=CURVE, d=secret).pointQ
 
 
 def _encode(points: list[EccPoint]) -> np.ndarray:
@@ -122,8 +127,7 @@ class BaseOTSender:
 
     def first(self, sender: int, receiver: int) -> Message:
         """Round 1: ``A = aG``."""
-        self._secret = self.rng.below(_ORDER)
-        self._a_point = _generator() * self._secret
+        self._secret, self._a_point = _key_pair(self.rng)
         return Message(sender, receiver, "baseot/A", (_encode([self._a_point]),))
 
     def finish(self, message: Message) -> tuple[np.ndarray, np.ndarray]:
@@ -161,11 +165,9 @@ class BaseOTReceiver:
             raise ProtocolError("base OT: expected one point A")
         (a_point,) = _decode(message.arrays[0], "baseot/A")
         a_bytes = message.arrays[0].tobytes()
-        generator = _generator()
         b_points, keys = [], np.empty((choices.size, 16), dtype=np.uint8)
         for index, choice in enumerate(choices):
-            secret = self.rng.below(_ORDER)
-            point = generator * secret
+            secret, point = _key_pair(self.rng)
             if choice:
                 point = point + a_point
             b_points.append(point)
