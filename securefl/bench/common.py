@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -13,6 +14,16 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+
+def add_workers_argument(parser: argparse.ArgumentParser) -> None:
+    """``--workers``: threads sharing each SHADE pair's OT work (default: the cores available)."""
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=len(os.sched_getaffinity(0)),
+        help="threads sharing each SHADE pair's OT work (default: the CPU cores available)",
+    )
 
 
 def machine_info() -> dict[str, Any]:

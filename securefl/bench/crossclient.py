@@ -17,13 +17,12 @@ LSH-based pseudo-labels with Algorithm 1 on the exact cosine of the raw features
 from __future__ import annotations
 
 import argparse
-import os
 import time
 
 import numpy as np
 from rich.progress import Progress
 
-from securefl.bench.common import peak_memory_mb
+from securefl.bench.common import add_workers_argument, peak_memory_mb
 from securefl.bench.lp import synthetic_clusters
 from securefl.crypto.channel import SERVER
 from securefl.errors import InputError
@@ -55,12 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--solver", choices=("sparse", "dense"), default="sparse", help="server solver for S_L"
     )
     parser.add_argument("--seed", type=int, default=0, help="data and protocol seed")
-    parser.add_argument(
-        "--workers",
-        type=int,
-        default=len(os.sched_getaffinity(0)),
-        help="threads sharing each SHADE pair's OT work (default: the CPU cores available)",
-    )
+    add_workers_argument(parser)
 
 
 def _federation(args: argparse.Namespace):

@@ -15,12 +15,11 @@ loaded by a tiny warm-up run before the clock starts.
 from __future__ import annotations
 
 import argparse
-import os
 import time
 
 import numpy as np
 
-from securefl.bench.common import peak_memory_mb
+from securefl.bench.common import add_workers_argument, peak_memory_mb
 from securefl.crypto import prg
 from securefl.crypto.shade import BACKENDS, ot_roles, secure_hamming_matrix
 from securefl.errors import InputError
@@ -33,12 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--parties", type=int, default=2, help="parties the points are split over")
     parser.add_argument("--backend", choices=BACKENDS, default="shade")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random codes (not of the crypto)")
-    parser.add_argument(
-        "--workers",
-        type=int,
-        default=len(os.sched_getaffinity(0)),
-        help="threads sharing each pair's OT work (default: the CPU cores available)",
-    )
+    add_workers_argument(parser)
 
 
 def _split(n: int, parties: int) -> list[int]:
