@@ -13,7 +13,7 @@ import argparse
 import json
 from pathlib import Path
 
-from securefl.experiments.plots import plot_seeds
+from securefl.experiments.plots import final_accuracies, plot_seeds
 
 
 def main() -> None:
@@ -24,10 +24,7 @@ def main() -> None:
     args = parser.parse_args()
     documents = [json.loads((folder / "results.json").read_text()) for folder in args.folders]
     seeds = [d["seed"] for d in documents]
-    finals = {}
-    for document in documents:
-        for summary in document["methods"]:
-            finals.setdefault(summary["method"], {})[document["seed"]] = 100 * summary["final_accuracy"]
+    finals = final_accuracies(documents)
     base = finals.get(args.baseline, {})
     print("| method | " + " | ".join(f"seed {s}" for s in seeds) + " | mean | beats baseline |")
     print("|---|" + "---|" * (len(seeds) + 2))

@@ -44,13 +44,6 @@ FIXED_KEY = hashlib.sha256(b"securefl fixed-key AES permutation v1").digest()[:1
 _SLACK_BLOCKS = 1  # update_into wants len(out) >= len(in) + 15 bytes
 
 
-def counter_blocks(count: int, start: int = 0) -> np.ndarray:
-    """The 128-bit integers ``start .. start + count - 1`` as ``(count, 2)`` uint64 blocks."""
-    blocks = np.zeros((count, 2), dtype=np.uint64)
-    blocks[:, 0] = np.arange(start, start + count, dtype=np.uint64)
-    return blocks
-
-
 @dataclass
 class FixedKeyAES:
     """The public permutation ``pi`` with reusable scratch space (one per thread).

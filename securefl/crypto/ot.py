@@ -61,6 +61,7 @@ from securefl.crypto.bits import transpose_bits
 from securefl.crypto.channel import Message, Network
 from securefl.crypto.fixed_key import FixedKeyAES
 from securefl.crypto.kernels import xor_block_into, xor_rows_where
+from securefl.crypto.prg import counter_blocks
 from securefl.crypto.rand import RandomSource, random_source
 from securefl.errors import InputError, ProtocolError
 
@@ -194,14 +195,6 @@ def _padded(count: int) -> int:
     return -(-count // 64) * 64
 
 
-def _counter_blocks(nonce: int, count: int) -> np.ndarray:
-    """AES-CTR counter blocks ``nonce || 0 .. count-1`` (big-endian), as in :mod:`securefl.crypto.prg`."""
-    blocks = np.empty((count, 2), dtype=">u8")
-    blocks[:, 0] = nonce
-    blocks[:, 1] = np.arange(count, dtype=np.uint64)
-    return blocks
-
-
 @dataclass
 class RowPRG:
     """``G(k_i)`` for 128 seeds: one AES-ECB context per seed, created once, then reused.
@@ -224,7 +217,7 @@ class RowPRG:
             self._contexts = [
                 Cipher(algorithms.AES(seed.tobytes()), modes.ECB()).encryptor() for seed in self.seeds
             ]
-        counters = memoryview(_counter_blocks(chunk, -(-words // 2))).cast("B")
+        counters = memoryview(counter_blocks(-(-words // 2), nonce=chunk)).cast("B")
         shape = (len(self._contexts), 2 * -(-words // 2) + 2)
         if self._matrix is None or self._matrix.shape != shape:
             self._matrix = np.empty(shape, dtype=np.uint64)

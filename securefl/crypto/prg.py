@@ -104,6 +104,18 @@ def keystream_into(seed: bytes | np.ndarray, out: np.ndarray, *, nonce: int = 0)
     return out
 
 
+def counter_blocks(count: int, *, nonce: int = 0) -> np.ndarray:
+    """The AES-CTR counter blocks ``nonce || 0 .. count - 1`` (both halves big-endian) as a
+    ``(count, 2)`` uint64 array: encrypting them under a seed with AES-ECB gives the first
+    ``count`` blocks of that seed's keystream (:func:`keystream_into` with this ``nonce``)."""
+    if not 0 <= nonce < 1 << 64:
+        raise InputError("nonce", nonce, "must fit in 64 bits")
+    blocks = np.empty((count, 2), dtype=">u8")
+    blocks[:, 0] = nonce
+    blocks[:, 1] = np.arange(count, dtype=np.uint64)
+    return blocks.view(np.uint64)
+
+
 def _be_word(value: int) -> np.uint64:
     """The native uint64 whose memory holds ``value`` as 8 big-endian bytes."""
     return np.frombuffer(value.to_bytes(8, "big"), dtype=np.uint64)[0]

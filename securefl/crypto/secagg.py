@@ -255,9 +255,8 @@ def _associated_data(session: bytes, sender: int, receiver: int) -> bytes:
 
 @lru_cache(maxsize=8)
 def _counter_blocks(nbytes: int) -> np.ndarray:
-    blocks = np.zeros((-(-nbytes // 16), 2), dtype=np.uint64)
-    blocks[:, 1] = np.arange(blocks.shape[0], dtype=np.uint64).astype(">u8").view(np.uint64)
-    return blocks
+    """Counter blocks for ``nbytes`` of keystream (nonce 0), cached: every mask reuses them."""
+    return prg.counter_blocks(-(-nbytes // 16))
 
 
 @dataclass

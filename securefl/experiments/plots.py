@@ -127,17 +127,23 @@ def write_plots(document: dict[str, Any], folder: Path) -> list[Path]:
     ]
 
 
+def final_accuracies(documents: list[dict[str, Any]]) -> dict[str, dict[Any, float]]:
+    """``{method: {seed: final accuracy in %}}`` over one ``results.json`` per seed."""
+    finals: dict[str, dict[Any, float]] = {}
+    for document in documents:
+        for summary in document["methods"]:
+            if summary["rounds_completed"]:
+                finals.setdefault(summary["method"], {})[document.get("seed")] = 100 * summary["final_accuracy"]
+    return finals
+
+
 def plot_seeds(documents: list[dict[str, Any]], path: Path, *, baseline: str = "fedavg-labeled") -> Path:
     """Final accuracy per method over ``documents`` (one ``results.json`` per seed).
 
     One dot per seed, a bar at the mean, and the ``baseline``'s mean as a dashed line.
     """
     plt = _pyplot()
-    finals: dict[str, list[float]] = {}
-    for document in documents:
-        for summary in document["methods"]:
-            if summary["rounds_completed"]:
-                finals.setdefault(summary["method"], []).append(100 * summary["final_accuracy"])
+    finals = {method: list(by_seed.values()) for method, by_seed in final_accuracies(documents).items()}
     methods = list(finals)
     figure, axis = plt.subplots(figsize=(7.5, 4.0), dpi=120)
     for position, method in enumerate(methods):

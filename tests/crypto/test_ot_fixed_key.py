@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
-from securefl.crypto.fixed_key import FIXED_KEY, FixedKeyAES, block_buffer, counter_blocks
+from securefl.crypto.fixed_key import FIXED_KEY, FixedKeyAES, block_buffer
 from securefl.errors import InputError
 
 
@@ -43,8 +43,3 @@ def test_tccr_bad_input():
         FixedKeyAES().tccr(np.zeros((3, 3), np.uint64), np.arange(3))
     with pytest.raises(InputError, match="tweaks"):
         FixedKeyAES().tccr(np.zeros((3, 2), np.uint64), np.arange(2))
-
-
-def test_counter_blocks():
-    blocks = counter_blocks(3, start=5)
-    np.testing.assert_array_equal(blocks, [[5, 0], [6, 0], [7, 0]])

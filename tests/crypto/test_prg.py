@@ -101,3 +101,14 @@ def test_random_source_seeded_is_reproducible_and_children_differ():
 def test_random_source_rejects_bad_seed(seed):
     with pytest.raises(InputError, match="seed"):
         random_source(seed)
+
+
+def test_counter_blocks_under_ecb_are_the_ctr_keystream():
+    from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+
+    from securefl.crypto.prg import counter_blocks, expand
+
+    seed = bytes(range(16))
+    blocks = counter_blocks(5, nonce=7)
+    ecb = Cipher(algorithms.AES(seed), modes.ECB()).encryptor().update(blocks.tobytes())
+    assert ecb == expand(seed, 80, nonce=7).tobytes()
