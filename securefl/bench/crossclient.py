@@ -26,8 +26,8 @@ from securefl.bench.common import add_workers_argument, peak_memory_mb
 from securefl.bench.lp import synthetic_clusters
 from securefl.crypto.channel import SERVER
 from securefl.errors import InputError
-from securefl.protocols.cross_client_lp import PHASES, cross_client_lp
-from securefl.protocols.label_propagation import label_propagation
+from securefl.protocols.crossclient import PHASES, cross_client_lp
+from securefl.protocols.propagation import label_propagation
 
 PAPER = {
     "source": "FedProp §4.2 Efficiency-Communication: CIFAR-10, 5 clients x 500 points, L = 4096",

@@ -21,7 +21,7 @@ from rich.progress import Progress
 
 from securefl.bench.common import peak_memory_mb
 from securefl.errors import InputError
-from securefl.protocols.label_propagation import (
+from securefl.protocols.propagation import (
     knn_graph_from_features,
     labels_from_scores,
     normalize_graph,

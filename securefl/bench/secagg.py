@@ -25,7 +25,7 @@ import numpy as np
 from rich.progress import Progress
 
 from securefl.crypto.secagg import ROUNDS, plan_survivors
-from securefl.crypto.secure_sum import secure_sum
+from securefl.crypto.summation import secure_sum
 from securefl.errors import InputError
 
 ANCHOR = {

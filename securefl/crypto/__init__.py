@@ -1,7 +1,9 @@
 """securefl.crypto: cryptographic primitives (numpy, scipy, cryptography, pycryptodome; never torch).
 
 Public names are resolved lazily from the modules of this room so that importing one
-primitive does not import them all.
+primitive does not import them all.  Export rule (every room): no module of a room is named
+like a public name of that room, so a submodule import can never shadow a function
+(``securefl.crypto.secure_sum`` is the function; its module is ``securefl.crypto.summation``).
 """
 
 from __future__ import annotations
@@ -24,10 +26,10 @@ _EXPORTS: dict[str, str] = {
     "shade_distance": "shade",
     "plaintext_hamming_matrix": "shade",
     "random_ot": "ot",
-    "secure_sum": "secure_sum",
-    "SecureSumResult": "secure_sum",
-    "SecureSumReport": "secure_sum",
-    "make_encoding": "secure_sum",
+    "secure_sum": "summation",
+    "SecureSumResult": "summation",
+    "SecureSumReport": "summation",
+    "make_encoding": "summation",
     "FixedPoint": "fixed_point",
     "encode_fixed_point": "fixed_point",
     "decode_fixed_point": "fixed_point",

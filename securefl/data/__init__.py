@@ -26,7 +26,7 @@ from securefl.data.datasets import (
     read_idx,
 )
 from securefl.data.federation import ClientData, Federation
-from securefl.data.partition import SCHEMES, partition
+from securefl.data.partitioning import SCHEMES, partition
 
 __all__ = [
     "DATASET_NAMES", "KNOWN_MD5", "SCHEMES", "ClientData", "Dataset", "Federation",

@@ -14,7 +14,7 @@ cryptography mode, the number of rounds, the seed and the methods' hyper-paramet
     name = "digits"            # digits | mnist | fashion-mnist | cifar10 | svhn | a path
     # data_dir = "/data"       # else $SECUREFL_DATA, else ./data
 
-    [partition]                # keywords of securefl.data.partition
+    [partition]                # keywords of securefl.data.partitioning
     scheme = "iid"
     num_clients = 20
     [partition.fedanchor]      # one method's split (FedAnchor: labels at the server)
@@ -104,7 +104,7 @@ class ExperimentConfig:
         return ("real", "plaintext") if self.secure == "both" else (self.secure,)
 
     def partition_for(self, method: str) -> dict[str, Any]:
-        """Keywords for ``securefl.data.partition``: ``[partition]`` updated by
+        """Keywords for ``securefl.data.partitioning``: ``[partition]`` updated by
         ``[partition.<method>]``."""
         return {**self.partition, **self.method_partition.get(method, {})}
 

@@ -113,7 +113,7 @@ def secure_weighted_sum(vectors: Sequence[np.ndarray], weights: Sequence[float],
                         seed: int | None = None,
                         threshold: int | None = None) -> tuple[np.ndarray, float, AggregationReport]:
     """``(sum_k w_k v_k, sum_k w_k, report)`` through one secure sum of ``[w_k v_k, w_k]``."""
-    from securefl.crypto.secure_sum import secure_sum
+    from securefl.crypto.summation import secure_sum
 
     if len(vectors) == 0 or len(vectors) != len(weights):
         raise InputError("weights", weights, f"need one weight per vector ({len(vectors)})")

@@ -319,7 +319,7 @@ class FedAvgLocalLP(PseudoLabelMethod):
 
     def _pseudo_labels(self, features: list[np.ndarray], labels: list[np.ndarray]
                        ) -> tuple[list[np.ndarray], list[np.ndarray], float]:
-        from securefl.protocols.label_propagation import label_propagation
+        from securefl.protocols.propagation import label_propagation
 
         pseudo, weights = [], []
         for feats, lab in zip(features, labels):

@@ -95,7 +95,7 @@ class FedProp(PseudoLabelMethod):
 
     def _pseudo_labels(self, features: list[np.ndarray], labels: list[np.ndarray]
                        ) -> tuple[list[np.ndarray], list[np.ndarray], float]:
-        from securefl.protocols.cross_client_lp import cross_client_lp
+        from securefl.protocols.crossclient import cross_client_lp
 
         if not isinstance(self.L, (int, np.integer)) or self.L < 1:
             raise InputError("L", self.L, "must be a positive integer")

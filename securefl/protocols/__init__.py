@@ -1,10 +1,9 @@
 """securefl.protocols: cryptographic primitives wired into the FSSL steps.
 
 Sans-I/O parties (dataclasses) plus in-process runners; numpy/scipy/faiss only, never
-torch.  ``label_propagation`` and ``cross_client_lp`` are both submodules and the
-functions they define; the imports below bind the package attributes to the functions.
-Import module contents with ``from securefl.protocols.label_propagation import ...``
-(``import securefl.protocols.label_propagation as m`` binds the function, not the module).
+torch.  Export rule (every room): no module is named like a public name, so the functions
+below cannot be shadowed by a submodule import (:func:`label_propagation` lives in
+``propagation``, :func:`cross_client_lp` in ``crossclient``).
 
 - :func:`label_propagation`: FedProp Algorithm 1 (dense or sparse solver).
 - :func:`cross_client_lp`: FedProp Algorithm 3, real crypto or plaintext, dropouts.
@@ -18,8 +17,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from securefl.protocols.cross_client_lp import CrossClientLPResult, Dropouts, cross_client_lp
-from securefl.protocols.label_propagation import LabelPropagationResult, label_propagation
+from securefl.protocols.crossclient import CrossClientLPResult, Dropouts, cross_client_lp
+from securefl.protocols.propagation import LabelPropagationResult, label_propagation
 from securefl.protocols.lsh import agree_seed, cosine_from_hamming, hyperplanes, lsh_codes
 
 __all__ = [

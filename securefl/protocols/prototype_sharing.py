@@ -331,7 +331,7 @@ def aggregate_prototypes(
     server obtains only the sums and divides.  ``dropouts`` and ``threshold`` are the
     secure sum's (fewer survivors than ``threshold`` raise DropoutError).
     """
-    from securefl.crypto.secure_sum import secure_sum
+    from securefl.crypto.summation import secure_sum
 
     if weighting not in WEIGHTINGS:
         raise InputError("weighting", weighting, f"must be one of {WEIGHTINGS}")

@@ -22,7 +22,7 @@ from securefl.crypto.secagg import (
     party_rng,
     plan_survivors,
 )
-from securefl.crypto.secure_sum import secure_sum
+from securefl.crypto.summation import secure_sum
 from securefl.errors import DropoutError, InputError, ProtocolError
 
 

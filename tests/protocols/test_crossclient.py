@@ -12,7 +12,7 @@ from securefl.crypto.fixed_point import FixedPoint
 from securefl.crypto.hamming_plain import hamming_matrix, pack_codes
 from securefl.errors import DropoutError, InputError
 from securefl.protocols import Dropouts, cross_client_lp, label_propagation
-from securefl.protocols.label_propagation import one_hot, propagate
+from securefl.protocols.propagation import one_hot, propagate
 from securefl.protocols.lsh import cosine_from_hamming
 
 

@@ -12,7 +12,7 @@ moves them over a metered :class:`~securefl.crypto.channel.Network`):
 3. **SecureHamming (line 5).**  :func:`securefl.crypto.secure_hamming_matrix` (SHADE);
    the server obtains H (N x N), nothing else.
 4. **Server graph (lines 6-10).**  A = cos(pi H / L), k-NN sparsification, W = B + B^T,
-   W_n = D^-1/2 W D^-1/2 (:mod:`securefl.protocols.label_propagation`).
+   W_n = D^-1/2 W D^-1/2 (:mod:`securefl.protocols.propagation`).
 5. **Columns (line 12).**  Client j sends the *positions* of its labeled points (never
    the labels); the server solves (I - alpha W_n) S_L = E_L for exactly those columns
    with one sparse CG solve (never forming the dense inverse) and sends S_L^(j)
@@ -93,7 +93,7 @@ from securefl.crypto.fixed_point import FixedPoint
 from securefl.crypto.prg import SEED_BYTES, expand, random_seed
 from securefl.errors import DropoutError, InputError, ProtocolError
 from securefl.protocols.keys import deterministic_bytes
-from securefl.protocols.label_propagation import (
+from securefl.protocols.propagation import (
     SOLVERS,
     LabelPropagationResult,
     check_labels,
@@ -479,7 +479,7 @@ def cross_client_lp(
     protocol, the views and ``dropouts``.
     """
     from securefl.crypto import secure_hamming_matrix
-    from securefl.crypto.secure_sum import secure_sum
+    from securefl.crypto.summation import secure_sum
 
     start_all = time.perf_counter()
     features, labels = _check_inputs(features, labels, num_classes, k, alpha, L, backend, solver)

@@ -11,7 +11,7 @@ from sklearn.semi_supervised import LabelSpreading
 
 from securefl.errors import InputError
 from securefl.protocols import label_propagation
-from securefl.protocols.label_propagation import (
+from securefl.protocols.propagation import (
     knn_graph_from_features,
     knn_graph_from_similarity,
     labels_from_scores,
@@ -185,7 +185,7 @@ def test_propagate_shapes_and_rhs_validation():
     levels=st.integers(1, 6),
 )
 def test_knn_select_equals_stable_sort_even_with_many_ties(seed, n, k, levels):
-    from securefl.protocols.label_propagation import knn_select
+    from securefl.protocols.propagation import knn_select
 
     similarity = np.random.default_rng(seed).integers(0, levels, size=(n, n)).astype(float)
     masked = similarity.copy()

@@ -1,0 +1,109 @@
+"""Public exports cannot be shadowed by submodules, in any import order.
+
+The rule every room follows: no module of a room is named like a public name of that
+room.  ``from securefl.crypto import secure_sum`` used to give the *module* in a fresh
+interpreter once ``securefl.crypto.secure_sum`` (the module) had been imported by anyone.
+"""
+
+from __future__ import annotations
+
+import importlib
+import itertools
+import pkgutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+ROOMS = ("crypto", "protocols", "fl", "methods", "models", "data", "experiments", "bench")
+
+
+def public_names(room: str) -> set[str]:
+    package = importlib.import_module(f"securefl.{room}")
+    names = set(getattr(package, "__all__", ()))
+    names |= set(getattr(package, "_EXPORTS", {}))
+    return names
+
+
+@pytest.mark.parametrize("room", ROOMS)
+def test_no_module_is_named_like_a_public_name(room: str) -> None:
+    package = importlib.import_module(f"securefl.{room}")
+    modules = {info.name for info in pkgutil.iter_modules(package.__path__)}
+    exported_modules = {"prototype_sharing"}  # exported on purpose as a module
+    clashes = (public_names(room) - exported_modules) & modules
+    assert not clashes, f"securefl.{room}: modules named like public names: {sorted(clashes)}"
+
+
+# Each documented entry point: the import line and a call whose result is checked.
+ENTRY_POINTS = {
+    "secure_sum": (
+        "from securefl.crypto import secure_sum",
+        "r = secure_sum([np.arange(4, dtype=np.int64)] * 3, threshold=2, backend='plaintext');"
+        " assert list(r.total) == [0, 3, 6, 9], r.total",
+    ),
+    "secure_hamming_matrix": (
+        "from securefl.crypto import secure_hamming_matrix",
+        "codes = [np.eye(3, 8, dtype=np.uint8), np.ones((2, 8), dtype=np.uint8)];"
+        " r = secure_hamming_matrix(codes, backend='plaintext');"
+        " assert r.matrix.shape == (5, 5) and r.matrix[0, 3] == 7, r.matrix",
+    ),
+    "label_propagation": (
+        "from securefl.protocols import label_propagation",
+        "t = 0.05 * np.arange(5); x = np.r_[np.c_[np.ones(5), t], np.c_[t, np.ones(5)]];"
+        " y = np.full(10, -1); y[0] = 0; y[9] = 1;"
+        " r = label_propagation(x, y, num_classes=2, k=3);"
+        " assert list(r.pseudo_labels[:5]) == [0] * 5, r",
+    ),
+    "cross_client_lp": (
+        "from securefl.protocols import cross_client_lp",
+        "assert callable(cross_client_lp) and cross_client_lp.__module__.endswith('crossclient')",
+    ),
+}
+
+# Imports that used to shadow the function with its module when they ran first.
+SHADOWING_IMPORTS = (
+    "import securefl.crypto.summation",
+    "import securefl.protocols.propagation",
+    "import securefl.protocols.crossclient",
+    "import securefl.crypto",
+    "import securefl.protocols",
+)
+
+
+def run_fresh(code: str) -> None:
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+
+
+@pytest.mark.parametrize("order", list(itertools.permutations(range(3))))
+def test_entry_points_in_fresh_interpreters_and_orders(order: tuple[int, ...]) -> None:
+    lines = ["import numpy as np"]
+    lines += [SHADOWING_IMPORTS[i] for i in order]
+    for import_line, call in ENTRY_POINTS.values():
+        lines += [import_line, call, call]  # the second call used to raise TypeError
+    lines += ["import securefl.crypto as c", "import securefl.protocols as p",
+              "assert callable(c.secure_sum) and callable(c.secure_hamming_matrix)",
+              "assert callable(p.label_propagation) and callable(p.cross_client_lp)",
+              "from securefl.data import partition; assert callable(partition)"]
+    run_fresh("\n".join(lines))
+
+
+@pytest.mark.parametrize("name", sorted(ENTRY_POINTS))
+def test_each_entry_point_first_thing_in_a_fresh_interpreter(name: str) -> None:
+    import_line, call = ENTRY_POINTS[name]
+    run_fresh(textwrap.dedent(f"""
+        import numpy as np
+        {import_line}
+        {call}
+        {call}
+    """))
+
+
+@pytest.mark.parametrize("room", ROOMS)
+def test_every_public_name_resolves(room: str) -> None:
+    package = importlib.import_module(f"securefl.{room}")
+    for name in sorted(public_names(room)):
+        value = getattr(package, name)
+        assert value is not None, f"securefl.{room}.{name}"
