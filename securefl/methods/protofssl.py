@@ -342,7 +342,7 @@ class ProtoFSSL(Method):
         finals = [self._prototypes(self.network, int(c), noised=self.private) for c in chosen]
         if self.private:
             sent = dict(zip((int(c) for c in chosen), finals))
-            self.releases[chosen] += 1
+        self.releases[chosen] += 1  # prototype sets sent per client, one per round joined
         train_seconds += time.perf_counter() - t0
         self.store.store(sent)
         bytes_up = float(np.mean([p.payload_bytes() for p in sent.values()]))

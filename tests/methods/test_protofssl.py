@@ -161,6 +161,7 @@ def test_fedprox_noise_and_withholding(tiny_digits):
     assert np.isfinite(results[-1].accuracy)
     assert results[-1].privacy["differentially_private"] is False  # fixed sigma: no epsilon claimed
     assert results[-1].privacy["epsilon_per_client"] is None
+    assert sum(results[-1].privacy["releases"].values()) == 2 * 3  # 2 rounds x 3 clients
 
 
 def test_dp_releases_use_the_global_model_and_are_accounted_per_client(tiny_digits, monkeypatch):
