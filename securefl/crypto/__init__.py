@@ -45,7 +45,9 @@ _EXPORTS: dict[str, str] = {
     "gaussian_mechanism": "dp",
     "PrivacyAccountant": "dp",
     "calibrate_sigma": "dp",
-    "prototype_sensitivity": "dp",
+    "epsilon_for": "dp",
+    "class_sum_sensitivity": "dp",
+    "noised_class_sums": "dp",
 }
 
 

@@ -31,6 +31,7 @@ from securefl.errors import ConfigError
 from securefl.experiments.config import SECURE_CHOICES, ExperimentConfig, load_config
 from securefl.experiments.plots import write_plots
 from securefl.experiments.report import comparison_table, results_table, write_readme
+from securefl.experiments.results import privacy_lines
 from securefl.experiments.runner import (
     Runner,
     build_job_method,
@@ -256,6 +257,8 @@ def main(args: argparse.Namespace, console: Console) -> int:
     console.print(results_table(document))
     if document.get("comparison"):
         console.print(comparison_table(document))
+    for line in privacy_lines(document):
+        console.print(line, markup=False)
     console.print(f"wrote {runner.out}/results.json, README.md, accuracy.png, cost.png")
     mismatch = [c for c in document.get("comparison", []) if c["pseudo_labels_identical"] is False]
     for row in mismatch:

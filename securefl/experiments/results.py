@@ -11,7 +11,9 @@ cannot disagree):
 - ``seconds`` = setup (warm-up / pre-training) + the sum of round wall-clock seconds,
   ``crypto_seconds`` = the sum of the rounds' cryptography seconds;
 - ``bytes_per_client_per_round`` = mean over rounds of model + protocol bytes per
-  participating client (split fields give each part).
+  participating client (split fields give each part);
+- ``privacy`` = the last round's privacy accounting (ProtoFSSL: ``epsilon_per_client``,
+  ``releases``, ``delta``) or ``None``; :func:`privacy_lines` prints it.
 
 With ``--secure both`` :func:`compare_jobs` pairs each method's real and plaintext jobs:
 the final-accuracy difference, the per-round pseudo-label digest comparison (identical
@@ -91,9 +93,34 @@ class JobLog:
             "pseudo_label_digest_by_round": [r.get("pseudo_label_digest") for r in rounds],
             "seconds_by_round": round_seconds,
             "crypto_seconds_by_round": [r["crypto_seconds"] for r in rounds],
+            "privacy": rounds[-1].get("privacy") if rounds else None,
             "hyper": self.hyper,
             "error": self.error,
         }
+
+
+def privacy_lines(document: dict[str, Any]) -> list[str]:
+    """One line per job that reports privacy accounting: the epsilon it can defend."""
+    lines = []
+    for summary in document.get("methods", []):
+        privacy = summary.get("privacy")
+        if not privacy:
+            continue
+        name = f"{summary['method']} ({summary['secure']})"
+        if not privacy.get("differentially_private"):
+            lines.append(f"{name}: prototypes NOT differentially private ({privacy.get('note', '')})")
+            continue
+        releases = privacy["releases"]
+        epsilon = privacy["epsilon_per_client"]
+        worst = max(epsilon, key=lambda c: epsilon[c])
+        joined = sum(1 for k in releases.values() if k)
+        lines.append(
+            f"{name}: prototype DP per labeled sample (add/remove), delta = {privacy['delta']:g}: "
+            f"epsilon per client <= {epsilon[worst]:.2f} (client {worst}, {releases[worst]} releases; "
+            f"{joined} of {len(releases)} clients released; all in results.json); "
+            f"model updates not covered"
+        )
+    return lines
 
 
 def _mean(values: list[float]) -> float | None:

@@ -33,6 +33,8 @@ class RoundResult:
     averaged over the round's participating clients.  ``pseudo_label_digest`` is the
     SHA-256 of the round's pseudo-labels (in client order) or ``None`` where the method
     has none; real and plaintext runs with the same seed must give the same digest.
+    ``privacy`` is the method's privacy accounting after this round (ProtoFSSL's
+    :meth:`~securefl.methods.protofssl.ProtoFSSL.privacy_report`) or ``None``.
     """
 
     round: int
@@ -44,6 +46,7 @@ class RoundResult:
     bytes_protocol_per_client: float
     pseudo_label_accuracy: float | None = None
     pseudo_label_digest: str | None = None
+    privacy: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -51,9 +51,20 @@ fewer than ``n_support + 1`` labels at a client has no labeled query in its epis
 Security (who learns what): the prototype exchange runs through
 :mod:`securefl.protocols.prototype_sharing`: a client may withhold classes with fewer
 than ``min_class_count`` labeled samples, clip embeddings to L2 norm ``clip`` and add
-Gaussian noise: ``noise_std`` is a fixed sigma (Appendix B.4's experiment, no formal
-guarantee), ``noise_multiplier`` (with ``clip``) the Gaussian mechanism whose
-(epsilon, delta) :meth:`ProtoFSSL.privacy_spent` reports; helpers' prototypes are
+Gaussian noise.  ``noise_std`` is a fixed sigma on the prototypes of the client's local
+model (Appendix B.4's experiment): **not** differentially private, and the global
+prototypes are exact sums.  ``noise_multiplier`` (with ``clip``) is the Gaussian release
+of :func:`~securefl.protocols.prototype_sharing.private_prototypes`: after aggregation each
+of the round's clients embeds its labeled data with the *global* model theta^r and
+releases noised per-class sums and counts once; that one release is what the server
+stores for the next round's helpers and what the global prototypes are securely summed
+from (post-processing, no further cost).  The local model never touches a release: the
+guarantee is per labeled sample given theta^r, which the server learns anyway (the model
+updates are securely summed but not noised, so they are not covered).
+:meth:`ProtoFSSL.privacy_report` composes each client's releases exactly (one per round it
+joined, no amplification: the server picks and sees the participants) with
+``dp_accounting`` at ``dp_delta``; every round's :class:`RoundResult` carries it
+(``privacy``: ``epsilon_per_client``, ``releases``, ``delta``).  Helpers' prototypes are
 relayed by the server, which sees them (noised) as in the paper.  In this simulation the
 noise is drawn from a seed of the simulation RNG so that real and plaintext runs agree; a
 deployment draws it from the CSPRNG (``seed=None`` in ``share_prototypes``).  Models and the global
@@ -85,7 +96,9 @@ from securefl.methods.prototypical import (
     protofssl_loss,
     split_episode,
 )
-from securefl.protocols.prototype_sharing import PrototypeStore, Prototypes, aggregate_prototypes, privacy_spent, share_prototypes
+from securefl.crypto.dp import class_sum_sensitivity, epsilon_for
+from securefl.protocols.prototype_sharing import PrototypeStore, Prototypes, aggregate_prototypes, share_prototypes
+from securefl.protocols.prototype_sharing import class_prototypes as exact_prototypes
 
 AGGREGATIONS = ("fedavg", "fedprox")
 
@@ -121,6 +134,7 @@ class ProtoFSSL(Method):
         noise_multiplier: float | None = None,
         clip: float | None = None,
         min_class_count: int = 1,
+        dp_delta: float = 1e-5,
     ) -> None:
         super().__init__(secure=secure, seed=seed)
         self.model = model
@@ -143,6 +157,7 @@ class ProtoFSSL(Method):
         self.noise_multiplier = noise_multiplier
         self.clip = clip
         self.min_class_count = min_class_count
+        self.dp_delta = dp_delta
 
     # ------------------------------------------------------------------ setup
     def _validate(self) -> None:
@@ -167,6 +182,8 @@ class ProtoFSSL(Method):
             raise InputError("lambda_u/prox_mu/noise_std", (self.lambda_u, self.prox_mu, self.noise_std), "must be non-negative")
         if self.noise_multiplier is not None and (self.clip is None or self.noise_std > 0):
             raise InputError("noise_multiplier", self.noise_multiplier, "needs clip and excludes noise_std")
+        if not (isinstance(self.dp_delta, float) and 0 < self.dp_delta < 1):
+            raise InputError("dp_delta", self.dp_delta, "must be a float in (0, 1)")
 
     def setup(self, federation: Any) -> None:
         self._validate()
@@ -186,6 +203,7 @@ class ProtoFSSL(Method):
         self.optimizer_states: dict[int, dict[str, Any]] = {}
         self.global_prototypes = np.zeros((self.num_classes, 1))
         self.global_mask = np.zeros(self.num_classes, dtype=bool)
+        self.releases = np.zeros(federation.num_clients, dtype=np.int64)
 
     # ------------------------------------------------------------------ client side
     def _embed_all(self, network: torch.nn.Module, x: torch.Tensor) -> np.ndarray:
@@ -240,24 +258,61 @@ class ProtoFSSL(Method):
         return network, (np.concatenate(pseudo) if pseudo else empty), (np.concatenate(positions) if positions else empty)
 
     def _prototypes(self, network: torch.nn.Module, client: int, *, noised: bool) -> Prototypes:
-        """Prototypes of all of a client's labeled data (§4.4), withheld/noised as configured."""
+        """Prototypes of all of a client's labeled data (§4.4): what it sends (``noised``:
+        withheld/noised as configured, no exact counts) or its own exact view with counts
+        (the global prototypes' secure-sum input without DP)."""
         x_l, y_l, _, _ = self.clients[client]
-        noise = noised and (self.noise_std > 0 or self.noise_multiplier is not None)
+        embeddings = self._embed_all(network, x_l)
+        if not noised:
+            return exact_prototypes(embeddings, y_l.numpy(), num_classes=self.num_classes,
+                                    min_count=self.min_class_count, clip_norm=self.clip)
+        noise = self.noise_std > 0 or self.noise_multiplier is not None
         return share_prototypes(
-            self._embed_all(network, x_l), y_l.numpy(), num_classes=self.num_classes,
+            embeddings, y_l.numpy(), num_classes=self.num_classes,
             min_count=self.min_class_count, clip_norm=self.clip,
             sigma=self.noise_std if noise and self.noise_multiplier is None else None,
             noise_multiplier=self.noise_multiplier if noise else None,
             seed=self.rng.draw_seed() if noise else None,
         )
 
-    def privacy_spent(self, rounds: int, *, delta: float = 1e-5) -> float:
-        """Epsilon of a client's labeled data after ``rounds`` rounds (``noise_multiplier``
-        mode; participation rate ``clients_per_round / num_clients``)."""
-        if self.noise_multiplier is None:
-            raise InputError("noise_multiplier", None, "privacy accounting needs the Gaussian mechanism (noise_multiplier, clip)")
-        rate = min(self.clients_per_round / self.federation.num_clients, 1.0)
-        return privacy_spent(self.noise_multiplier, sampling_rate=rate, rounds=rounds, delta=delta)
+    @property
+    def private(self) -> bool:
+        """True with the Gaussian release (``noise_multiplier`` and ``clip``)."""
+        return self.noise_multiplier is not None
+
+    def privacy_report(self) -> dict[str, Any]:
+        """What the prototype releases so far cost each client (``results.json``'s ``privacy``).
+
+        With ``noise_multiplier``: ``epsilon_per_client`` at ``delta`` (PLD, each client's
+        ``releases`` composed in full), per client id.  Without: ``differentially_private``
+        False and no epsilon (prototypes and the global sums are exact or fixed-sigma).
+        """
+        releases = {str(c): int(k) for c, k in enumerate(self.releases)}
+        if not self.private:
+            return {
+                "differentially_private": False,
+                "releases": releases,
+                "epsilon_per_client": None,
+                "delta": None,
+                "note": "prototypes shared without the Gaussian mechanism (noise_multiplier with clip); "
+                "global prototypes are exact sums: not differentially private",
+            }
+        epsilon = {c: epsilon_for(self.noise_multiplier, k, self.dp_delta) for c, k in releases.items()}
+        return {
+            "differentially_private": True,
+            "unit": "one labeled sample of a client, add/remove-one, given the global model embedding it",
+            "mechanism": "gaussian release of per-class clipped sums and counts, one per round a client joins",
+            "noise_multiplier": float(self.noise_multiplier),
+            "clip": float(self.clip),
+            "sigma": float(self.noise_multiplier * class_sum_sensitivity(self.clip)),
+            "delta": self.dp_delta,
+            "accountant": "dp_accounting PLD, composed over each client's releases, no amplification by sampling",
+            "releases": releases,
+            "epsilon_per_client": epsilon,
+            "epsilon_max": max(epsilon.values()),
+            "global_prototypes": "secure sum of the noised releases (post-processing)",
+            "not_covered": "model updates (securely summed, not noised)",
+        }
 
     # ------------------------------------------------------------------ round
     def run_round(self, round_index: int) -> RoundResult:
@@ -272,20 +327,25 @@ class ProtoFSSL(Method):
         for client in (int(c) for c in chosen):
             t0 = time.perf_counter()
             network, labels, positions = self._client_update(client, helpers)
-            sent[client] = self._prototypes(network, client, noised=True)
+            if not self.private:
+                sent[client] = self._prototypes(network, client, noised=True)
             train_seconds += time.perf_counter() - t0
             uploads.append(model_vector(network))
             pseudo.append(labels)
             truth.append(self.federation.clients[client].y[self.clients[client][3][positions]])
-        self.store.store(sent)
-        bytes_up = float(np.mean([p.payload_bytes() for p in sent.values()]))
 
         average, report = aggregate(uploads, self.sizes[chosen], secure=self.secure)
         load_model_vector(self.network, average)
-        # global prototypes for classification: secure sum of n_k c_k and n_k under theta^r
+        # global prototypes for classification: secure sum of n_k c_k and n_k under theta^r;
+        # with DP each client's one release under theta^r serves the helpers and this sum
         t0 = time.perf_counter()
-        finals = [self._prototypes(self.network, int(c), noised=False) for c in chosen]
+        finals = [self._prototypes(self.network, int(c), noised=self.private) for c in chosen]
+        if self.private:
+            sent = dict(zip((int(c) for c in chosen), finals))
+        self.releases[chosen] += 1  # prototype sets sent per client, one per round joined
         train_seconds += time.perf_counter() - t0
+        self.store.store(sent)
+        bytes_up = float(np.mean([p.payload_bytes() for p in sent.values()]))
         t0 = time.perf_counter()
         global_protos = aggregate_prototypes(finals, threshold=len(finals) // 2 + 1, backend=secure_backend(self.secure))
         crypto_seconds = report.crypto_seconds + time.perf_counter() - t0
@@ -304,6 +364,7 @@ class ProtoFSSL(Method):
             bytes_protocol_per_client=report.protocol_bytes_per_client + bytes_down + bytes_up + global_bytes,
             pseudo_label_accuracy=float((all_pseudo == all_truth).mean()) if all_pseudo.size else None,
             pseudo_label_digest=label_digest(pseudo) if helpers else None,
+            privacy=self.privacy_report(),
         )
 
     def evaluate(self) -> float:
@@ -322,6 +383,7 @@ class ProtoFSSL(Method):
             "optimizers": copy.deepcopy(self.optimizer_states),
             "global_prototypes": self.global_prototypes.copy(),
             "global_mask": self.global_mask.copy(),
+            "releases": self.releases.copy(),
             "rng": self.rng.state_dict(),
         }
 
@@ -331,4 +393,5 @@ class ProtoFSSL(Method):
         self.optimizer_states = copy.deepcopy(state["optimizers"])
         self.global_prototypes = state["global_prototypes"].copy()
         self.global_mask = state["global_mask"].copy()
+        self.releases = state["releases"].copy()
         self.rng.load_state_dict(state["rng"])

@@ -5,21 +5,29 @@ releases, per class k, the mean c_{i,k} = (1/n_k) sum_{x in D^L_{i,k}} clip(f(x)
 clip scales a row to L2 norm at most ``clip_norm`` (no clipping if ``None``).  Classes
 with fewer than ``min_count`` labeled samples are withheld (§7.1: a prototype of very few
 samples is unreliable and the most revealing); a withheld class has ``mask`` False and a
-zero vector.
+zero vector.  :func:`class_prototypes` computes them with the exact counts: that object
+stays at the client; :func:`share_prototypes` returns what is sent.
 
-**Noise (§7.1, B.4).**  Two ways to perturb before sending:
+**Sending (:func:`share_prototypes`), three modes.**
 
-* ``sigma=s``: add N(0, s^2) to every coordinate (exactly the experiment of Table 9;
-  no formal guarantee unless embeddings are clipped).
-* ``noise_multiplier=z`` with ``clip_norm=C``: the Gaussian mechanism with
-  sigma_k = z * Delta_k, Delta_k = 2 C / (n_k - 1) under add/remove-one
-  (:func:`securefl.crypto.dp.prototype_sensitivity`; the counts n_k are treated as
-  public).  A record influences only its own class's prototype, so one round's release
-  of all class prototypes is one Gaussian mechanism with multiplier z (parallel
-  composition over classes); over rounds, account with
-  ``securefl.crypto.dp.PrivacyAccountant(z, q).step(rounds)`` (q = participation rate),
-  see :func:`privacy_spent`.  Classes with n_k < 2 are always withheld in this mode
-  (their sensitivity is unbounded).
+* No noise: the exact prototypes of the shared classes and which classes are shared.  No
+  privacy guarantee; the counts are not sent.
+* ``sigma=s``: N(0, s^2) added to every coordinate of the shared prototypes (exactly the
+  experiment of Table 9).  ``s`` is public configuration; **not differentially private**
+  (no sensitivity bound, the withholding decision uses exact counts).
+* ``noise_multiplier=z`` with ``clip_norm=C``: the Gaussian release of
+  :func:`securefl.crypto.dp.noised_class_sums` (:func:`private_prototypes`): for *every*
+  class the noised clipped sum S~_k = S_k + N(0, sigma^2 I) and the noised count
+  n~_k = n_k + N(0, sigma^2) / C, with one sigma = z sqrt(2) C (add/remove-one labeled
+  sample; 2 C for replace-one) that depends on no count.  The client sends
+  c~_k = S~_k / n~_k for the classes with n~_k >= ``min_count`` and the n~_k (``counts``):
+  all post-processing of the release, so the withholding decision and the normaliser cost
+  no privacy.  Each call is **one** release with multiplier z; a client that releases k
+  times has the (epsilon, delta) of :func:`privacy_spent` (``releases=k``, composed
+  exactly, no amplification by sampling; derivation in :mod:`securefl.crypto.dp`).  The
+  guarantee is per labeled sample *given the embedding network*: the caller must embed
+  with a network that is released anyway (ProtoFSSL: the aggregated global model), not
+  one trained on the client's records alone.
 
 **Helpers (Algorithm 1, §4.1).**  The server stores the prototypes of round r's clients
 (:class:`PrototypeStore`) and at round r + 1 picks ``num_helpers`` of them uniformly
@@ -34,21 +42,23 @@ pbar_k = p_k^(1/T) / sum_k' p_k'^(1/T) (:func:`pseudo_labels`).
 **Global prototypes (optional, B.1 and §7.1 "multi-party aggregation").**
 :func:`aggregate_prototypes` securely sums, per class, n_k c_k and n_k (``weighting=
 "count"``) or c_k and the share indicator (``"uniform"``) with
-:func:`securefl.crypto.secure_sum`, then divides.
+:func:`securefl.crypto.secure_sum`, then divides.  Fed with DP releases (n~_k c~_k = S~_k),
+the sums are post-processing of those releases and cost no further privacy; fed with
+exact prototypes they are **not** differentially private.
 
-**Who learns what.**  Without aggregation: the server and the helpers' recipients learn
-each shared (noised) prototype, which class it belongs to, and which classes a client
-withholds (hence that it has fewer than ``min_count`` labels of them); with
-``noise_multiplier`` the (epsilon, delta) of :func:`privacy_spent` bounds what a
-prototype reveals about one labeled sample.  With :func:`aggregate_prototypes` the server
-learns only the per-class totals over the surviving clients (Bonawitz et al. 2017
-guarantee of the secure sum), i.e. the global prototypes and total counts.
+**Who learns what.**  The server and the helpers' recipients learn each sent prototype
+set: without noise, the exact prototypes and which classes a client withholds (hence that
+it has fewer than ``min_count`` labels of them); with ``sigma``, the noised prototypes and
+the same withholding pattern; with ``noise_multiplier``, the release (c~, n~, mask, the
+public sigma) and nothing else, bounded per labeled sample by :func:`privacy_spent`.  With
+:func:`aggregate_prototypes` the server learns only the per-class totals over the
+surviving clients (Bonawitz et al. 2017 guarantee of the secure sum).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from scipy.special import logsumexp
@@ -62,18 +72,21 @@ WEIGHTINGS = ("count", "uniform")
 
 @dataclass(frozen=True)
 class Prototypes:
-    """One client's shared prototypes.
+    """One client's prototypes.
 
     ``vectors``: ``(C, d)`` float64, zero rows where withheld; ``mask``: ``(C,)`` bool, True
-    where shared; ``counts``: ``(C,)`` int64 labeled samples per class; ``sigma``: ``(C,)``
-    standard deviation of the noise added per class (0 where none); ``clip_norm``: the L2
-    bound the embeddings were clipped to (``None``: not clipped).
+    where shared; ``counts``: ``(C,)`` float64 class sizes, exact in the client's own
+    :func:`class_prototypes`, noised in a DP release, ``None`` in what a client sends
+    without DP (never sent in the clear); ``noise_std``: the standard deviation of the
+    noise (public configuration: the fixed sigma, or z times the sensitivity; 0 without
+    noise); ``clip_norm``: the L2 bound the embeddings were clipped to (``None``: not
+    clipped).
     """
 
     vectors: np.ndarray
     mask: np.ndarray
-    counts: np.ndarray
-    sigma: np.ndarray
+    counts: np.ndarray | None
+    noise_std: float = 0.0
     clip_norm: float | None = None
 
     @property
@@ -81,22 +94,16 @@ class Prototypes:
         return self.vectors.shape[0]
 
     def payload_bytes(self) -> int:
-        """Bytes a client sends for these prototypes (shared vectors + class ids)."""
-        return int(self.mask.sum()) * (self.vectors.shape[1] * 8 + 8)
+        """Bytes a client sends for these prototypes: shared vectors + class ids, and one
+        float per class where (noised) counts travel."""
+        count_bytes = 0 if self.counts is None else 8 * self.num_classes
+        return int(self.mask.sum()) * (self.vectors.shape[1] * 8 + 8) + count_bytes
 
 
-def class_prototypes(
-    embeddings: np.ndarray,
-    labels: np.ndarray,
-    *,
-    num_classes: int,
-    min_count: int = 1,
-    clip_norm: float | None = None,
-) -> Prototypes:
-    """Per-class means of (clipped) labeled embeddings; classes below ``min_count`` withheld.
-
-    ``labels`` uses ``-1`` for unlabeled rows (ignored).
-    """
+def _class_sums(
+    embeddings: np.ndarray, labels: np.ndarray, *, num_classes: int, clip_norm: float | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per-class sums of the (clipped) labeled rows and the exact counts (``-1``: unlabeled)."""
     embeddings = np.asarray(embeddings)
     if embeddings.ndim != 2 or embeddings.dtype.kind not in "fiu":
         raise InputError("embeddings", embeddings, "must be a real (n, d) array")
@@ -104,8 +111,6 @@ def class_prototypes(
         raise InputError("embeddings", embeddings, "contains NaN or infinity")
     if not isinstance(num_classes, (int, np.integer)) or num_classes < 1:
         raise InputError("num_classes", num_classes, "must be a positive integer")
-    if not isinstance(min_count, (int, np.integer)) or min_count < 1:
-        raise InputError("min_count", min_count, "must be a positive integer")
     labels = np.asarray(labels)
     if labels.shape != (embeddings.shape[0],) or (labels.size and labels.dtype.kind not in "iu"):
         raise InputError(
@@ -120,76 +125,74 @@ def class_prototypes(
     counts = np.bincount(labels[known], minlength=num_classes).astype(np.int64)
     sums = np.zeros((num_classes, rows.shape[1]))
     np.add.at(sums, labels[known], rows[known])
+    return sums, counts
+
+
+def _check_min_count(min_count: int) -> None:
+    if not isinstance(min_count, (int, np.integer)) or min_count < 1:
+        raise InputError("min_count", min_count, "must be a positive integer")
+
+
+def class_prototypes(
+    embeddings: np.ndarray,
+    labels: np.ndarray,
+    *,
+    num_classes: int,
+    min_count: int = 1,
+    clip_norm: float | None = None,
+) -> Prototypes:
+    """Per-class means of (clipped) labeled embeddings; classes below ``min_count`` withheld.
+
+    ``labels`` uses ``-1`` for unlabeled rows (ignored).  The result carries the exact
+    counts: it is the client's own view (secure-sum input), not what it sends.
+    """
+    _check_min_count(min_count)
+    sums, counts = _class_sums(embeddings, labels, num_classes=num_classes, clip_norm=clip_norm)
     mask = counts >= min_count
     vectors = np.zeros_like(sums)
     vectors[mask] = sums[mask] / counts[mask, None]
-    return Prototypes(
-        vectors=vectors, mask=mask, counts=counts, sigma=np.zeros(num_classes), clip_norm=clip_norm
-    )
+    return Prototypes(vectors=vectors, mask=mask, counts=counts.astype(np.float64), clip_norm=clip_norm)
 
 
-def add_noise(
-    prototypes: Prototypes,
+def add_noise(prototypes: Prototypes, *, sigma: float, seed: int | bytes | None = None) -> Prototypes:
+    """Fixed-sigma Gaussian noise on the shared prototypes (Table 9's experiment; not DP).
+
+    Returns what is sent: noised shared vectors and the mask, no counts.  ``seed`` makes
+    the noise reproducible; ``None`` draws it from the OS CSPRNG.
+    """
+    if not (isinstance(sigma, (int, float)) and np.isfinite(sigma) and sigma >= 0):
+        raise InputError("sigma", sigma, "must be a non-negative finite number")
+    noise = dp.gaussian_noise(prototypes.vectors.shape, float(sigma), seed=seed)
+    vectors = np.where(prototypes.mask[:, None], prototypes.vectors + noise, 0.0)
+    return replace(prototypes, vectors=vectors, counts=None, noise_std=float(sigma))
+
+
+def private_prototypes(
+    embeddings: np.ndarray,
+    labels: np.ndarray,
     *,
-    sigma: float | None = None,
-    noise_multiplier: float | None = None,
-    clip_norm: float | None = None,
+    num_classes: int,
+    clip_norm: float,
+    noise_multiplier: float,
+    min_count: int = 1,
     relation: str = "add_remove",
     seed: int | bytes | None = None,
 ) -> Prototypes:
-    """Gaussian noise on the shared prototypes: fixed ``sigma`` or DP ``noise_multiplier``.
+    """One DP release (module docstring): c~_k = S~_k / n~_k where n~_k >= ``min_count``.
 
-    With ``noise_multiplier`` the prototypes must have been computed with clipping
-    (``class_prototypes(..., clip_norm=C)``); ``clip_norm``, if given, must equal that C.
-    Classes whose sensitivity is undefined (n_k < 2 under add/remove) are withheld.
-    ``seed`` makes the noise reproducible (tests); ``None`` uses the CSPRNG.
+    ``counts`` holds the noised n~ (every class), ``noise_std`` the public sigma.
     """
-    if (sigma is None) == (noise_multiplier is None):
-        raise InputError("sigma", sigma, "give exactly one of sigma or noise_multiplier")
-    mask = prototypes.mask.copy()
-    if sigma is not None:
-        if not (isinstance(sigma, (int, float)) and np.isfinite(sigma) and sigma >= 0):
-            raise InputError("sigma", sigma, "must be a non-negative finite number")
-        per_class = np.where(mask, float(sigma), 0.0)
-    else:
-        if prototypes.clip_norm is None:
-            raise InputError(
-                "clip_norm",
-                clip_norm,
-                "noise_multiplier needs prototypes of clipped embeddings (clip bounds sensitivity)",
-            )
-        if clip_norm is not None and clip_norm != prototypes.clip_norm:
-            raise InputError(
-                "clip_norm",
-                clip_norm,
-                f"differs from the prototypes' clip_norm {prototypes.clip_norm}",
-            )
-        clip_norm = prototypes.clip_norm
-        if not (
-            isinstance(noise_multiplier, (int, float))
-            and np.isfinite(noise_multiplier)
-            and noise_multiplier > 0
-        ):
-            raise InputError(
-                "noise_multiplier", noise_multiplier, "must be a positive finite number"
-            )
-        minimum = 2 if relation == "add_remove" else 1
-        mask &= prototypes.counts >= minimum
-        per_class = np.zeros(prototypes.num_classes)
-        for k in np.flatnonzero(mask):
-            sensitivity = dp.prototype_sensitivity(
-                clip_norm, int(prototypes.counts[k]), relation=relation
-            )
-            per_class[k] = noise_multiplier * sensitivity
-    noise = dp.gaussian_noise(prototypes.vectors.shape, 1.0, seed=seed) * per_class[:, None]
-    vectors = np.where(mask[:, None], prototypes.vectors + noise, 0.0)
-    return Prototypes(
-        vectors=vectors,
-        mask=mask,
-        counts=prototypes.counts,
-        sigma=per_class,
-        clip_norm=prototypes.clip_norm,
+    _check_min_count(min_count)
+    if clip_norm is None:
+        raise InputError("clip_norm", clip_norm, "noise_multiplier needs clip_norm (clipping bounds the sensitivity)")
+    sums, counts = _class_sums(embeddings, labels, num_classes=num_classes, clip_norm=clip_norm)
+    noised_sums, noised_counts, sigma = dp.noised_class_sums(
+        sums, counts, clip_norm=clip_norm, noise_multiplier=noise_multiplier, relation=relation, seed=seed
     )
+    mask = noised_counts >= min_count
+    vectors = np.zeros_like(noised_sums)
+    vectors[mask] = noised_sums[mask] / noised_counts[mask, None]
+    return Prototypes(vectors=vectors, mask=mask, counts=noised_counts, noise_std=sigma, clip_norm=clip_norm)
 
 
 def share_prototypes(
@@ -203,22 +206,27 @@ def share_prototypes(
     noise_multiplier: float | None = None,
     seed: int | bytes | None = None,
 ) -> Prototypes:
-    """What a client sends at the end of a round (§4.4): prototypes, noised if asked."""
+    """What a client sends at the end of a round (§4.4), in one of the three modes of the
+    module docstring (``sigma`` and ``noise_multiplier`` exclude each other)."""
+    if sigma is not None and noise_multiplier is not None:
+        raise InputError("sigma", sigma, "give at most one of sigma or noise_multiplier")
+    if noise_multiplier is not None:
+        return private_prototypes(
+            embeddings, labels, num_classes=num_classes, clip_norm=clip_norm,
+            noise_multiplier=noise_multiplier, min_count=min_count, seed=seed,
+        )
     prototypes = class_prototypes(
         embeddings, labels, num_classes=num_classes, min_count=min_count, clip_norm=clip_norm
     )
-    if sigma is None and noise_multiplier is None:
-        return prototypes
-    return add_noise(
-        prototypes, sigma=sigma, noise_multiplier=noise_multiplier, clip_norm=clip_norm, seed=seed
-    )
+    if sigma is not None:
+        return add_noise(prototypes, sigma=sigma, seed=seed)
+    return replace(prototypes, counts=None)
 
 
-def privacy_spent(
-    noise_multiplier: float, *, sampling_rate: float, rounds: int, delta: float = 1e-5
-) -> float:
-    """epsilon after a client released noised prototypes in rounds it joined with rate q."""
-    return dp.PrivacyAccountant(noise_multiplier, sampling_rate, delta).step(rounds).epsilon()
+def privacy_spent(noise_multiplier: float, *, releases: int, delta: float = 1e-5) -> float:
+    """epsilon at ``delta`` of a client that made ``releases`` DP releases with multiplier
+    z, composed in full (the server sees who releases: no amplification by sampling)."""
+    return dp.PrivacyAccountant(noise_multiplier, delta).step(releases).epsilon()
 
 
 def pseudo_labels(
@@ -306,7 +314,8 @@ class PrototypeStore:
 @dataclass(frozen=True)
 class GlobalPrototypes:
     """Securely aggregated prototypes: ``vectors`` (C, d), ``mask`` (C,), ``totals`` (C,)
-    (summed counts or sharing clients), and the secure sum's costs and survivors."""
+    float64 (summed counts, noised where the inputs are DP releases, or sharing clients, as
+    decoded from the fixed-point sum), and the secure sum's costs and survivors."""
 
     vectors: np.ndarray
     mask: np.ndarray
@@ -327,8 +336,9 @@ def aggregate_prototypes(
     """Global per-class prototypes through :func:`securefl.crypto.secure_sum`.
 
     Client i inputs [w_{i,k} c_{i,k} for all k (flattened), w_{i,k} for all k] with
-    w = n_k (``"count"``) or 1 (``"uniform"``) where class k is shared, 0 elsewhere; the
-    server obtains only the sums and divides.  ``dropouts`` and ``threshold`` are the
+    w = n_k (``"count"``: the client's exact counts, or the noised n~_k of a DP release, for
+    which w c = S~) or 1 (``"uniform"``) where class k is shared, 0 elsewhere; the server
+    obtains only the sums and divides.  ``dropouts`` and ``threshold`` are the
     secure sum's (fewer survivors than ``threshold`` raise DropoutError).
     """
     from securefl.crypto.summation import secure_sum
@@ -342,6 +352,8 @@ def aggregate_prototypes(
     for i, p in enumerate(prototype_sets):
         if p.vectors.shape != shape:
             raise InputError(f"prototype_sets[{i}]", p.vectors, f"must have shape {shape}")
+        if weighting == "count" and p.counts is None:
+            raise InputError(f"prototype_sets[{i}].counts", None, "weighting='count' needs counts (the client's own or noised)")
         weight = np.where(p.mask, p.counts if weighting == "count" else 1, 0).astype(np.float64)
         inputs.append(np.concatenate([(p.vectors * weight[:, None]).ravel(), weight]))
     summed = secure_sum(inputs, threshold=threshold, backend=backend, seed=seed, dropouts=dropouts)
@@ -353,7 +365,7 @@ def aggregate_prototypes(
     return GlobalPrototypes(
         vectors=vectors,
         mask=mask,
-        totals=np.rint(totals).astype(np.int64),
+        totals=totals,
         survivors=summed.survivors,
         bytes_sent=summed.bytes_sent,
     )

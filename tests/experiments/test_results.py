@@ -12,6 +12,7 @@ from securefl.experiments.results import (
     JobLog,
     build_results,
     compare_jobs,
+    privacy_lines,
     read_results,
     write_results,
 )
@@ -97,3 +98,18 @@ def test_plot_seeds_writes_a_png(tmp_path):
     ]
     path = plot_seeds(documents, tmp_path / "seeds.png", baseline="fedprop")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 1000
+
+
+def test_privacy_of_the_last_round_is_summarised_and_printed():
+    job = _job("real", [0.5, 0.6], ["a", "b"])
+    dp_report = {"differentially_private": True, "delta": 1e-5, "releases": {"0": 2, "1": 0, "2": 1},
+                 "epsilon_per_client": {"0": 6.57, "1": 0.0, "2": 4.38}}
+    job.round_results[-1]["privacy"] = dp_report
+    other = _job("plaintext", [0.5, 0.6], ["a", "b"])
+    other.round_results[-1]["privacy"] = {"differentially_private": False, "note": "exact sums"}
+    document = build_results(jobs=[job, other, _job("real", [0.4], ["c"])], dataset="digits", status="complete", header={})
+    assert document["methods"][0]["privacy"] == dp_report and document["methods"][2]["privacy"] is None
+    lines = privacy_lines(document)
+    assert len(lines) == 2
+    assert "epsilon per client <= 6.57 (client 0, 2 releases; 2 of 3 clients released" in lines[0]
+    assert "NOT differentially private (exact sums)" in lines[1]

@@ -11,6 +11,7 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from securefl.crypto import dp
 from securefl.errors import ConfigError, InputError
 from securefl.methods import build_method
 from securefl.methods.prototypical import (
@@ -21,7 +22,7 @@ from securefl.methods.prototypical import (
     soft_cross_entropy,
     split_episode,
 )
-from securefl.protocols.prototype_sharing import Prototypes, pseudo_labels
+from securefl.protocols.prototype_sharing import Prototypes, aggregate_prototypes, pseudo_labels
 
 
 @settings(max_examples=30, deadline=None)
@@ -107,9 +108,9 @@ def test_torch_pseudo_labels_match_numpy_oracle_and_carry_gradient(distance, tem
     through pbar(u), whose d/dz is the direct formula's."""
     rng = np.random.default_rng(3)
     u = torch.tensor(rng.normal(size=(6, 4)), requires_grad=True)
-    a = Prototypes(rng.normal(size=(3, 4)), np.array([True, False, True]), np.full(3, 2), np.zeros(3))
-    b = Prototypes(rng.normal(size=(3, 4)), np.ones(3, bool), np.full(3, 2), np.zeros(3))
-    silent = Prototypes(np.zeros((3, 4)), np.zeros(3, bool), np.zeros(3, int), np.zeros(3))
+    a = Prototypes(rng.normal(size=(3, 4)), np.array([True, False, True]), None)
+    b = Prototypes(rng.normal(size=(3, 4)), np.ones(3, bool), None)
+    silent = Prototypes(np.zeros((3, 4)), np.zeros(3, bool), None)
     targets = helper_pseudo_labels(u, [a, b, silent], temperature=temperature, distance=distance)
     oracle = pseudo_labels(u.detach().numpy(), [a, b], temperature=temperature, distance=distance)
     assert np.allclose(targets.detach().numpy(), oracle, atol=1e-12)
@@ -154,17 +155,66 @@ def test_fedprox_noise_and_withholding(tiny_digits):
     method, results = _run(tiny_digits, "plaintext", aggregation="fedprox", noise_std=0.5, min_class_count=2)
     stored = method.store.previous
     assert len(stored) == 3
-    assert all(p.sigma[p.mask].tolist() == [0.5] * int(p.mask.sum()) for p in stored.values())
-    assert all((p.counts[p.mask] >= 2).all() for p in stored.values())
+    assert all(p.noise_std == 0.5 and p.counts is None for p in stored.values())  # no counts sent
+    labels = {c: tiny_digits.clients[c].y[tiny_digits.clients[c].labeled] for c in stored}
+    assert all(np.array_equal(p.mask, np.bincount(labels[c], minlength=10) >= 2) for c, p in stored.items())
     assert np.isfinite(results[-1].accuracy)
+    assert results[-1].privacy["differentially_private"] is False  # fixed sigma: no epsilon claimed
+    assert results[-1].privacy["epsilon_per_client"] is None
+    assert sum(results[-1].privacy["releases"].values()) == 2 * 3  # 2 rounds x 3 clients
 
 
-def test_dp_noise_and_accounting(tiny_digits):
-    method, _ = _run(tiny_digits, "plaintext", rounds=1, noise_multiplier=1.0, clip=1.0)
-    assert all((p.sigma[p.mask] > 0).all() for p in method.store.previous.values())
-    assert 0 < method.privacy_spent(3) < np.inf  # one accountant call: PLD accounting takes seconds
+def test_dp_releases_use_the_global_model_and_are_accounted_per_client(tiny_digits, monkeypatch):
+    """Issue 11, findings 1-2: with noise_multiplier each round's client releases once, under
+    the global model theta^r (never its local model), with a noise scale that depends on no
+    count; the stored helper prototypes and the global prototypes come from that release;
+    epsilon composes over the rounds each client joined (no amplification by sampling)."""
+    method = build_method("protofssl", secure="plaintext", seed=5, clients_per_round=3, helpers=2, local_epochs=3,
+                          n_unlabeled=10, noise_multiplier=1.0, clip=1.0)
+    method.setup(tiny_digits)
+    calls = []
+    original = type(method)._prototypes
+
+    def spy(self, network, client, *, noised):
+        calls.append((network is self.network, noised))
+        return original(self, network, client, noised=noised)
+
+    monkeypatch.setattr(type(method), "_prototypes", spy)
+    joined = np.zeros(tiny_digits.num_clients, dtype=int)
+    for r in range(3):
+        calls.clear()
+        result = method.run_round(r)
+        stored = method.store.previous
+        joined[list(stored)] += 1
+        assert calls == [(True, True)] * 3  # one release per client, all under theta^r
+        assert all(p.noise_std == pytest.approx(np.sqrt(2.0)) for p in stored.values())  # z sqrt(2) C
+        assert all(not np.allclose(p.counts, np.rint(p.counts)) for p in stored.values())  # noised counts
+        rebuilt = aggregate_prototypes(list(stored.values()), threshold=2, backend="plaintext")
+        np.testing.assert_allclose(method.global_prototypes, rebuilt.vectors, atol=1e-6)
+    privacy = result.privacy
+    assert privacy["differentially_private"] and privacy["delta"] == 1e-5
+    assert privacy["releases"] == {str(c): int(k) for c, k in enumerate(joined)}
+    for client, k in enumerate(joined):
+        exact = dp.analytic_gaussian_epsilon(1.0 / np.sqrt(k), 1e-5) if k else 0.0
+        assert privacy["epsilon_per_client"][str(client)] == pytest.approx(exact, abs=1e-3)
+    assert privacy["epsilon_max"] == max(privacy["epsilon_per_client"].values())
     with pytest.raises(InputError, match="noise_multiplier"):
         build_method("protofssl", noise_multiplier=1.0).setup(tiny_digits)
+    with pytest.raises(InputError, match="dp_delta"):
+        build_method("protofssl", noise_multiplier=1.0, clip=1.0, dp_delta=1e-5 * 1e6 * 2).setup(tiny_digits)
+
+
+def test_dp_real_and_plaintext_agree_and_resume(tiny_digits):
+    real, real_results = _run(tiny_digits, "real", noise_multiplier=1.0, clip=1.0)
+    plain, plain_results = _run(tiny_digits, "plaintext", noise_multiplier=1.0, clip=1.0)
+    assert [r.pseudo_label_digest for r in real_results] == [r.pseudo_label_digest for r in plain_results]
+    assert np.array_equal(real.global_prototypes, plain.global_prototypes)
+    assert real_results[-1].privacy == plain_results[-1].privacy
+    resumed = build_method("protofssl", seed=5, clients_per_round=3, helpers=2, local_epochs=3, n_unlabeled=10,
+                           noise_multiplier=1.0, clip=1.0)
+    resumed.setup(tiny_digits)
+    resumed.load_state_dict(plain.state_dict())
+    assert resumed.privacy_report() == plain_results[-1].privacy
 
 
 def test_defaults_are_the_papers(tiny_digits):
