@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import textwrap
 from typing import Any, Sequence
 
 from rich.console import Console
@@ -28,7 +29,11 @@ from securefl.errors import SecureFLError
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
     """Adds ``(default: X)`` to every option whose help does not state its default yet
-    (flags without a fixed default, ``None``, and on/off switches are left alone)."""
+    (flags without a fixed default, ``None``, and on/off switches are left alone), and
+    never breaks a line inside a hyphenated name such as ``fedavg-labeled``."""
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""

@@ -37,6 +37,7 @@ from typing import Any
 
 from rich.console import Console
 
+from securefl.bench.common import format_seconds
 from securefl.errors import ConfigError
 from securefl.experiments.config import (
     DEFAULT_CONFIG,
@@ -340,10 +341,10 @@ def round_line(job: JobLog, round_index: int) -> str:
     parts = [f"accuracy {100 * result['accuracy']:.2f} %"]
     if result.get("pseudo_label_accuracy") is not None:
         parts.append(f"pseudo-labels {100 * result['pseudo_label_accuracy']:.2f} %")
-    parts.append(f"{result['seconds']:.1f} s")
+    parts.append(format_seconds(result["seconds"]))
     if result.get("crypto_seconds"):
         crypto = "crypto" if job.secure == "real" else "placeholder"
-        parts.append(f"{crypto} {result['crypto_seconds']:.1f} s")
+        parts.append(f"{crypto} {format_seconds(result['crypto_seconds'])}")
     return f"{job.method} ({job.secure}) round {round_index + 1}/{job.rounds}: " + ", ".join(parts)
 
 
