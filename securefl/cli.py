@@ -81,7 +81,9 @@ def build_parser() -> Parser:
     )
     run_cli.add_arguments(run_parser)
     bench_parser = commands.add_parser("bench", help="benchmarks writing JSON")
-    benches = bench_parser.add_subparsers(dest="bench", required=True, metavar="{" + ",".join(BENCHMARKS) + "}")
+    benches = bench_parser.add_subparsers(
+        dest="bench", required=True, metavar="{" + ",".join(BENCHMARKS) + "}"
+    )
     for name, module_name in BENCHMARKS.items():
         module = importlib.import_module(module_name)
         summary = (module.__doc__ or "").strip().splitlines()[0]

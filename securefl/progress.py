@@ -9,8 +9,8 @@ A rich bar drawn into a file would show nothing until the end, so :class:`PlainP
 writes one line per event instead: every new task description (a job's setup, a
 method's phase such as FedProp's warm-up or CrossClientLP, a benchmark's start; a
 description that only drops the end of the previous one, as when a phase ends, is not
-written) and every line printed through its console (the runner's per-round lines).  When nothing has
-been written for ``heartbeat`` seconds it writes a line saying what is still running, for
+written) and every line printed through its console (the runner's per-round lines).
+When nothing has been written for ``heartbeat`` seconds it writes a line saying what is still running, for
 how long, and how far it got, so a piped run never goes silent for minutes.
 """
 
@@ -100,7 +100,9 @@ class PlainProgress:
 
     def __enter__(self) -> "PlainProgress":
         if self.heartbeat > 0:
-            self._thread = threading.Thread(target=self._beat, name="securefl-heartbeat", daemon=True)
+            self._thread = threading.Thread(
+                target=self._beat, name="securefl-heartbeat", daemon=True
+            )
             self._thread.start()
         return self
 

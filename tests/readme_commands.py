@@ -290,7 +290,7 @@ def check_script(command: Command) -> str:
                          "cannot check them without running it")
     original = argparse.ArgumentParser.parse_args
 
-    def parse_only(self: argparse.ArgumentParser, args=None, namespace=None):  # type: ignore[no-untyped-def]
+    def parse_only(self, args=None, namespace=None):  # type: ignore[no-untyped-def]
         raise _Parsed(original(self, args, namespace))
 
     errors = io.StringIO()
@@ -332,7 +332,9 @@ def check_command(command: Command) -> str | None:
     return None
 
 
-def check_readme(path: Path = README) -> tuple[list[tuple[Command, str]], list[tuple[Command, str]]]:
+def check_readme(
+    path: Path = README,
+) -> tuple[list[tuple[Command, str]], list[tuple[Command, str]]]:
     """``(checked, failures)`` for every command of the README at ``path``, run from the
     repository root (where the README's relative paths point)."""
     commands = readme_commands(path.read_text())

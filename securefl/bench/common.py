@@ -55,7 +55,7 @@ def require_int(
     maximum: int | None = None,
     optional: bool = False,
 ) -> None:
-    """``args.<flag>`` is an integer in ``[minimum, maximum]`` (``None`` allowed if ``optional``)."""
+    """``args.<flag>`` is an integer in ``[minimum, maximum]`` (``None`` if ``optional``)."""
     value = getattr(args, _dest(flag))
     if value is None and optional:
         return
@@ -160,8 +160,8 @@ def check_output_file(path: str | os.PathLike, flag: str = "--json") -> Path:
     :class:`InputError` naming ``flag``.
     """
     target = Path(path)
-    if target.is_dir():
-        raise InputError(flag, str(path), "is a folder; give a file name such as out.json")
+    if target.is_dir() or str(path).endswith(os.sep):
+        raise InputError(flag, str(path), "names a folder; give a file name such as out.json")
     parent = target.parent
     if not parent.is_dir():
         problem = "is not a folder" if parent.exists() else "does not exist"
@@ -288,7 +288,9 @@ def format_field(name: str, value: Any) -> str:
     return f"{value:,.4g}"
 
 
-def record_rows(record: dict[str, Any], *, skip: tuple[str, ...] = ("machine",)) -> Iterator[tuple[str, str]]:
+def record_rows(
+    record: dict[str, Any], *, skip: tuple[str, ...] = ("machine",)
+) -> Iterator[tuple[str, str]]:
     """``(label, formatted value)`` for every field of ``record``; nested tables are
     flattened as ``parent.child`` (their unit from the child's and the parent's names)."""
     for key, value in record.items():

@@ -35,10 +35,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """CLI options of ``securefl bench ot``."""
     parser.add_argument("--m", type=int, default=1 << 22, help="number of random OTs")
     parser.add_argument(
-        "--chunk", type=int, default=DEFAULT_CHUNK, help="OTs per extension chunk (a multiple of 64)"
+        "--chunk", type=int, default=DEFAULT_CHUNK,
+        help="OTs per extension chunk (a multiple of 64)",
     )
     parser.add_argument(
-        "--seed", type=int, default=None, help="fix the crypto randomness (tests only; default: OS CSPRNG)"
+        "--seed", type=int, default=None,
+        help="fix the crypto randomness (tests only; default: OS CSPRNG)",
     )
 
 

@@ -127,7 +127,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--threads", metavar="N",
-        help=f"CPU threads for torch and SHADE's OT workers (default: {_default(digits, 'threads')})",
+        help="CPU threads for torch and SHADE's OT workers "
+        f"(default: {_default(digits, 'threads')})",
     )
     parser.add_argument(
         "--out", metavar="DIR",

@@ -114,7 +114,9 @@ def plot_cost(document: dict[str, Any], path: Path) -> Path:
     return path
 
 
-def _bytes_panel(axis: Any, jobs: list[dict[str, Any]], positions: list[int], plaintext: bool) -> None:
+def _bytes_panel(
+    axis: Any, jobs: list[dict[str, Any]], positions: list[int], plaintext: bool
+) -> None:
     """Model and protocol MB per client per round, side by side, log x axis from a floor
     one decade below the smallest positive value (zeros are written, not drawn)."""
     model = [(s["bytes_model_per_client_per_round"] or 0.0) / 1e6 for s in jobs]
@@ -124,7 +126,8 @@ def _bytes_panel(axis: Any, jobs: list[dict[str, Any]], positions: list[int], pl
     top = max(positive)
     axis.set_xscale("log")
     protocol_label = "privacy protocols" + (" (placeholder in plaintext jobs)" if plaintext else "")
-    for offset, values, label in ((-0.2, model, "model up/download"), (0.2, protocol, protocol_label)):
+    bars = ((-0.2, model, "model up/download"), (0.2, protocol, protocol_label))
+    for offset, values, label in bars:
         shown = [(p + offset, v) for p, v in zip(positions, values) if v > 0]
         axis.barh([y for y, _ in shown], [v - floor for _, v in shown], left=floor, height=0.38,
                   label=label)

@@ -172,12 +172,12 @@ def _rendered_width(table: Table) -> int:
 
 
 def fit_table(columns: tuple[Column, ...], rows: list[list[str]], *, title: str,
-              width: int | None, notes: list[str] | None = None) -> Table:
+              width: int | None) -> Table:
     """A rich table of ``rows`` that fits ``width`` columns without cutting a cell.
 
     Columns marked ``fold`` whose cells are all equal go into the title as ``value
-    header`` (the mode is in the title already); then the columns with the lowest ``keep`` are left out until the
-    table fits, and the caption names them.
+    header`` (the mode is in the title already); then the columns with the lowest
+    ``keep`` are left out until the table fits, and the caption names them.
     """
     keep = list(range(len(columns)))
     folded = []
@@ -194,7 +194,7 @@ def fit_table(columns: tuple[Column, ...], rows: list[list[str]], *, title: str,
         shown = {columns[i].header for i in keep}
         legend = [text for header, text in LEGEND.items() if header in shown]
         left_out = [columns[i].header for i in sorted(dropped)]
-        parts = list(notes or []) + legend
+        parts = legend
         if left_out:
             parts.append(f"left out at {width} columns: {', '.join(left_out)} "
                          "(all columns are in results.json and README.md)")

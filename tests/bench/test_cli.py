@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -14,14 +15,7 @@ import pytest
 
 from securefl import __version__
 from securefl.bench import BENCHMARKS, lp, ot
-from securefl.bench.common import (
-    atomic_write,
-    check_output_file,
-    format_field,
-    record_rows,
-    write_json,
-)
-from securefl.cli import build_parser, main
+from securefl.cli import main
 from securefl.errors import InputError
 
 if sys.version_info >= (3, 11):
@@ -86,7 +80,9 @@ def test_bad_arguments_fail_in_one_line_before_any_work(capsys, no_work, argv, e
 
 def test_json_path_is_checked_before_the_run(capsys, no_work, tmp_path):
     line = one_line_error(capsys, ["bench", "ot", "--m", "64", "--json", str(tmp_path)])
-    assert f"--json={str(tmp_path)!r}: is a folder" in line
+    assert f"--json={str(tmp_path)!r}: names a folder" in line
+    line = one_line_error(capsys, ["bench", "lp", "--json", f"{tmp_path}/new/"])
+    assert "names a folder" in line
     missing = tmp_path / "missing" / "dir" / "x.json"
     line = one_line_error(capsys, ["bench", "lp", "--json", str(missing)])
     assert "does not exist" in line and not (tmp_path / "missing").exists()
@@ -98,6 +94,8 @@ def test_json_path_is_checked_before_the_run(capsys, no_work, tmp_path):
 
 
 def test_unwritable_json_folder_is_refused_up_front(tmp_path):
+    from securefl.bench.common import check_output_file
+
     if not Path("/proc/self").is_dir():
         pytest.skip("needs a read-only /proc")
     with pytest.raises(InputError, match="--json='/proc/x.json': cannot write in '/proc'"):
@@ -116,6 +114,8 @@ def test_a_failing_benchmark_leaves_no_file(capsys, monkeypatch, tmp_path):
 
 
 def test_atomic_write_leaves_nothing_on_failure_and_keeps_the_old_file(tmp_path):
+    from securefl.bench.common import atomic_write, write_json
+
     target = tmp_path / "r.json"
     write_json({"a": 1}, target)
 
@@ -130,7 +130,9 @@ def test_atomic_write_leaves_nothing_on_failure_and_keeps_the_old_file(tmp_path)
     with pytest.raises(TypeError):
         write_json({"a": object()}, target)
     assert [p.name for p in tmp_path.iterdir()] == ["r.json"]
-    assert oct(target.stat().st_mode & 0o777) != oct(0o600)
+    umask = os.umask(0o022)
+    os.umask(umask)
+    assert target.stat().st_mode & 0o777 == 0o666 & ~umask  # as open() would, not mkstemp's 0600
 
 
 def test_bench_summary_in_human_units_json_raw(capsys, tmp_path):
@@ -171,11 +173,16 @@ def test_bench_summary_in_human_units_json_raw(capsys, tmp_path):
     ],
 )
 def test_format_field_picks_units_by_name(name, value, text):
+    from securefl.bench.common import format_field
+
     assert format_field(name, value) == text
 
 
 def test_record_rows_flatten_nested_tables_and_skip_the_machine():
-    rows = dict(record_rows({"bytes_sent": {"0": 4_200_000_000}, "machine": {"cpu": "x"}, "n": 5000}))
+    from securefl.bench.common import record_rows
+
+    record = {"bytes_sent": {"0": 4_200_000_000}, "machine": {"cpu": "x"}, "n": 5000}
+    rows = dict(record_rows(record))
     assert rows == {"bytes sent: 0": "4.20 GB", "n": "5,000"}
 
 
@@ -189,6 +196,8 @@ def _options(parser: argparse.ArgumentParser):
 
 
 def test_help_shows_every_default_and_choices(capsys):
+    from securefl.cli import build_parser
+
     parser = build_parser()
     options = list(_options(parser))
     assert len(options) > 20
@@ -226,7 +235,8 @@ def test_version_matches_the_package_metadata(capsys):
         main(["--version"])
     assert raised.value.code == 0
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    assert capsys.readouterr().out.strip() == f"securefl {project['version']}" == f"securefl {__version__}"
+    version = f"securefl {project['version']}"
+    assert capsys.readouterr().out.strip() == version == f"securefl {__version__}"
 
 
 def test_validate_hooks_name_flags_for_programmatic_calls():

@@ -16,14 +16,7 @@ import securefl.experiments.cli as run_cli
 from securefl.cli import main
 from securefl.experiments import plots
 from securefl.experiments.config import DEFAULT_CONFIG, read_toml
-from securefl.experiments.report import (
-    COMPARE_TERMINAL,
-    RESULT_TERMINAL,
-    compare_rows,
-    comparison_table,
-    result_rows,
-    results_table,
-)
+from securefl.experiments.report import compare_rows, comparison_table, result_rows, results_table
 
 from .conftest import FAKE_CONFIG, SoftmaxSelfTraining
 
@@ -122,14 +115,7 @@ ROUND_LINE = re.compile(
 )
 
 
-def test_piped_run_prints_one_plain_line_per_round(tmp_path, fake_config, capsys, monkeypatch):
-    original = SoftmaxSelfTraining.setup
-
-    def setup_with_phases(self, federation):
-        self._phase("warm-up round 1/1 (labeled only)")
-        original(self, federation)
-
-    monkeypatch.setattr(SoftmaxSelfTraining, "setup", setup_with_phases)
+def test_piped_run_prints_one_plain_line_per_round(tmp_path, fake_config, capsys):
     out = tmp_path / "run"
     assert main(["run", "--config", str(fake_config), "--out", str(out), "--secure", "both"]) == 0
     err = capsys.readouterr().err.splitlines()
@@ -137,9 +123,23 @@ def test_piped_run_prints_one_plain_line_per_round(tmp_path, fake_config, capsys
     seen = [(m.group(1), m.group(2), int(m.group(3))) for m in rounds if m]
     assert seen == [(method, mode, r) for method in ("softmax-st", "softmax-sup")
                     for mode in ("real", "plaintext") for r in (1, 2, 3)]
-    assert "softmax-st (real): setup: warm-up round 1/1 (labeled only)" in err
     assert not any("\x1b[" in line for line in err)  # no terminal control codes in a log
     assert len(err) == len(set(err))  # nothing printed twice
+
+
+def test_piped_run_prints_the_phases_a_method_announces(tmp_path, fake_config, capsys,
+                                                         monkeypatch):
+    original = SoftmaxSelfTraining.setup
+
+    def setup_with_phases(self, federation):
+        self._phase("warm-up round 1/1 (labeled only)")
+        original(self, federation)
+
+    monkeypatch.setattr(SoftmaxSelfTraining, "setup", setup_with_phases)
+    assert main(["run", "--config", str(fake_config), "--out", str(tmp_path / "run")]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert err[:2] == ["softmax-st (real): setup",
+                       "softmax-st (real): setup: warm-up round 1/1 (labeled only)"]
 
 
 def test_fedprop_announces_its_warm_up_and_crossclient_lp(digits_federation):
@@ -166,20 +166,42 @@ def _render(table, width: int) -> list[str]:
 @pytest.mark.parametrize("width", [80, 100])
 def test_results_tables_fit_without_cutting_numbers(width):
     document = json.loads(RECORD.read_text())
-    for table, rows, columns in (
-        (results_table(document, width=width), result_rows(document), RESULT_TERMINAL),
-        (comparison_table(document, width=width), compare_rows(document), COMPARE_TERMINAL),
+    # (table, its rows, the cells that must appear whole: every accuracy, seconds and size)
+    for table, rows, numbers in (
+        (results_table(document, width=width), result_rows(document), range(3, 9)),
+        (comparison_table(document, width=width), compare_rows(document), (1, 2, 3, 6, 7)),
     ):
         lines = _render(table, width)
         assert max(map(len, lines)) <= width
         assert "…" not in "\n".join(lines)
-        numbers = [c for c in columns if c.number and not c.fold]
         for row in rows:
-            line = next(l for l in lines if l.split()[:1] == [row[0]] and all(
-                cell in l.split() for cell in row[1:2]))
-            for cell, column in zip(row, columns):
-                if column in numbers:
-                    assert cell in line.split(), (column.header, cell, line)
+            line = next(l for l in lines if l.split()[:1] == [row[0]] and row[1] in l.split())
+            for index in numbers:
+                assert row[index] in line.split(), (index, row[index], line)
+
+
+def test_run_on_an_80_column_terminal_prints_every_accuracy_whole(tmp_path, fake_config,
+                                                                  monkeypatch):
+    import securefl.cli as top_cli
+
+    screen = io.StringIO()
+    real_console = top_cli.Console
+
+    def terminal(*args, **options):
+        if args or options:  # progress displays etc.
+            return real_console(*args, **options)
+        return real_console(file=screen, width=80, force_terminal=True, color_system=None)
+
+    monkeypatch.setattr(top_cli, "Console", terminal)
+    out = tmp_path / "run"
+    assert main(["run", "--config", str(fake_config), "--out", str(out), "--secure", "both"]) == 0
+    lines = screen.getvalue().splitlines()
+    assert max(map(len, lines)) <= 80 and "…" not in screen.getvalue()
+    document = json.loads((out / "results.json").read_text())
+    for summary in document["methods"]:
+        row = next(l for l in lines if l.split()[:2] == [summary["method"], summary["secure"]])
+        for key in ("final_accuracy", "best_accuracy"):
+            assert f"{100 * summary[key]:.2f}" in row.split(), (key, row)
 
 
 def test_narrow_console_leaves_columns_out_and_says_so():
