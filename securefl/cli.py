@@ -1,7 +1,14 @@
 """Command line: ``securefl run`` (experiments) and ``securefl bench NAME`` (benchmarks).
 
-Errors from :mod:`securefl.errors` are printed as one line and exit with status 2;
-nothing else is caught.
+Every request is checked completely before any work: argparse checks the syntax (known
+flags, integers, choices), then :func:`validate_arguments` checks every value (a
+benchmark's ``validate`` hook, or the run's configuration), then the output paths are
+checked (``--json`` a writable file whose folder exists; ``--out`` a folder that can be
+created).  Every failure is one line on stderr, ``securefl: <Error>: <flag>=<value>:
+<problem>``, and exit status 2; errors from :mod:`securefl.errors` raised later are
+printed the same way.  Nothing else is caught.
+
+``--help`` shows every flag's default and choices; ``securefl --version`` the version.
 """
 
 from __future__ import annotations
@@ -9,78 +16,131 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from typing import Sequence
+import textwrap
+from typing import Any, Sequence
 
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 from rich.table import Table
 
+from securefl import __version__
 from securefl.bench import BENCHMARKS
 from securefl.errors import SecureFLError
 
 
-def make_progress(console: Console | None = None) -> Progress:
-    """The progress bar style used by every long-running command (stderr, transient)."""
-    return Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-        console=console or Console(stderr=True),
-        transient=True,
-    )
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Adds ``(default: X)`` to every option whose help does not state its default yet
+    (flags without a fixed default, ``None``, and on/off switches are left alone), and
+    never breaks a line inside a hyphenated name such as ``fedavg-labeled``."""
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if (
+            "default" in text
+            or not action.option_strings
+            or action.default is None
+            or action.default is argparse.SUPPRESS
+            or isinstance(action.default, bool)
+        ):
+            return text
+        return f"{text} (default: %(default)s)"
 
 
-def _build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+class Parser(argparse.ArgumentParser):
+    """argparse with :class:`HelpFormatter` and one-line errors (``securefl: ArgumentError:
+    ...``, exit status 2) instead of the usage block."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+        default = kwargs.get("default")
+        if not kwargs.get("help") and default is not None and not isinstance(default, bool):
+            kwargs["help"] = "(default: %(default)s)"  # argparse shows nothing without a help
+        return super().add_argument(*args, **kwargs)
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"securefl: ArgumentError: {message} (see: {self.prog} --help)\n")
+
+
+def build_parser() -> Parser:
+    """The parser of the ``securefl`` command with all its subcommands."""
+    parser = Parser(
         prog="securefl",
         description="Privacy-preserving federated semi-supervised learning with real cryptography.",
     )
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{run,bench}")
     from securefl.experiments import cli as run_cli
 
-    run_parser = commands.add_parser("run", help="run FSSL experiments (the main job)")
+    run_parser = commands.add_parser(
+        "run", help="run FSSL experiments (the main job)", description=run_cli.DESCRIPTION
+    )
     run_cli.add_arguments(run_parser)
     bench_parser = commands.add_parser("bench", help="benchmarks writing JSON")
-    benches = bench_parser.add_subparsers(dest="bench", required=True)
+    benches = bench_parser.add_subparsers(
+        dest="bench", required=True, metavar="{" + ",".join(BENCHMARKS) + "}"
+    )
     for name, module_name in BENCHMARKS.items():
         module = importlib.import_module(module_name)
-        sub = benches.add_parser(name, help=(module.__doc__ or "").strip().splitlines()[0])
+        summary = (module.__doc__ or "").strip().splitlines()[0]
+        sub = benches.add_parser(name, help=summary, description=summary)
         module.add_arguments(sub)
-        sub.add_argument("--json", metavar="PATH", help="write the JSON record here")
+        sub.add_argument(
+            "--json", metavar="PATH",
+            help="write the JSON record here (a file; its folder must exist)",
+        )
     return parser
 
 
-def _print_record(console: Console, title: str, record: dict) -> None:
+def validate_arguments(args: argparse.Namespace) -> None:
+    """Every check of parsed arguments that needs neither data nor output files.
+
+    ``bench``: the shared flags and the benchmark's ``validate`` hook (if it has one);
+    ``run``: flags and configuration (:func:`securefl.experiments.cli.validate`).
+    Raises a :class:`~securefl.errors.SecureFLError` naming the flag and value.
+    """
+    if args.command == "bench":
+        from securefl.bench.common import validate_shared
+
+        validate_shared(args)
+        hook = getattr(importlib.import_module(BENCHMARKS[args.bench]), "validate", None)
+        if hook is not None:
+            hook(args)
+        return
+    from securefl.experiments import cli as run_cli
+
+    run_cli.validate(args)
+
+
+def print_record(console: Console, title: str, record: dict) -> None:
+    """A benchmark record as a two-column table in human units (the JSON keeps raw numbers)."""
+    from securefl.bench.common import record_rows
+
     table = Table(title=title, show_header=True, header_style="bold")
     table.add_column("field")
     table.add_column("value", justify="right")
-    for key, value in record.items():
-        if isinstance(value, dict):
-            continue
-        if isinstance(value, float):
-            value = f"{value:.6g}"
-        table.add_row(key, str(value))
+    for label, value in record_rows(record):
+        table.add_row(label, value)
     console.print(table)
 
 
 def run_bench(args: argparse.Namespace, console: Console) -> int:
-    """Run one benchmark, print its table and write its JSON."""
-    from securefl.bench.common import machine_info, write_json
+    """Check the request, run one benchmark, print its table and write its JSON."""
+    from securefl.bench.common import check_output_file, machine_info, write_json
+    from securefl.progress import make_progress
 
     module = importlib.import_module(BENCHMARKS[args.bench])
+    validate_arguments(args)
+    if args.json:
+        check_output_file(args.json, "--json")
     with make_progress() as progress:
         record = module.run(args, progress)
     record["machine"] = machine_info()
-    _print_record(console, f"securefl bench {args.bench}", record)
+    print_record(console, f"securefl bench {args.bench}", record)
     if args.json:
         console.print(f"wrote {write_json(record, args.json)}")
     return 0 if record.get("verified", True) else 1
@@ -88,8 +148,7 @@ def run_bench(args: argparse.Namespace, console: Console) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``securefl`` console script."""
-    parser = _build_parser()
-    args = parser.parse_args(argv)
+    args = build_parser().parse_args(argv)
     console = Console()
     try:
         if args.command == "bench":

@@ -19,7 +19,7 @@ import time
 import numpy as np
 from rich.progress import Progress
 
-from securefl.bench.common import peak_memory_mb
+from securefl.bench.common import peak_memory_mb, require_float, require_int
 from securefl.errors import InputError
 from securefl.protocols.propagation import (
     knn_graph_from_features,
@@ -30,6 +30,8 @@ from securefl.protocols.propagation import (
 )
 
 TOLERANCE = 1e-6
+SMOKE = {"n": 500}
+"""Caps under which the README check runs ``bench lp`` commands (about a second)."""
 
 
 def synthetic_clusters(
@@ -68,14 +70,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="data seed")
 
 
+def validate(args: argparse.Namespace) -> None:
+    """Check the flags before any work (InputError naming the flag)."""
+    require_int(args, "--classes", minimum=2)
+    require_int(args, "--n", minimum=2)
+    if args.n < args.classes:
+        raise InputError("--n", args.n, f"must be at least --classes={args.classes}")
+    require_int(args, "--dim", minimum=1)
+    require_int(args, "--labels-per-class", minimum=1)
+    require_int(args, "--k", minimum=1)
+    if args.k >= args.n:
+        raise InputError("--k", args.k, f"must be below --n={args.n} (neighbours of a point)")
+    require_float(args, "--alpha", low=0.0, high=1.0, low_open=True, high_open=True)
+    require_float(args, "--separation", low=0.0)
+    require_int(args, "--seed", minimum=0)
+
+
 def run(args: argparse.Namespace, progress: Progress) -> dict:
     """Build the graph, run both solvers, compare, return the JSON record."""
-    if args.n < args.classes or args.n < 2:
-        raise InputError(
-            "n", args.n, f"must be at least the number of classes ({args.classes}) and 2"
-        )
-    if args.classes < 2:
-        raise InputError("classes", args.classes, "must be >= 2")
+    validate(args)
     features, truth = synthetic_clusters(
         args.n, classes=args.classes, dim=args.dim, separation=args.separation, seed=args.seed
     )

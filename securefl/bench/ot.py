@@ -19,22 +19,49 @@ import time
 
 import numpy as np
 
-from securefl.bench.common import peak_memory_mb
+from securefl.bench.common import memory_bytes, peak_memory_mb, require_int
 from securefl.crypto import prg
 from securefl.crypto.ot import DEFAULT_CHUNK, KAPPA, random_ot
+from securefl.errors import InputError
 
 LIBOTE_OTS_PER_SECOND = 28e6
+OUTPUT_BYTES_PER_OT = 3 * 16
+"""The three preallocated (m, 2) uint64 output arrays: 48 bytes per OT."""
+SMOKE = {"m": 1 << 16}
+"""Caps under which the README check runs ``bench ot`` commands (about a second)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """CLI options of ``securefl bench ot``."""
     parser.add_argument("--m", type=int, default=1 << 22, help="number of random OTs")
-    parser.add_argument("--chunk", type=int, default=DEFAULT_CHUNK, help="OTs per extension chunk")
-    parser.add_argument("--seed", type=int, default=None, help="fix the crypto randomness (tests only)")
+    parser.add_argument(
+        "--chunk", type=int, default=DEFAULT_CHUNK,
+        help="OTs per extension chunk (a multiple of 64)",
+    )
+    parser.add_argument(
+        "--seed", type=int, default=None,
+        help="fix the crypto randomness (tests only; default: OS CSPRNG)",
+    )
+
+
+def validate(args: argparse.Namespace) -> None:
+    """Check the flags before any work (InputError naming the flag)."""
+    require_int(args, "--m", minimum=1)
+    require_int(args, "--chunk", minimum=64)
+    if args.chunk % 64:
+        raise InputError("--chunk", args.chunk, "must be a multiple of 64")
+    require_int(args, "--seed", minimum=0, optional=True)
+    memory = memory_bytes()
+    if memory is not None and args.m * OUTPUT_BYTES_PER_OT > memory:
+        raise InputError(
+            "--m", args.m, f"needs {args.m * OUTPUT_BYTES_PER_OT / 1e9:.1f} GB for the outputs, "
+            f"more than this machine's {memory / 1e9:.1f} GB"
+        )
 
 
 def run(args: argparse.Namespace, progress) -> dict:
     """Run the benchmark and return its JSON record."""
+    validate(args)
     gbps_before = prg.measure_throughput()
     outputs = tuple(np.zeros((args.m, 2), dtype=np.uint64) for _ in range(3))
     for array in outputs:

@@ -9,9 +9,18 @@ plaintext cryptography from the same seed and reports the difference (the pseudo
 must be identical; the exit status is 1 if they are not).  ``--resume DIR`` continues an
 interrupted run from its last completed round.
 
-Everything that can be wrong with the request (config file, method or dataset names,
-numbers, data folder, output folder) is checked before the output folder is created, so
-a bad request exits with one line and status 2 and writes nothing.
+Everything that can be wrong with the request is checked before any data is loaded or
+any file is written: :func:`validate` checks the flags and the configuration (file,
+method and dataset names, numbers, hyper-parameters), then the data folder and the
+output folder.  ``--out DIR`` may name a folder that does not exist yet, also under
+folders that do not exist yet (they are created, like ``mkdir -p``, when the run starts,
+as the default ``./runs/...`` is); what must hold before the run is that the nearest
+existing ancestor is a folder in which folders can be created (tested by creating and
+removing one).  So a bad request exits with one line and status 2 and writes nothing.
+
+Progress goes to stderr: a bar on a terminal; plain lines otherwise (one per round with
+method, round, accuracy and seconds, one per long phase, and a heartbeat; see
+:mod:`securefl.progress`).
 """
 
 from __future__ import annotations
@@ -21,18 +30,27 @@ import os
 import shlex
 import signal
 import subprocess
+import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
+from securefl.bench.common import format_seconds
 from securefl.errors import ConfigError
-from securefl.experiments.config import SECURE_CHOICES, ExperimentConfig, load_config
+from securefl.experiments.config import (
+    DEFAULT_CONFIG,
+    SECURE_CHOICES,
+    ExperimentConfig,
+    load_config,
+    read_toml,
+)
 from securefl.experiments.plots import write_plots
 from securefl.experiments.report import comparison_table, results_table, write_readme
 from securefl.experiments.results import privacy_lines
 from securefl.experiments.runner import (
+    JobLog,
     Runner,
     build_job_method,
     check_methods,
@@ -53,34 +71,75 @@ FILE_DATASETS = {
 """Datasets read from files, and where their files go (the hint of a missing folder)."""
 
 
+DESCRIPTION = (
+    "Run FSSL methods round by round and write results.json, accuracy.png and cost.png. "
+    "Without flags: the digits default (securefl/experiments/default.toml). Flags override "
+    "the config."
+)
+
+
+def _default(raw: dict[str, Any], key: str) -> str:
+    value = raw.get(key)
+    if isinstance(value, list):
+        value = " ".join(map(str, value))
+    return f"the config's; digits default: {value}"
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The flags of ``securefl run``."""
-    parser.add_argument("--config", metavar="PATH", help="TOML experiment file (default: digits)")
+    """The flags of ``securefl run`` (help texts list the known names and the defaults)."""
+    from securefl.data import DATASET_NAMES
+    from securefl.methods import METHOD_NAMES
+
+    digits = read_toml(DEFAULT_CONFIG)
+    parser.add_argument(
+        "--config", metavar="PATH", help=f"TOML experiment file (default: {DEFAULT_CONFIG.name}, "
+        "the digits default shipped with securefl)"
+    )
     parser.add_argument(
         "--method",
         metavar="NAME",
         nargs="+",
         action="extend",
         dest="methods",
-        help="method(s) to run, or 'all' (default: the config's)",
+        help=f"method(s) to run: {', '.join(METHOD_NAMES)}, or all "
+        f"(default: {_default(digits, 'methods')})",
     )
-    parser.add_argument("--dataset", metavar="NAME", help="digits, mnist, fashion-mnist, ...")
+    parser.add_argument(
+        "--dataset", metavar="NAME",
+        help=f"dataset: {', '.join(DATASET_NAMES)}, or a path "
+        f"(default: {_default(digits.get('dataset', {}), 'name')})",
+    )
     parser.add_argument(
         "--data-dir", metavar="DIR", help="dataset folder (default: $SECUREFL_DATA, else ./data)"
     )
     parser.add_argument(
-        "--secure", metavar="MODE", help=f"cryptography: {' | '.join(SECURE_CHOICES)}"
-    )
-    parser.add_argument("--rounds", metavar="R", help="communication rounds per method")
-    parser.add_argument("--seed", metavar="S", help="simulation seed (partition, sampling, init)")
-    parser.add_argument(
-        "--threads", metavar="N", help="CPU threads for torch and SHADE's OT workers (default: 1)"
+        "--secure", metavar="{" + ",".join(SECURE_CHOICES) + "}",
+        help="real: every cross-party step runs the cryptographic protocol; plaintext: a "
+        "placeholder with identical outputs; both: each method twice, same seed, compared "
+        f"(default: {_default(digits, 'secure')})",
     )
     parser.add_argument(
-        "--out", metavar="DIR", help="output folder (default: a new folder under ./runs)"
+        "--rounds", metavar="R",
+        help=f"communication rounds per method (default: {_default(digits, 'rounds')})",
     )
     parser.add_argument(
-        "--resume", metavar="DIR", help="continue the interrupted run in DIR (its own config)"
+        "--seed", metavar="S",
+        help=f"simulation seed: partition, sampling, init (default: {_default(digits, 'seed')})",
+    )
+    parser.add_argument(
+        "--threads", metavar="N",
+        help="CPU threads for torch and SHADE's OT workers "
+        f"(default: {_default(digits, 'threads')})",
+    )
+    parser.add_argument(
+        "--out", metavar="DIR",
+        help="output folder, created with any missing parents; must be empty if it exists "
+        "(default: a new folder under ./runs)",
+    )
+    parser.add_argument(
+        "--resume", metavar="DIR",
+        help="continue the interrupted run in DIR with its own config (only --data-dir may be "
+        "given with it)",
     )
 
 
@@ -129,6 +188,30 @@ def write_artifacts(document: dict[str, Any], out: Path) -> None:
     write_readme(document, out)
 
 
+def check_writable_folder(folder: Path, flag: str) -> None:
+    """``folder`` exists or can be created (with missing parents), before any work.
+
+    Every existing part of the path must be a folder, and the nearest existing one must
+    accept a new folder (probed by creating and removing one).  Raises ConfigError naming
+    ``flag``.
+    """
+    for ancestor in (folder, *folder.parents):
+        if not ancestor.exists():
+            continue
+        if not ancestor.is_dir():
+            raise ConfigError(
+                f"{flag}={str(folder)!r}: {str(ancestor)!r} exists and is not a folder"
+            )
+        try:
+            os.rmdir(tempfile.mkdtemp(dir=ancestor, prefix=".securefl-probe-"))
+        except OSError as exc:
+            raise ConfigError(
+                f"{flag}={str(folder)!r}: cannot create folders in {str(ancestor)!r} "
+                f"({exc.strerror or exc})"
+            ) from None
+        return
+
+
 def _new_out_folder(out: str | None, name: str) -> Path:
     if out is None:
         stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
@@ -137,13 +220,19 @@ def _new_out_folder(out: str | None, name: str) -> Path:
         while folder.exists():
             counter += 1
             folder = base.with_name(f"{base.name}-{counter}")
+        check_writable_folder(folder, "--out")
         return folder
     folder = Path(out)
-    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+    try:
+        occupied = folder.exists() and (not folder.is_dir() or any(folder.iterdir()))
+    except OSError as exc:
+        raise ConfigError(f"--out={out!r}: cannot read ({exc.strerror or exc})") from None
+    if occupied:
         raise ConfigError(
-            f"out={out!r}: exists and is not an empty folder "
+            f"--out={out!r}: exists and is not an empty folder "
             "(continue a run there with --resume, or choose another --out)"
         )
+    check_writable_folder(folder, "--out")
     return folder
 
 
@@ -175,8 +264,26 @@ def _header(config: ExperimentConfig, args: argparse.Namespace) -> dict[str, Any
     }
 
 
-def prepare_new(args: argparse.Namespace) -> Runner:
-    """Validate a fresh run completely (config, data, methods, output folder); write nothing."""
+RESUME_FIXED = ("config", "methods", "dataset", "secure", "rounds", "seed", "threads", "out")
+"""Flags a resumed run takes from its checkpoint (``--data-dir`` alone may change)."""
+
+
+def validate(args: argparse.Namespace) -> ExperimentConfig | None:
+    """Check the flags and the configuration without touching data or output folders.
+
+    Returns the validated configuration of a new run (every method is built once, so
+    bad hyper-parameters fail here too), or ``None`` for ``--resume`` (whose
+    configuration is in the checkpoint; only the flags that cannot change it are checked).
+    """
+    if args.resume is not None:
+        given = [name for name in RESUME_FIXED if getattr(args, name) is not None]
+        if given:
+            flag = "--method" if given[0] == "methods" else f"--{given[0]}"
+            raise ConfigError(
+                f"resume={args.resume!r}: {flag} cannot change a stored run "
+                "(only --data-dir may be given with --resume)"
+            )
+        return None
     config = load_config(
         args.config,
         methods=args.methods,
@@ -187,9 +294,15 @@ def prepare_new(args: argparse.Namespace) -> Runner:
         seed=_int_flag(args.seed, "seed"),
         threads=_int_flag(args.threads, "threads"),
     )
+    check_methods(config, build_job_method)
+    return config
+
+
+def prepare_new(args: argparse.Namespace) -> Runner:
+    """Validate a fresh run completely (config, data, methods, output folder); write nothing."""
+    config = validate(args)
     out = _new_out_folder(args.out, config.name)
     check_data_folder(config)
-    check_methods(config, build_job_method)
     federations = load_federations(config)
     return Runner(
         state=new_state(config, _header(config, args)),
@@ -202,19 +315,9 @@ def prepare_new(args: argparse.Namespace) -> Runner:
 
 def prepare_resume(args: argparse.Namespace) -> Runner:
     """Reload an interrupted run from ``args.resume`` (only ``--data-dir`` may change)."""
-    given = [
-        flag for flag, value in (
-            ("--config", args.config), ("--method", args.methods), ("--dataset", args.dataset),
-            ("--secure", args.secure), ("--rounds", args.rounds), ("--seed", args.seed),
-            ("--threads", args.threads), ("--out", args.out),
-        ) if value is not None
-    ]
-    if given:
-        raise ConfigError(
-            f"resume={args.resume!r}: {given[0]} cannot change a stored run "
-            "(only --data-dir may be given with --resume)"
-        )
+    validate(args)
     state = load_state(args.resume)
+    check_writable_folder(Path(args.resume), "--resume")
     config = state_config(state, args.data_dir)
     state.config = config.to_dict()
     state.header.setdefault("resumed", []).append(command_line(args))
@@ -234,15 +337,32 @@ def _terminate(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
+def round_line(job: JobLog, round_index: int) -> str:
+    """The plain progress line of a completed round: method, round, accuracy, seconds."""
+    result = job.round_results[-1]
+    parts = [f"accuracy {100 * result['accuracy']:.2f} %"]
+    if result.get("pseudo_label_accuracy") is not None:
+        parts.append(f"pseudo-labels {100 * result['pseudo_label_accuracy']:.2f} %")
+    parts.append(format_seconds(result["seconds"]))
+    if result.get("crypto_seconds"):
+        crypto = "crypto" if job.secure == "real" else "placeholder"
+        parts.append(f"{crypto} {format_seconds(result['crypto_seconds'])}")
+    return f"{job.method} ({job.secure}) round {round_index + 1}/{job.rounds}: " + ", ".join(parts)
+
+
 def main(args: argparse.Namespace, console: Console) -> int:
     """Run ``securefl run``; 0 on success, 1 if real and plaintext pseudo-labels differ."""
-    from securefl.cli import make_progress
+    from securefl.progress import PlainProgress, make_progress
 
     runner = prepare_resume(args) if args.resume else prepare_new(args)
     previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         with make_progress() as progress:
             runner.progress = progress
+            if isinstance(progress, PlainProgress):
+                runner.after_round = lambda job, index: progress.console.print(
+                    round_line(job, index)
+                )
             document = runner.run()
     except KeyboardInterrupt:
         console.print(
@@ -254,9 +374,9 @@ def main(args: argparse.Namespace, console: Console) -> int:
         signal.signal(signal.SIGTERM, previous)
     if not console.is_terminal:
         console = Console(file=console.file, width=max(console.width, 160))
-    console.print(results_table(document))
+    console.print(results_table(document, width=console.width))
     if document.get("comparison"):
-        console.print(comparison_table(document))
+        console.print(comparison_table(document, width=console.width))
     for line in privacy_lines(document):
         console.print(line, markup=False)
     console.print(f"wrote {runner.out}/results.json, README.md, accuracy.png, cost.png")

@@ -9,15 +9,27 @@ pseudo-label accuracy (where the method has pseudo-labels), wall-clock and crypt
 seconds, and megabytes per client per round.  With ``--secure both`` the comparison table
 shows, per method, the accuracy difference real - plaintext, whether the pseudo-labels
 were identical in every round (by SHA-256 digest), and the time and byte overhead ratios.
+
+The terminal tables fit the console width without cutting a number: a column with the
+same value in every row (the cryptography mode, complete rounds) moves into the title,
+headers wrap at spaces, every number column is as wide as its widest number, and when
+that is still too wide the least important columns are left out (named in the caption;
+results.json and the run's README.md keep them all).  The title and the README state the
+cryptography mode of the jobs actually run, never the configuration's prose.
 """
 
 from __future__ import annotations
 
-import os
+import io
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rich import box
+from rich.console import Console
 from rich.table import Table
+
+from securefl.bench.common import atomic_write
 
 README_FILE = "README.md"
 
@@ -89,25 +101,132 @@ def compare_rows(document: dict[str, Any]) -> list[list[str]]:
     ]
 
 
-def _rich(title: str, columns: tuple[str, ...], rows: list[list[str]]) -> Table:
-    table = Table(title=title, header_style="bold")
-    for index, column in enumerate(columns):
-        table.add_column(column, justify="left" if index < 2 else "right", no_wrap=index < 2)
+@dataclass(frozen=True)
+class Column:
+    """A terminal column: its header (wraps at spaces), how long it survives narrow
+    consoles (``keep=None``: never left out; else the lowest ``keep`` goes first), whether
+    its cells are numbers (never wrapped or cut) and whether a column with one value in
+    every row moves into the title (``fold``)."""
+
+    header: str
+    keep: int | None
+    number: bool = True
+    fold: bool = False
+
+
+RESULT_TERMINAL = (
+    Column("method", None, number=False), Column("mode", 90, number=False, fold=True),
+    Column("rounds", 30, fold=True), Column("final acc %", None), Column("best acc %", 40),
+    Column("PL acc %", 60), Column("seconds", 80), Column("crypto s", 70),
+    Column("MB / client / round", 75),
+)
+"""The terminal headers of :data:`RESULT_COLUMNS`, in the same order."""
+COMPARE_TERMINAL = (
+    Column("method", None, number=False), Column("acc real %", None),
+    Column("acc plain %", None), Column("diff (pts)", 80), Column("PL equal", 90, number=False),
+    Column("time ratio", 30), Column("crypto s", 60), Column("bytes ratio", 50),
+)
+"""The terminal headers of :data:`COMPARE_COLUMNS`, in the same order."""
+LEGEND = {
+    "PL acc %": "PL = pseudo-labels",
+    "PL equal": "PL equal = pseudo-labels identical in every round",
+    "MB / client / round": "MB = 10^6 bytes",
+}
+MODE_TEXT = {
+    "real": "real cryptography",
+    "plaintext": "plaintext placeholder (no cryptography)",
+}
+
+
+def mode_text(modes: list[str]) -> str:
+    """How the jobs' cryptography is described: from the jobs run, not from a config."""
+    distinct = list(dict.fromkeys(modes))
+    if len(distinct) == 1:
+        return MODE_TEXT.get(distinct[0], distinct[0])
+    return "real cryptography and plaintext placeholder, same seed"
+
+
+def _table(columns: tuple[Column, ...], rows: list[list[str]], keep: list[int],
+           title: str, caption: str | None) -> Table:
+    table = Table(title=title, caption=caption, header_style="bold", box=box.SIMPLE_HEAD,
+                  show_edge=False, pad_edge=False, caption_justify="left")
+    for index in keep:
+        column = columns[index]
+        cells = [row[index] for row in rows]
+        widest_word = max((len(word) for text in [column.header, *cells] for word in text.split()),
+                          default=1)
+        width = max([len(cell) for cell in cells] if column.number else [], default=0)
+        fixed = max(width, widest_word)
+        table.add_column(column.header, justify="right" if column.number else "left",
+                         min_width=fixed,
+                         max_width=fixed if column.number else None)
     for row in rows:
-        table.add_row(*row)
+        table.add_row(*(row[index] for index in keep))
     return table
 
 
-def results_table(document: dict[str, Any]) -> Table:
-    """The rich results table."""
+def _rendered_width(table: Table) -> int:
+    buffer = io.StringIO()
+    Console(file=buffer, width=1000, color_system=None).print(table)
+    return max((len(line.rstrip()) for line in buffer.getvalue().splitlines()), default=0)
+
+
+def fit_table(columns: tuple[Column, ...], rows: list[list[str]], *, title: str,
+              width: int | None) -> Table:
+    """A rich table of ``rows`` that fits ``width`` columns without cutting a cell.
+
+    Columns marked ``fold`` whose cells are all equal go into the title as ``value
+    header`` (the mode is in the title already); then the columns with the lowest
+    ``keep`` are left out until the table fits, and the caption names them.
+    """
+    keep = list(range(len(columns)))
+    folded = []
+    for index, column in enumerate(columns):
+        values = {row[index] for row in rows}
+        if column.fold and len(values) == 1:
+            keep.remove(index)
+            if column.header != "mode":  # the title states the mode already
+                folded.append(f"{values.pop()} {column.header}")
+    full_title = title + "".join(f", {text}" for text in folded)
+    dropped: list[int] = []
+
+    def build() -> Table:
+        shown = {columns[i].header for i in keep}
+        legend = [text for header, text in LEGEND.items() if header in shown]
+        left_out = [columns[i].header for i in sorted(dropped)]
+        parts = legend
+        if left_out:
+            parts.append(f"left out at {width} columns: {', '.join(left_out)} "
+                         "(all columns are in results.json and README.md)")
+        return _table(columns, rows, keep, full_title, "; ".join(parts) or None)
+
+    table = build()
+    while width is not None and _rendered_width(table) > width:
+        candidates = [i for i in keep if columns[i].keep is not None]
+        if not candidates:
+            break
+        lowest = min(candidates, key=lambda i: columns[i].keep)
+        keep.remove(lowest)
+        dropped.append(lowest)
+        table = build()
+    return table
+
+
+def results_table(document: dict[str, Any], *, width: int | None = None) -> Table:
+    """The rich results table, fitted to ``width`` console columns (None: no limit)."""
     name = document.get("config", {}).get("name", "run")
-    dataset = document["methods"][0]["dataset"] if document["methods"] else "?"
-    return _rich(f"securefl run: {name} on {dataset}", RESULT_COLUMNS, result_rows(document))
+    summaries = document["methods"]
+    dataset = summaries[0]["dataset"] if summaries else "?"
+    title = (f"securefl run: {name} on {dataset}, "
+             f"{mode_text([s['secure'] for s in summaries])}")
+    return fit_table(RESULT_TERMINAL, result_rows(document), title=title, width=width)
 
 
-def comparison_table(document: dict[str, Any]) -> Table:
-    """The rich real-vs-plaintext table."""
-    return _rich("real vs plaintext (same seed)", COMPARE_COLUMNS, compare_rows(document))
+def comparison_table(document: dict[str, Any], *, width: int | None = None) -> Table:
+    """The rich real-vs-plaintext table, fitted to ``width`` console columns."""
+    return fit_table(COMPARE_TERMINAL, compare_rows(document),
+                     title="real cryptography vs plaintext placeholder (same seed)",
+                     width=width)
 
 
 def markdown_table(columns: tuple[str, ...], rows: list[list[str]]) -> str:
@@ -149,6 +268,7 @@ def readme_text(document: dict[str, Any]) -> str:
         f"{machine.get('memory_gb', '?')} GB, Python {machine.get('python', '?')}, "
         f"{machine.get('platform', '?')}",
         f"- config: `{document.get('config_source', '?')}`, seed {document.get('seed', '?')}",
+        f"- cryptography: {mode_text([s['secure'] for s in document['methods']])}",
         "- load average (1/5/15 min) at start "
         f"{_loads(document.get('load_average_at_start'))}, at the last update "
         f"{_loads(document.get('load_average'))}: the machine is shared, so seconds are "
@@ -167,9 +287,6 @@ def readme_text(document: dict[str, Any]) -> str:
 
 
 def write_readme(document: dict[str, Any], folder: Path) -> Path:
-    """Write ``folder/README.md`` atomically."""
-    path = Path(folder) / README_FILE
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(readme_text(document))
-    os.replace(tmp, path)
-    return path
+    """Write ``folder/README.md`` atomically (no partial file on any failure)."""
+    text = readme_text(document).encode()
+    return atomic_write(Path(folder) / README_FILE, lambda handle: handle.write(text))

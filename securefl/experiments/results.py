@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from securefl.bench.common import jsonable
+from securefl.bench.common import atomic_write, jsonable
 from securefl.errors import ConfigError
 
 RESULTS_FILE = "results.json"
@@ -204,12 +204,7 @@ def build_results(
 
 
 def _atomic_write_bytes(path: Path, payload: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as handle:
-        handle.write(payload)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    atomic_write(path, lambda handle: handle.write(payload))
 
 
 def write_results(document: dict[str, Any], folder: Path) -> Path:

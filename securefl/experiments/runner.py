@@ -180,8 +180,11 @@ class Runner:
 
     ``federations`` maps each method name to the federation it trains on.
 
-    ``progress`` is an optional rich Progress (one bar per job, advanced per round);
-    ``after_round(job, round_index)`` is called after each committed round;
+    ``progress`` is an optional rich Progress (or :class:`securefl.progress.PlainProgress`):
+    one task per job, advanced per round, its description naming the current phase — the
+    runner sets each method's ``on_phase`` callback so that long phases (FedProp's warm-up,
+    CrossClientLP) show up there; ``after_round(job, round_index)`` is called after each
+    committed round;
     ``artifacts(document, out)`` (plots, README) when the run ends or stops.
     """
 
@@ -251,9 +254,11 @@ class Runner:
         config = self.state.config
         resuming = self.state.current_job == index and self.state.method_state is not None
         self.state.current_job = index
-        task = self._task(job)
+        label = f"{job.method} ({job.secure})"
+        task = self._task(job, f"{label}: setup")
         method = self.factory(job.method, secure=job.secure, seed=config["seed"], hyper=job.hyper)
-        self._describe(task, f"{job.method} ({job.secure}): setup")
+        stage = [f"{label}: setup"]
+        method.on_phase = lambda text: self._describe(task, f"{stage[0]}: {text}")
         started = time.perf_counter()
         method.setup(self.federations[job.method])
         setup_seconds = time.perf_counter() - started
@@ -264,8 +269,9 @@ class Runner:
                 job.setup_seconds = setup_seconds
             job.status = "running"
             self._commit()
-        self._describe(task, f"{job.method} ({job.secure})")
+        self._describe(task, label)
         for round_index in range(job.rounds_completed, job.rounds):
+            stage[0] = f"{label} round {round_index + 1}/{job.rounds}"
             result = method.run_round(round_index)
             if result.round != round_index:
                 raise ConfigError(
@@ -278,7 +284,7 @@ class Runner:
                 self.state.method_state = state
                 self._commit()
             if self.progress is not None:
-                self.progress.update(task, completed=job.rounds_completed)
+                self.progress.update(task, completed=job.rounds_completed, description=label)
             if self.after_round is not None:
                 self.after_round(job, round_index)
         with _interrupts_deferred():
@@ -292,11 +298,11 @@ class Runner:
                 f"{100 * summary['final_accuracy']:.2f}%, {summary['seconds']:.1f} s"
             )
 
-    def _task(self, job: JobLog) -> Any:
+    def _task(self, job: JobLog, description: str) -> Any:
         if self.progress is None:
             return None
         return self.progress.add_task(
-            f"{job.method} ({job.secure})", total=job.rounds, completed=job.rounds_completed
+            description, total=job.rounds, completed=job.rounds_completed
         )
 
     def _describe(self, task: Any, text: str) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar
 
 import numpy as np
 
@@ -66,6 +66,13 @@ class Method(ABC):
 
     name: ClassVar[str]
     uses_pseudo_labels: ClassVar[bool] = False
+    on_phase: Callable[[str], None] | None = None
+    """Set by the runner: told (a short text) when a long phase starts, e.g. a warm-up round."""
+
+    def _phase(self, text: str) -> None:
+        """Announce a long phase to whoever listens (progress lines); no-op otherwise."""
+        if self.on_phase is not None:
+            self.on_phase(text)
 
     def __init__(self, *, secure: str = "plaintext", seed: int = 0) -> None:
         if secure not in SECURE_MODES:

@@ -256,7 +256,8 @@ class PseudoLabelMethod(FedAvgMethod):
                              f"{self.name} needs clients holding labels")
         self.warmup_seconds = 0.0
         start = time.perf_counter()
-        for _ in range(self.warmup_rounds):
+        for warmup_round in range(self.warmup_rounds):
+            self._phase(f"warm-up round {warmup_round + 1}/{self.warmup_rounds} (labeled only)")
             count = min(self.clients_per_round, len(labeled))
             selected = np.sort(self.rng.numpy.choice(np.asarray(labeled), size=count,
                                                      replace=False))

@@ -99,6 +99,7 @@ class FedProp(PseudoLabelMethod):
 
         if not isinstance(self.L, (int, np.integer)) or self.L < 1:
             raise InputError("L", self.L, "must be a positive integer")
+        self._phase(f"CrossClientLP ({self.secure})")
         result = cross_client_lp(features, labels, num_classes=self.federation.num_classes,
                                  k=self.k, alpha=self.alpha, L=self.L, backend=self.secure,
                                  seed=self.rng.draw_seed(), workers=torch.get_num_threads())

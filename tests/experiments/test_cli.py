@@ -26,7 +26,7 @@ def test_run_writes_results_plots_and_table(tmp_path, fake_config, capsys):
     out = tmp_path / "run"
     assert main(["run", "--config", str(fake_config), "--out", str(out), "--rounds", "2"]) == 0
     stdout = capsys.readouterr().out
-    assert "softmax-st" in stdout and "final acc" in stdout
+    assert "softmax-st" in stdout and "final" in stdout and "acc %" in stdout
     document = json.loads((out / "results.json").read_text())
     assert document["status"] == "complete"
     assert document["command"].startswith("securefl run --config")
@@ -45,7 +45,7 @@ def test_secure_both_reports_identical_pseudo_labels(tmp_path, fake_config, caps
     code = main(["run", "--config", str(fake_config), "--out", str(out), "--secure", "both"])
     assert code == 0
     stdout = capsys.readouterr().out
-    assert "real vs plaintext" in stdout
+    assert "real cryptography vs plaintext placeholder" in stdout
     document = json.loads((out / "results.json").read_text())
     assert [(s["method"], s["secure"]) for s in document["methods"]] == [
         ("softmax-st", "real"), ("softmax-st", "plaintext"),
