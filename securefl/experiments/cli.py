@@ -17,10 +17,8 @@ a bad request exits with one line and status 2 and writes nothing.
 from __future__ import annotations
 
 import argparse
-import os
 import shlex
 import signal
-import subprocess
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -30,6 +28,7 @@ from rich.console import Console
 from securefl.errors import ConfigError
 from securefl.experiments.config import SECURE_CHOICES, ExperimentConfig, load_config
 from securefl.experiments.plots import write_plots
+from securefl.experiments.provenance import collect_provenance
 from securefl.experiments.report import comparison_table, results_table, write_readme
 from securefl.experiments.runner import (
     Runner,
@@ -81,6 +80,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--resume", metavar="DIR", help="continue the interrupted run in DIR (its own config)"
     )
+    parser.add_argument(
+        "--set", metavar="KEY=VALUE", action="append", dest="settings",
+        help="override one config key by its dotted path, e.g. hyper.fedprop.alpha=0.9 "
+        "(repeatable; applied before the other flags)",
+    )
 
 
 def _int_flag(value: str | None, name: str) -> int | None:
@@ -102,6 +106,8 @@ def command_line(args: argparse.Namespace) -> str:
     ):
         if value is not None:
             words += [flag, str(value)]
+    for setting in args.settings or []:
+        words += ["--set", setting]
     if args.methods:
         words += ["--method", *args.methods]
     return shlex.join(words)
@@ -146,31 +152,12 @@ def _new_out_folder(out: str | None, name: str) -> Path:
     return folder
 
 
-def _uncommitted_changes() -> bool | None:
-    """Whether the source tree differs from ``commit`` (None outside a git checkout)."""
-    try:
-        out = subprocess.run(
-            ["git", "status", "--porcelain"], capture_output=True, text=True, timeout=10,
-            cwd=Path(__file__).resolve().parent,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return bool(out.stdout.strip()) if out.returncode == 0 else None
-
-
 def _header(config: ExperimentConfig, args: argparse.Namespace) -> dict[str, Any]:
-    from securefl.bench.common import machine_info
-
-    machine = machine_info()
     return {
-        "command": command_line(args),
+        **collect_provenance(command_line(args)),
         "config_source": config.source,
         "config": config.to_dict(),
         "seed": config.seed,
-        "commit": machine.get("commit"),
-        "uncommitted_changes": _uncommitted_changes(),
-        "load_average_at_start": os.getloadavg(),
-        "machine": machine,
     }
 
 
@@ -185,6 +172,7 @@ def prepare_new(args: argparse.Namespace) -> Runner:
         rounds=_int_flag(args.rounds, "rounds"),
         seed=_int_flag(args.seed, "seed"),
         threads=_int_flag(args.threads, "threads"),
+        settings=args.settings,
     )
     out = _new_out_folder(args.out, config.name)
     check_data_folder(config)
@@ -205,7 +193,7 @@ def prepare_resume(args: argparse.Namespace) -> Runner:
         flag for flag, value in (
             ("--config", args.config), ("--method", args.methods), ("--dataset", args.dataset),
             ("--secure", args.secure), ("--rounds", args.rounds), ("--seed", args.seed),
-            ("--threads", args.threads), ("--out", args.out),
+            ("--threads", args.threads), ("--out", args.out), ("--set", args.settings),
         ) if value is not None
     ]
     if given:

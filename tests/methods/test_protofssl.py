@@ -23,6 +23,8 @@ from securefl.methods.prototypical import (
 )
 from securefl.protocols.prototype_sharing import Prototypes, pseudo_labels
 
+from .conftest import play
+
 
 @settings(max_examples=30, deadline=None)
 @given(st.lists(st.integers(0, 4), min_size=1, max_size=40), st.integers(1, 3), st.integers(0, 3), st.integers(0, 50), st.integers(0, 2**16))
@@ -134,33 +136,33 @@ def test_torch_pseudo_labels_match_numpy_oracle_and_carry_gradient(distance, tem
 
 def _run(federation, secure, rounds=2, **hyper):
     method = build_method("protofssl", secure=secure, seed=5, clients_per_round=3, helpers=2, local_epochs=3, n_unlabeled=10, **hyper)
-    method.setup(federation)
-    return method, [method.run_round(r) for r in range(rounds)]
+    method.setup(federation.for_training())
+    return method, *play(method, federation, rounds)
 
 
 def test_real_and_plaintext_agree(tiny_digits):
-    real, real_results = _run(tiny_digits, "real")
-    plain, plain_results = _run(tiny_digits, "plaintext")
+    real, real_results, real_acc = _run(tiny_digits, "real")
+    plain, plain_results, plain_acc = _run(tiny_digits, "plaintext")
     assert real_results[0].pseudo_label_digest is None  # no helpers in the first round
     assert real_results[1].pseudo_label_digest is not None
     assert [r.pseudo_label_digest for r in real_results] == [r.pseudo_label_digest for r in plain_results]
-    assert [r.accuracy for r in real_results] == [r.accuracy for r in plain_results]
+    assert real_acc == plain_acc
     assert 0.0 <= real_results[1].pseudo_label_accuracy <= 1.0
     assert real_results[1].bytes_protocol_per_client > plain_results[1].bytes_protocol_per_client > 0
     assert np.array_equal(real.global_prototypes, plain.global_prototypes)
 
 
 def test_fedprox_noise_and_withholding(tiny_digits):
-    method, results = _run(tiny_digits, "plaintext", aggregation="fedprox", noise_std=0.5, min_class_count=2)
+    method, _, accuracies = _run(tiny_digits, "plaintext", aggregation="fedprox", noise_std=0.5, min_class_count=2)
     stored = method.store.previous
     assert len(stored) == 3
     assert all(p.sigma[p.mask].tolist() == [0.5] * int(p.mask.sum()) for p in stored.values())
     assert all((p.counts[p.mask] >= 2).all() for p in stored.values())
-    assert np.isfinite(results[-1].accuracy)
+    assert 0.0 <= accuracies[-1] <= 1.0
 
 
 def test_dp_noise_and_accounting(tiny_digits):
-    method, _ = _run(tiny_digits, "plaintext", rounds=1, noise_multiplier=1.0, clip=1.0)
+    method, _, _ = _run(tiny_digits, "plaintext", rounds=1, noise_multiplier=1.0, clip=1.0)
     assert all((p.sigma[p.mask] > 0).all() for p in method.store.previous.values())
     assert 0 < method.privacy_spent(3) < np.inf  # one accountant call: PLD accounting takes seconds
     with pytest.raises(InputError, match="noise_multiplier"):
@@ -202,13 +204,13 @@ def test_client_rmsprop_state_persists_across_rounds(tiny_digits, monkeypatch):
 
 
 def test_resume_equals_uninterrupted(tiny_digits):
-    full, results = _run(tiny_digits, "plaintext", rounds=3)
-    first, _ = _run(tiny_digits, "plaintext", rounds=2)
+    full, results, accuracies = _run(tiny_digits, "plaintext", rounds=3)
+    first, _, _ = _run(tiny_digits, "plaintext", rounds=2)
     resumed = build_method("protofssl", seed=5, clients_per_round=3, helpers=2, local_epochs=3, n_unlabeled=10)
-    resumed.setup(tiny_digits)
+    resumed.setup(tiny_digits.for_training())
     resumed.load_state_dict(first.state_dict())
-    again = resumed.run_round(2)
-    assert (again.accuracy, again.pseudo_label_digest) == (results[2].accuracy, results[2].pseudo_label_digest)
+    (again,), (accuracy,) = play(resumed, tiny_digits, 3, start=2)
+    assert (accuracy, again.pseudo_label_digest) == (accuracies[2], results[2].pseudo_label_digest)
 
 
 def test_bad_configuration(tiny_digits, tiny_digits_server):
