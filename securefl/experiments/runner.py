@@ -201,6 +201,13 @@ def _interrupts_deferred() -> Iterator[None]:
         raise KeyboardInterrupt
 
 
+def _accuracies(record: dict[str, Any]) -> str:
+    """``val 91.1% test 90.4%`` of a round record (validation first: it selects)."""
+    validation = record["validation_accuracy"]
+    shown = "" if validation is None else f"val {100 * validation:.1f}% "
+    return f"{shown}test {100 * record['test_accuracy']:.1f}%"
+
+
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
@@ -314,6 +321,7 @@ class Runner:
                 self._commit()
             if self.progress is not None:
                 self.progress.update(task, completed=job.rounds_completed)
+                self._describe(task, f"{job.method} ({job.secure}): {_accuracies(record)}")
             if self.after_round is not None:
                 self.after_round(job, round_index)
         with _interrupts_deferred():
