@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="one axis of the grid (repeatable)")
     parser.add_argument("--out", type=Path, required=True, help="folder of the sweep's runs")
     parser.add_argument("--seed", type=int, nargs="+", default=[None],
-                        help="seeds to average the validation accuracy over (default: the config's)")
+                        help="seeds to average validation accuracy over (default: the config's)")
     parser.add_argument("--method", nargs="+", dest="methods", help="method(s) to tune")
     parser.add_argument("--set", action="append", default=[], dest="settings",
                         metavar="KEY=VALUE", help="fixed override for every point (repeatable)")

@@ -17,7 +17,7 @@ Public API::
     compare_jobs(real_summary, plaintext_summary) -> dict        real-vs-plaintext comparison
     collect_provenance(command) -> dict                          command, commit, machine, libraries
     load_records(paths) / group_settings / settings_markdown     tables of record (seed mean ± std)
-    grid_points / summarize                                      hyper-parameter sweeps on validation
+    grid_points / summarize                                      sweeps chosen on validation
     write_plots(document, folder)                                accuracy.png and cost.png
     results_table / comparison_table / markdown_report           rich and Markdown tables
 

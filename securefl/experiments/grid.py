@@ -61,9 +61,12 @@ def summarize(points: list[list[str]], folders: dict[int, list[Path]]) -> dict[s
     for index, point in enumerate(points):
         by_method: dict[str, list[dict[str, Any]]] = {}
         for folder in folders[index]:
+            first: dict[str, dict[str, Any]] = {}  # --secure both: real and plaintext agree
             for summary in read_results(folder)["methods"]:
                 if summary["status"] == "complete":
-                    by_method.setdefault(summary["method"], []).append(summary)
+                    first.setdefault(summary["method"], summary)
+            for method, summary in first.items():
+                by_method.setdefault(method, []).append(summary)
         for method, runs in by_method.items():
             values = [r["selected_validation_accuracy"] for r in runs]
             if any(v is None for v in values):

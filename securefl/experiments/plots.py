@@ -153,7 +153,9 @@ def plot_seeds(documents: list[dict[str, Any]], path: Path, *, baseline: str = "
     One dot per seed, a bar at the mean, and the ``baseline``'s mean as a dashed line.
     """
     plt = _pyplot()
-    finals = {method: list(by_seed.values()) for method, by_seed in selected_accuracies(documents).items()}
+    finals = {
+        method: list(by_seed.values()) for method, by_seed in selected_accuracies(documents).items()
+    }
     methods = list(finals)
     figure, axis = plt.subplots(figsize=(7.5, 4.0), dpi=120)
     for position, method in enumerate(methods):

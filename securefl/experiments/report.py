@@ -7,9 +7,10 @@ tables and the two plots — so a results folder documents itself.
 The results table has one row per job: the round selected by validation accuracy (1-based;
 ``last`` when the run has no validation split), its validation and test accuracy, the final
 round's test accuracy, the last round's pseudo-label accuracy (where the method has
-pseudo-labels), wall-clock and cryptography seconds, and megabytes per client per round.  With ``--secure both`` the comparison table
-shows, per method, the accuracy difference real - plaintext, whether the pseudo-labels
-were identical in every round (by SHA-256 digest), and the time and byte overhead ratios.
+pseudo-labels), wall-clock and cryptography seconds, and megabytes per client per round.
+With ``--secure both`` the comparison table shows, per method, the accuracy difference
+real - plaintext, whether the pseudo-labels were identical in every round (by SHA-256
+digest), and the time and byte overhead ratios.
 """
 
 from __future__ import annotations

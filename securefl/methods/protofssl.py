@@ -307,7 +307,8 @@ class ProtoFSSL(Method):
 
     def predict(self, x: np.ndarray) -> np.ndarray:
         """Nearest-global-prototype classification (eq. 6)."""
-        z = torch.from_numpy(self._embed_all(self.network, torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))))
+        x = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
+        z = torch.from_numpy(self._embed_all(self.network, x))
         prototypes, mask = torch.from_numpy(self.global_prototypes), torch.from_numpy(self.global_mask)
         return prototype_logits(z, prototypes, mask, distance=self.distance).argmax(dim=1).numpy()
 

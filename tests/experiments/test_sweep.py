@@ -85,7 +85,8 @@ def test_sweep_chooses_on_validation_and_continues(tmp_path, fake_config, monkey
         for seed in (0, 1):
             document = json.loads((out / f"lr={lr}" / f"seed{seed}" / "results.json").read_text())
             assert f"--set hyper.softmax-sup.lr={lr}" in document["command"]
-            assert document["seed"] == seed and document["held_out"]["softmax-sup"]["validation"] > 0
+            assert document["seed"] == seed
+            assert document["held_out"]["softmax-sup"]["validation"] > 0
             values.append(document["methods"][0]["selected_validation_accuracy"])
         scores[lr] = sum(values) / 2
     assert scores["0.001"] != scores["0.5"]
@@ -103,3 +104,8 @@ def test_sweep_reports_a_bad_grid_in_one_line(tmp_path, fake_config, monkeypatch
     code = run_sweep(["--config", str(fake_config), "--grid", "lr", "--out", str(tmp_path)],
                      monkeypatch)
     assert code == 2 and capsys.readouterr().err.startswith("sweep: ConfigError")
+
+
+def test_set_cannot_change_a_stored_run(tmp_path, capsys):
+    assert securefl.cli.main(["run", "--resume", str(tmp_path), "--set", "rounds=2"]) == 2
+    assert "--set cannot change a stored run" in capsys.readouterr().err
