@@ -73,7 +73,7 @@ securefl bench ot --mm 4096            # a flag that does not exist
 securefl bench lp --n 1                # a value the benchmark rejects
 securefl run --method fedprop-xl       # a method that does not exist
 securefl run --config experiments/gone.toml
-python experiments/plot_seeds.py runs/a/   # its required --out is missing
+python experiments/tables.py runs/a/ --plot-dri x   # a misspelt flag
 python -m pytest tests/no-such-room -q
 for S in 3 4; do securefl run --seed $S --out runs/seed$S; done
 ```
@@ -99,7 +99,7 @@ def test_the_doc_check_catches_rotten_commands(tmp_path):
     assert "--n=1" in failed["securefl bench lp --n 1"]
     assert "fedprop-xl" in failed["securefl run --method fedprop-xl"]
     assert "gone.toml" in failed["securefl run --config experiments/gone.toml"]
-    assert "--out" in failed["python experiments/plot_seeds.py runs/a/"]
+    assert "--plot-dri" in failed["python experiments/tables.py runs/a/ --plot-dri x"]
     assert "tests/no-such-room" in failed["python -m pytest tests/no-such-room -q"]
     # the loop variable is bound to its first value
     assert [c.words for c, _ in checked if "--seed" in c.words] == [

@@ -1,14 +1,25 @@
 """The federated view of a dataset: per-client data with a labeled mask, an optional
-server-side labeled (anchor) set, and the test set.  Produced by the partitioners in
-:mod:`securefl.data`, consumed by :mod:`securefl.fl` and :mod:`securefl.methods`.
+server-side labeled (anchor) set, and the two held-out sets (validation and test).
+Produced by the partitioners in :mod:`securefl.data`, consumed by :mod:`securefl.fl` and
+:mod:`securefl.methods`.
 
-True labels of unlabeled samples are kept (``y``) only so that the simulation can
-report pseudo-label accuracy; methods must read labels only where ``labeled`` is True.
+Who may read what:
+
+- A method trains on :meth:`Federation.for_training`, a copy with ``validation`` and
+  ``test`` set to ``None``: no method can read a held-out image or label.  The runner keeps
+  the full federation and scores the method's predictions on both held-out sets after
+  every round (:meth:`securefl.methods.Method.score`); it selects the round by validation
+  accuracy alone, and the test set is touched only for the reported numbers.
+- True labels of unlabeled client samples are kept (``ClientData.y``) only so that the
+  simulation can report pseudo-label accuracy; methods read labels only where
+  ``labeled`` is True.  ``tests/experiments/test_leakage.py`` checks all three rules for
+  every method: replacing the held-out labels and the hidden client labels by other
+  classes leaves every method's training bit-identical.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -37,16 +48,29 @@ class ClientData:
         return np.where(self.labeled, self.y, -1)
 
 
+@dataclass(frozen=True)
+class LabeledSet:
+    """A held-out set: images ``x`` ``(n, *input_shape)`` and their labels ``y`` ``(n,)``."""
+
+    x: np.ndarray
+    y: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+
 @dataclass
 class Federation:
-    """A dataset split over clients (and optionally a labeled anchor set at the server)."""
+    """A dataset split over clients (and optionally a labeled anchor set at the server),
+    with the held-out ``validation`` set (carved from the training data, or ``None``) and
+    the ``test`` set (``None`` in the view a method trains on)."""
 
     name: str
     clients: list[ClientData]
-    x_test: np.ndarray
-    y_test: np.ndarray
     num_classes: int
     input_shape: tuple[int, ...]
+    test: LabeledSet | None = None
+    validation: LabeledSet | None = None
     server: ClientData | None = None
     info: dict = field(default_factory=dict)
 
@@ -58,3 +82,7 @@ class Federation:
     def labeled_clients(self) -> list[int]:
         """Indices of clients holding at least one label."""
         return [i for i, c in enumerate(self.clients) if c.num_labeled > 0]
+
+    def for_training(self) -> "Federation":
+        """The view a method trains on: the same clients and server, no held-out sets."""
+        return replace(self, test=None, validation=None)

@@ -26,10 +26,25 @@ Schemes (``scheme=``):
     FedAnchor's Dirichlet(α) split: for every class ``c`` proportions ``q_c ~ Dir(α·1_K)``
     split that class's samples over the clients; clients differ in size.
 
+**Validation split.**  ``validation_fraction`` (``f``) of the training set is held out
+*before* the split, class-stratified (each class contributes ``f`` of its points, leftover
+points by largest remainder in a random class order), into ``Federation.validation``; no
+client and no server anchor set holds these points, and the scheme then splits the
+remaining ``(1 - f) N`` points exactly as it would split a dataset of that size.  One
+global set, not one per client, as the papers that describe theirs do: FedProp (§5.1)
+holds out "10 % of the training data" for choosing batch size and learning rate,
+ProtoFSSL (§6) 3,000 of its 60,000 CIFAR-10 images; FedSemi and FedAnchor describe none.
+The experiments' default is ``f = 0.1`` (:mod:`securefl.experiments.config`); this
+function's default ``0.0`` leaves the split exactly as before the split existed.  The
+carve draws from its own stream ``default_rng((seed, 2))``, so the validation set depends
+only on the dataset, ``f`` and the seed — every method of a run is selected on the same
+points, whatever its scheme or ``labels_at``.
+
 In every scheme only ``labeled_clients`` clients (``m_L``; default all) hold labels.
 ``labels_at="server"`` first removes a class-balanced anchor set of ``server_labels``
 samples (default: the label budget ``round(labeled_fraction * N)``) into
-``Federation.server`` and leaves every client unlabeled.  ``samples_per_client`` caps
+``Federation.server`` and leaves every client unlabeled (with ``f > 0`` the default
+budget is ``round(labeled_fraction * (1 - f) N)``).  ``samples_per_client`` caps
 client sizes (tiny test federations).  All randomness comes from
 ``numpy.random.default_rng(seed)``, and label ties from ``default_rng((seed, 1))``.
 """
@@ -39,7 +54,7 @@ from __future__ import annotations
 import numpy as np
 
 from securefl.data.datasets import Dataset
-from securefl.data.federation import ClientData, Federation
+from securefl.data.federation import ClientData, Federation, LabeledSet
 from securefl.errors import InputError
 
 SCHEMES = ("iid", "noniid-1", "noniid-2", "noniid-3", "fedprop-noniid", "dirichlet")
@@ -51,11 +66,16 @@ def partition(dataset: Dataset, *, scheme: str = "iid", num_clients: int = 100, 
               rich_clients: int | None = None, rich_labeled_fraction: float = 0.55,
               poor_labeled_fraction: float = 0.05, labels_at: str = "clients",
               server_labels: int | None = None,
-              samples_per_client: int | None = None) -> Federation:
+              samples_per_client: int | None = None,
+              validation_fraction: float = 0.0) -> Federation:
     """Split ``dataset`` over ``num_clients`` clients by ``scheme`` (see module docstring)."""
     if scheme not in SCHEMES:
         raise InputError("scheme", scheme, f"must be one of {SCHEMES}")
-    n_total, num_classes = len(dataset.y_train), dataset.num_classes
+    if not 0.0 <= validation_fraction < 1.0:
+        raise InputError("validation_fraction", validation_fraction, "must lie in [0, 1)")
+    num_classes = dataset.num_classes
+    held_out = _validation_indices(dataset.y_train, validation_fraction, num_classes, seed)
+    n_total = len(dataset.y_train) - len(held_out)
     if not isinstance(num_clients, (int, np.integer)) or not 1 <= num_clients <= n_total:
         raise InputError("num_clients", num_clients, f"must be an int in 1..{n_total}")
     if not 0.0 <= labeled_fraction <= 1.0:
@@ -83,7 +103,9 @@ def partition(dataset: Dataset, *, scheme: str = "iid", num_clients: int = 100, 
 
     rng = np.random.default_rng(seed)
     y = dataset.y_train
-    pool = rng.permutation(n_total)
+    pool = rng.permutation(len(y))
+    if len(held_out):
+        pool = pool[~np.isin(pool, held_out)]
     server = None
     if labels_at == "server":
         budget = round(labeled_fraction * n_total) if server_labels is None else server_labels
@@ -129,9 +151,26 @@ def partition(dataset: Dataset, *, scheme: str = "iid", num_clients: int = 100, 
         order = np.sort(idx)
         clients.append(ClientData(dataset.x_train[order], y[order], np.isin(order, lab)))
     info = {"scheme": scheme, "seed": seed, "labeled_fraction": labeled_fraction,
-            "labeled_clients": int(holds_labels.sum()), "labels_at": labels_at}
-    return Federation(dataset.name, clients, dataset.x_test, dataset.y_test, num_classes,
-                      dataset.input_shape, server=server, info=info)
+            "labeled_clients": int(holds_labels.sum()), "labels_at": labels_at,
+            "validation_fraction": validation_fraction, "validation_size": len(held_out)}
+    validation = (LabeledSet(dataset.x_train[held_out], y[held_out]) if len(held_out)
+                  else None)
+    return Federation(dataset.name, clients, num_classes, dataset.input_shape,
+                      test=LabeledSet(dataset.x_test, dataset.y_test), validation=validation,
+                      server=server, info=info)
+
+
+def _validation_indices(y: np.ndarray, fraction: float, num_classes: int,
+                        seed: int) -> np.ndarray:
+    """The sorted indices of the class-stratified validation set (``round(fraction * N)``
+    points), drawn from the stream ``default_rng((seed, 2))``."""
+    count = round(fraction * len(y))
+    if count == 0:
+        return np.zeros(0, dtype=np.int64)
+    if count >= len(y):
+        raise InputError("validation_fraction", fraction, "leaves no training data")
+    carve = np.random.default_rng((seed, 2))
+    return np.sort(_proportional_pick(carve.permutation(len(y)), y, count, num_classes, carve))
 
 
 def _by_class(indices: np.ndarray, y: np.ndarray, num_classes: int) -> list[np.ndarray]:

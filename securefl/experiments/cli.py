@@ -29,7 +29,6 @@ import argparse
 import os
 import shlex
 import signal
-import subprocess
 import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
@@ -47,6 +46,7 @@ from securefl.experiments.config import (
     read_toml,
 )
 from securefl.experiments.plots import write_plots
+from securefl.experiments.provenance import collect_provenance
 from securefl.experiments.report import comparison_table, results_table, write_readme
 from securefl.experiments.results import privacy_lines
 from securefl.experiments.runner import (
@@ -141,6 +141,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="continue the interrupted run in DIR with its own config (only --data-dir may be "
         "given with it)",
     )
+    parser.add_argument(
+        "--set", metavar="KEY=VALUE", action="append", dest="settings",
+        help="override one config key by its dotted path, e.g. hyper.fedprop.alpha=0.9 "
+        "(repeatable; applied before the other flags)",
+    )
 
 
 def _int_flag(value: str | None, name: str) -> int | None:
@@ -162,6 +167,8 @@ def command_line(args: argparse.Namespace) -> str:
     ):
         if value is not None:
             words += [flag, str(value)]
+    for setting in args.settings or []:
+        words += ["--set", setting]
     if args.methods:
         words += ["--method", *args.methods]
     return shlex.join(words)
@@ -236,35 +243,18 @@ def _new_out_folder(out: str | None, name: str) -> Path:
     return folder
 
 
-def _uncommitted_changes() -> bool | None:
-    """Whether the source tree differs from ``commit`` (None outside a git checkout)."""
-    try:
-        out = subprocess.run(
-            ["git", "status", "--porcelain"], capture_output=True, text=True, timeout=10,
-            cwd=Path(__file__).resolve().parent,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return bool(out.stdout.strip()) if out.returncode == 0 else None
-
-
 def _header(config: ExperimentConfig, args: argparse.Namespace) -> dict[str, Any]:
-    from securefl.bench.common import machine_info
-
-    machine = machine_info()
     return {
-        "command": command_line(args),
+        **collect_provenance(command_line(args)),
         "config_source": config.source,
         "config": config.to_dict(),
         "seed": config.seed,
-        "commit": machine.get("commit"),
-        "uncommitted_changes": _uncommitted_changes(),
-        "load_average_at_start": os.getloadavg(),
-        "machine": machine,
     }
 
 
-RESUME_FIXED = ("config", "methods", "dataset", "secure", "rounds", "seed", "threads", "out")
+RESUME_FIXED = (
+    "config", "methods", "dataset", "secure", "rounds", "seed", "threads", "out", "settings",
+)
 """Flags a resumed run takes from its checkpoint (``--data-dir`` alone may change)."""
 
 
@@ -278,7 +268,7 @@ def validate(args: argparse.Namespace) -> ExperimentConfig | None:
     if args.resume is not None:
         given = [name for name in RESUME_FIXED if getattr(args, name) is not None]
         if given:
-            flag = "--method" if given[0] == "methods" else f"--{given[0]}"
+            flag = {"methods": "--method", "settings": "--set"}.get(given[0], f"--{given[0]}")
             raise ConfigError(
                 f"resume={args.resume!r}: {flag} cannot change a stored run "
                 "(only --data-dir may be given with --resume)"
@@ -293,6 +283,7 @@ def validate(args: argparse.Namespace) -> ExperimentConfig | None:
         rounds=_int_flag(args.rounds, "rounds"),
         seed=_int_flag(args.seed, "seed"),
         threads=_int_flag(args.threads, "threads"),
+        settings=args.settings,
     )
     check_methods(config, build_job_method)
     return config
@@ -338,9 +329,13 @@ def _terminate(signum: int, frame: Any) -> None:
 
 
 def round_line(job: JobLog, round_index: int) -> str:
-    """The plain progress line of a completed round: method, round, accuracy, seconds."""
+    """The plain progress line of a completed round: method, round, validation and test
+    accuracy, seconds."""
     result = job.round_results[-1]
-    parts = [f"accuracy {100 * result['accuracy']:.2f} %"]
+    parts = []
+    if result.get("validation_accuracy") is not None:
+        parts.append(f"validation {100 * result['validation_accuracy']:.2f} %")
+    parts.append(f"test {100 * result['test_accuracy']:.2f} %")
     if result.get("pseudo_label_accuracy") is not None:
         parts.append(f"pseudo-labels {100 * result['pseudo_label_accuracy']:.2f} %")
     parts.append(format_seconds(result["seconds"]))

@@ -17,6 +17,7 @@ cryptography mode, the number of rounds, the seed and the methods' hyper-paramet
     [partition]                # keywords of securefl.data.partitioning
     scheme = "iid"
     num_clients = 20
+    validation_fraction = 0.1  # held out for selection (the default; 0 = none)
     [partition.fedanchor]      # one method's split (FedAnchor: labels at the server)
     labels_at = "server"
 
@@ -27,13 +28,20 @@ cryptography mode, the number of rounds, the seed and the methods' hyper-paramet
 
 The digits default (what ``securefl run`` runs with no arguments) is the file
 ``default.toml`` next to this module: the single source of truth, shipped as package
-data.  Command-line flags override the file.  Everything is validated here, before any
-data is loaded or any file is written, and every problem is a
-:class:`~securefl.errors.ConfigError` naming the key and the bad value.
+data.  Command-line flags override the file; ``--set KEY=VALUE`` (:func:`apply_settings`)
+overrides any key of it by its dotted path, e.g. ``--set hyper.fedprop.alpha=0.9``.
+Everything is validated here, before any data is loaded or any file is written, and every
+problem is a :class:`~securefl.errors.ConfigError` naming the key and the bad value.
+
+**Validation split.**  ``[partition] validation_fraction`` (default
+:data:`DEFAULT_VALIDATION_FRACTION` = 0.1, FedProp's 10 %) of the training data is held
+out before the split (:func:`securefl.data.partition`); the runner selects each job's
+round by accuracy on it.  It is one set per run, so it may not be set per method.
 """
 
 from __future__ import annotations
 
+import copy
 import os
 import sys
 from dataclasses import dataclass, field, replace
@@ -56,6 +64,8 @@ TOP_LEVEL_KEYS = {
     "dataset", "partition", "hyper",
 }
 DATASET_KEYS = {"name", "data_dir"}
+DEFAULT_VALIDATION_FRACTION = 0.1
+"""Share of the training data held out for validation unless ``[partition]`` says otherwise."""
 
 
 def method_names() -> tuple[str, ...]:
@@ -159,7 +169,8 @@ def load_config(
     """Read ``path`` (default: the digits default), apply ``overrides``, validate.
 
     ``overrides`` are the command-line flags: ``methods`` (list; ``["all"]`` means every
-    method), ``dataset``, ``data_dir``, ``secure``, ``rounds``, ``seed``, ``threads``;
+    method), ``dataset``, ``data_dir``, ``secure``, ``rounds``, ``seed``, ``threads``, and
+    ``settings`` (``--set`` strings ``KEY=VALUE``, applied first, so the flags win);
     ``None`` values are ignored.
     """
     source = Path(path) if path is not None else DEFAULT_CONFIG
@@ -167,14 +178,44 @@ def load_config(
     return config_from_dict(raw, source=str(source))
 
 
+def apply_settings(raw: dict[str, Any], settings: list[str]) -> dict[str, Any]:
+    """A copy of the TOML dict ``raw`` with each ``"dotted.key=value"`` of ``settings`` set.
+
+    The key is a path of tables ending in a key (``hyper.fedprop.alpha``, ``rounds``,
+    ``partition.validation_fraction``); missing tables are created.  The value is read as a
+    TOML value (``0.9``, ``10``, ``true``, ``"cnn"``, ``[1, 2]``); anything that is not one
+    is taken as a string (``--set hyper.fedprop.model=cnn``).  What the key and value mean
+    is validated with the rest of the configuration.
+    """
+    merged = copy.deepcopy(raw)
+    for setting in settings:
+        key, sep, text = setting.partition("=")
+        path = key.strip().split(".")
+        if not sep or not all(path):
+            raise ConfigError(f"set={setting!r}: must be KEY=VALUE with a dotted KEY")
+        try:
+            value = tomllib.loads(f"value = {text.strip()}")["value"]
+        except tomllib.TOMLDecodeError:
+            value = text.strip()
+        table = merged
+        for depth, part in enumerate(path[:-1]):
+            table = table.setdefault(part, {})
+            if not isinstance(table, dict):
+                raise ConfigError(
+                    f"set={setting!r}: {'.'.join(path[: depth + 1])} is not a table"
+                )
+        table[path[-1]] = value
+    return merged
+
+
 def merge_overrides(raw: dict[str, Any], **overrides: Any) -> dict[str, Any]:
     """A copy of the TOML dict ``raw`` with the given (non-``None``) flag values applied."""
     unknown = set(overrides) - {
-        "methods", "dataset", "data_dir", "secure", "rounds", "seed", "threads"
+        "methods", "dataset", "data_dir", "secure", "rounds", "seed", "threads", "settings"
     }
     if unknown:
         raise ConfigError(f"overrides={sorted(unknown)!r}: unknown option")
-    merged = dict(raw)
+    merged = apply_settings(raw, overrides.get("settings") or [])
     for key in ("methods", "secure", "rounds", "seed", "threads"):
         if overrides.get(key) is not None:
             merged[key] = overrides[key]
@@ -298,6 +339,12 @@ def _partition(
             per_method[key] = dict(value)
     common.setdefault("scheme", "iid")
     common.setdefault("num_clients", 10)
+    common.setdefault("validation_fraction", DEFAULT_VALIDATION_FRACTION)
+    fraction = common["validation_fraction"]
+    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not (
+        0 <= fraction < 1
+    ):
+        raise ConfigError(f"partition.validation_fraction={fraction!r}: must be a number in [0, 1)")
     for prefix, options in [("partition", common)] + [
         (f"partition.{name}", options) for name, options in per_method.items()
     ]:
@@ -307,6 +354,11 @@ def _partition(
             _int(options["num_clients"], f"{prefix}.num_clients", minimum=1)
         if "seed" in options:
             raise ConfigError(f"{prefix}.seed: set the top-level seed instead (one seed per run)")
+        if "validation_fraction" in options and options is not common:
+            raise ConfigError(
+                f"{prefix}.validation_fraction: set it in [partition] (every method of a run "
+                "is selected on the same validation set)"
+            )
     return common, per_method
 
 

@@ -1,15 +1,16 @@
 """Plots of a run, drawn from ``results.json`` with matplotlib's Agg backend (no display).
 
 - ``accuracy.png``: test accuracy by round, one line per job (colour = method,
-  solid = real cryptography, dashed = plaintext placeholder).
+  solid = real cryptography, dashed = plaintext placeholder), a star at the round the
+  runner selected on validation.
 - ``cost.png``: per job, wall-clock seconds split into setup, training, cryptography (its
   plaintext placeholder in plaintext jobs) and the rest; and megabytes per client per
   round as two bars, model traffic and protocol traffic, on a logarithmic axis — FedProp's
   SHADE traffic is ~1000x the other methods', and on a linear axis every other bar would
   be invisible.  The title states the cryptography mode of the jobs actually run.
-- :func:`plot_seeds`: final accuracy of each method over several runs of one config with
-  different seeds (one dot per seed, a bar for the mean), for claims that should not rest
-  on one seed.
+- :func:`plot_seeds`: test accuracy of each method's validation-selected model over
+  several runs of one config with different seeds (one dot per seed, a bar for the mean),
+  for claims that should not rest on one seed.
 """
 
 from __future__ import annotations
@@ -64,8 +65,13 @@ def plot_accuracy(document: dict[str, Any], path: Path) -> Path:
             marker="o" if summary["rounds_completed"] <= 30 else None,
             markersize=3,
         )
+        if summary.get("selected_round") is not None:
+            axis.plot(
+                summary["selected_round"] + 1, 100 * summary["selected_test_accuracy"], "*",
+                color=colours(methods.index(summary["method"]) % 10), markersize=11,
+            )
     axis.set_xlabel("communication round")
-    axis.set_ylabel("test accuracy [%]")
+    axis.set_ylabel("test accuracy [%] (* = round selected on validation)")
     axis.set_title(f"{document.get('config', {}).get('name', 'run')}: accuracy by round")
     axis.grid(alpha=0.3)
     axis.legend(fontsize=8, loc="lower right")
@@ -151,23 +157,29 @@ def write_plots(document: dict[str, Any], folder: Path) -> list[Path]:
     ]
 
 
-def final_accuracies(documents: list[dict[str, Any]]) -> dict[str, dict[Any, float]]:
-    """``{method: {seed: final accuracy in %}}`` over one ``results.json`` per seed."""
-    finals: dict[str, dict[Any, float]] = {}
+def selected_accuracies(documents: list[dict[str, Any]]) -> dict[str, dict[Any, float]]:
+    """``{method: {seed: test accuracy in % of the validation-selected round}}`` over one
+    ``results.json`` per seed."""
+    selected: dict[str, dict[Any, float]] = {}
     for document in documents:
         for summary in document["methods"]:
             if summary["rounds_completed"]:
-                finals.setdefault(summary["method"], {})[document.get("seed")] = 100 * summary["final_accuracy"]
-    return finals
+                selected.setdefault(summary["method"], {})[document.get("seed")] = (
+                    100 * summary["selected_test_accuracy"]
+                )
+    return selected
 
 
 def plot_seeds(documents: list[dict[str, Any]], path: Path, *, baseline: str = "fedavg-labeled") -> Path:
-    """Final accuracy per method over ``documents`` (one ``results.json`` per seed).
+    """Validation-selected test accuracy per method over ``documents`` (one
+    ``results.json`` per seed).
 
     One dot per seed, a bar at the mean, and the ``baseline``'s mean as a dashed line.
     """
     plt = _pyplot()
-    finals = {method: list(by_seed.values()) for method, by_seed in final_accuracies(documents).items()}
+    finals = {
+        method: list(by_seed.values()) for method, by_seed in selected_accuracies(documents).items()
+    }
     methods = list(finals)
     figure, axis = plt.subplots(figsize=(7.5, 4.0), dpi=120)
     for position, method in enumerate(methods):
@@ -181,9 +193,9 @@ def plot_seeds(documents: list[dict[str, Any]], path: Path, *, baseline: str = "
     low = min(min(v) for v in finals.values())
     axis.set_ylim(max(0.0, low - 5.0), 100.0)
     axis.set_xticks(range(len(methods)), methods, rotation=20, fontsize=8)
-    axis.set_ylabel("final test accuracy [%]")
+    axis.set_ylabel("test accuracy, validation-selected [%]")
     seeds = sorted({d.get("seed") for d in documents}, key=str)
-    axis.set_title(f"final accuracy over seeds {', '.join(map(str, seeds))}")
+    axis.set_title(f"validation-selected test accuracy over seeds {', '.join(map(str, seeds))}")
     axis.grid(alpha=0.3, axis="y")
     figure.tight_layout()
     _save(plt, figure, path)

@@ -4,11 +4,13 @@ Every run folder also gets a ``README.md`` (:func:`write_readme`): the exact com
 commit and whether the tree had uncommitted changes, the machine, the total seconds, both
 tables and the two plots — so a results folder documents itself.
 
-The results table has one row per job: final and best accuracy, the last round's
-pseudo-label accuracy (where the method has pseudo-labels), wall-clock and cryptography
-seconds, and megabytes per client per round.  With ``--secure both`` the comparison table
-shows, per method, the accuracy difference real - plaintext, whether the pseudo-labels
-were identical in every round (by SHA-256 digest), and the time and byte overhead ratios.
+The results table has one row per job: the round selected by validation accuracy (1-based;
+``last`` when the run has no validation split), its validation and test accuracy, the final
+round's test accuracy, the last round's pseudo-label accuracy (where the method has
+pseudo-labels), wall-clock and cryptography seconds, and megabytes per client per round.
+With ``--secure both`` the comparison table shows, per method, the accuracy difference
+real - plaintext, whether the pseudo-labels were identical in every round (by SHA-256
+digest), and the time and byte overhead ratios.
 
 The terminal tables fit the console width without cutting a number: a column with the
 same value in every row (the cryptography mode, complete rounds) moves into the title,
@@ -50,6 +52,14 @@ def _ratio(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}x"
 
 
+def _selected(summary: dict[str, Any]) -> str:
+    """The selected round, 1-based, and ``(last)`` when no validation split chose it."""
+    if summary["selected_round"] is None:
+        return "-"
+    suffix = "" if summary["selected_by"] == "validation" else " (last)"
+    return f"{summary['selected_round'] + 1}{suffix}"
+
+
 def _identical(value: bool | None, mismatches: list[int]) -> str:
     if value is None:
         return "n/a"
@@ -57,8 +67,8 @@ def _identical(value: bool | None, mismatches: list[int]) -> str:
 
 
 RESULT_COLUMNS = (
-    "method", "secure", "rounds", "final acc %", "best acc %", "pseudo-label acc %",
-    "seconds", "crypto s", "MB/client/round",
+    "method", "secure", "rounds", "selected", "val acc %", "test acc %", "final acc %",
+    "pseudo-label acc %", "seconds", "crypto s", "MB/client/round",
 )
 COMPARE_COLUMNS = (
     "method", "acc real %", "acc plaintext %", "difference (pts)", "pseudo-labels identical",
@@ -73,8 +83,10 @@ def result_rows(document: dict[str, Any]) -> list[list[str]]:
             s["method"],
             s["secure"],
             f"{s['rounds_completed']}/{s['rounds']}",
+            _selected(s),
+            _pct(s["selected_validation_accuracy"]),
+            _pct(s["selected_test_accuracy"]),
             _pct(s["final_accuracy"]),
-            _pct(s["best_accuracy"]),
             _pct(s["pseudo_label_accuracy"]),
             _seconds(s["seconds"]),
             _seconds(s["crypto_seconds"]),
@@ -116,9 +128,9 @@ class Column:
 
 RESULT_TERMINAL = (
     Column("method", None, number=False), Column("mode", 90, number=False, fold=True),
-    Column("rounds", 30, fold=True), Column("final acc %", None), Column("best acc %", 40),
-    Column("PL acc %", 60), Column("seconds", 80), Column("crypto s", 70),
-    Column("MB / client / round", 75),
+    Column("rounds", 30, fold=True), Column("selected round", 40), Column("val acc %", 85),
+    Column("test acc %", None), Column("final acc %", 50), Column("PL acc %", 60),
+    Column("seconds", 80), Column("crypto s", 70), Column("MB / client / round", 75),
 )
 """The terminal headers of :data:`RESULT_COLUMNS`, in the same order."""
 COMPARE_TERMINAL = (
@@ -248,6 +260,21 @@ def _loads(values: list[float] | None) -> str:
     return "?" if not values else "/".join(f"{v:.1f}" for v in values)
 
 
+def _held_out(document: dict[str, Any]) -> str:
+    sizes = next(iter(document.get("held_out", {}).values()), None)
+    if sizes is None:
+        return "held-out sizes not recorded"
+    if not sizes["validation"]:
+        return f"no validation split: the last round is selected; {sizes['test']} test images"
+    return f"{sizes['validation']} validation images held out of the training data, " \
+        f"{sizes['test']} test images"
+
+
+def _libraries(document: dict[str, Any]) -> str:
+    versions = document.get("libraries") or {}
+    return ", ".join(f"{name} {version}" for name, version in versions.items() if version) or "?"
+
+
 def readme_text(document: dict[str, Any]) -> str:
     """The Markdown ``README.md`` of a run folder."""
     config = document.get("config", {})
@@ -266,7 +293,9 @@ def readme_text(document: dict[str, Any]) -> str:
         + ("" if dirty is None else f" (uncommitted changes: {'yes' if dirty else 'no'})"),
         f"- machine: {machine.get('cpu', '?')}, {machine.get('cores', '?')} cores, "
         f"{machine.get('memory_gb', '?')} GB, Python {machine.get('python', '?')}, "
-        f"{machine.get('platform', '?')}",
+        f"{machine.get('platform', '?')}, torch CPU capability "
+        f"{machine.get('torch_cpu_capability', '?')}",
+        f"- libraries: {_libraries(document)}",
         f"- config: `{document.get('config_source', '?')}`, seed {document.get('seed', '?')}",
         f"- cryptography: {mode_text([s['secure'] for s in document['methods']])}",
         "- load average (1/5/15 min) at start "
@@ -274,7 +303,10 @@ def readme_text(document: dict[str, Any]) -> str:
         f"{_loads(document.get('load_average'))}: the machine is shared, so seconds are "
         "noisy; compare them as ratios within one run",
         "",
-        "Accuracies in %, seconds wall-clock (setup + rounds), MB = 10^6 bytes per participating "
+        "Accuracies in %. `selected` is the round (1-based) of highest validation accuracy "
+        f"({_held_out(document)}); `val acc` and `test acc` are that round's model's "
+        "accuracies, `final acc` the last round's test accuracy: the test set chose nothing. "
+        "Seconds wall-clock (setup + rounds), MB = 10^6 bytes per participating "
         "client per round (model + protocol traffic).",
         "",
         markdown_report(document),

@@ -1,13 +1,23 @@
 """The results of a run: per-job round logs, their summaries, and ``results.json``.
 
 A *job* is one method run with one cryptography mode (``real`` or ``plaintext``); a run
-is a list of jobs.  Each job keeps the full :class:`~securefl.methods.base.RoundResult`
-log, from which the summary fields of DESIGN.md are derived (never stored twice, so they
-cannot disagree):
+is a list of jobs.  Each job keeps the full log of rounds — the method's
+:class:`~securefl.methods.base.RoundResult` plus the runner's ``validation_accuracy`` and
+``test_accuracy`` of the model after that round — from which the summary fields of
+DESIGN.md are derived (never stored twice, so they cannot disagree):
 
-- ``final_accuracy`` = accuracy after the last completed round, ``best_accuracy`` = max
-  over rounds; ``pseudo_label_accuracy`` = the last round's value where the method has
-  pseudo-labels;
+- ``accuracy_by_round`` = test accuracy after each round, ``validation_accuracy_by_round``
+  the same on the validation split (``None`` entries when the run has none);
+- **model selection uses validation only**: ``selected_round`` (0-based index into the
+  ``*_by_round`` lists) is the first round of highest validation accuracy
+  (``selected_by = "validation"``); a run without a validation split selects the last
+  round (``selected_by = "last round"``), a rule that looks at no accuracy at all.
+  ``selected_validation_accuracy`` and ``selected_test_accuracy`` are the two accuracies
+  of that round's model; ``best_accuracy`` is ``selected_test_accuracy`` (the test
+  accuracy of the best model, *best* judged on validation; before results schema 2 it
+  was the maximum test accuracy over rounds, a number chosen on the test set);
+- ``final_accuracy`` = test accuracy after the last completed round;
+  ``pseudo_label_accuracy`` = the last round's value where the method has pseudo-labels;
 - ``seconds`` = setup (warm-up / pre-training) + the sum of round wall-clock seconds,
   ``crypto_seconds`` = the sum of the rounds' cryptography seconds;
 - ``bytes_per_client_per_round`` = mean over rounds of model + protocol bytes per
@@ -39,7 +49,8 @@ from securefl.bench.common import atomic_write, jsonable
 from securefl.errors import ConfigError
 
 RESULTS_FILE = "results.json"
-SCHEMA = "securefl.run/1"
+SCHEMA = "securefl.run/2"
+"""Schema 2 (issue 13): validation split, selection by validation, provenance."""
 
 
 @dataclass
@@ -62,7 +73,9 @@ class JobLog:
     def summary(self, dataset: str) -> dict[str, Any]:
         """The DESIGN.md per-method record (plus the per-round series it is derived from)."""
         rounds = self.round_results
-        accuracy = [r["accuracy"] for r in rounds]
+        accuracy = [r["test_accuracy"] for r in rounds]
+        validation = [r["validation_accuracy"] for r in rounds]
+        selected, selected_by = select_round(validation)
         plabel = [r.get("pseudo_label_accuracy") for r in rounds]
         plabel_known = [p for p in plabel if p is not None]
         model_bytes = [r["bytes_model_per_client"] for r in rounds]
@@ -76,8 +89,11 @@ class JobLog:
             "rounds_completed": self.rounds_completed,
             "status": self.status,
             "final_accuracy": accuracy[-1] if accuracy else None,
-            "best_accuracy": max(accuracy) if accuracy else None,
-            "best_round": int(np.argmax(accuracy)) if accuracy else None,
+            "selected_round": selected,
+            "selected_by": selected_by,
+            "selected_validation_accuracy": None if selected is None else validation[selected],
+            "selected_test_accuracy": None if selected is None else accuracy[selected],
+            "best_accuracy": None if selected is None else accuracy[selected],
             "pseudo_label_accuracy": plabel_known[-1] if plabel_known else None,
             "seconds": self.setup_seconds + sum(round_seconds),
             "setup_seconds": self.setup_seconds,
@@ -89,6 +105,7 @@ class JobLog:
             "bytes_model_per_client_per_round": _mean(model_bytes),
             "bytes_protocol_per_client_per_round": _mean(protocol_bytes),
             "accuracy_by_round": accuracy,
+            "validation_accuracy_by_round": validation,
             "pseudo_label_accuracy_by_round": plabel,
             "pseudo_label_digest_by_round": [r.get("pseudo_label_digest") for r in rounds],
             "seconds_by_round": round_seconds,
@@ -121,6 +138,23 @@ def privacy_lines(document: dict[str, Any]) -> list[str]:
             f"model updates not covered"
         )
     return lines
+
+
+def select_round(validation: list[float | None]) -> tuple[int | None, str | None]:
+    """``(selected_round, selected_by)`` from the validation accuracies by round alone.
+
+    The first round of highest validation accuracy (early stopping's rule: a later round
+    must be strictly better to replace it); the last round when no round has a validation
+    accuracy; ``(None, None)`` for no rounds.  Test accuracy is not an argument, so it
+    cannot take part in the choice.
+    """
+    if not validation:
+        return None, None
+    known = [(value, index) for index, value in enumerate(validation) if value is not None]
+    if not known:
+        return len(validation) - 1, "last round"
+    best = max(value for value, _ in known)
+    return min(index for value, index in known if value == best), "validation"
 
 
 def _mean(values: list[float]) -> float | None:

@@ -11,7 +11,8 @@ Public API::
     train_mixed(model, x_l, y_l, x_u, y_pseudo, w_pseudo, *, epochs, batch_size, lr, ...,
                 generator, extra_loss=None, after_step=None) -> steps   (FedProp B_L u B_U)
     make_optimizer, weighted_cross_entropy, prox_term, batches
-    evaluate(model, x, y) -> accuracy; predict_logits(model, x); extract_features(model, x)
+    evaluate(model, x, y) -> accuracy; predict_labels(model, x); predict_logits(model, x);
+    extract_features(model, x)
     aggregate(states_or_vectors, weights, *, secure="real"|"plaintext", seed=None,
               threshold=None) -> (average, AggregationReport)   (weighted FedAvg, secure sum)
     secure_weighted_sum(vectors, weights, *, secure, seed, threshold) -> (sum, total_w, report)
@@ -37,6 +38,7 @@ from securefl.fl.training import (
     evaluate,
     extract_features,
     make_optimizer,
+    predict_labels,
     predict_logits,
     prox_term,
     train_mixed,
@@ -47,7 +49,7 @@ from securefl.fl.training import (
 __all__ = [
     "AggregationReport", "SimulationRNG", "aggregate", "batches", "evaluate",
     "extract_features", "load_model_vector", "make_optimizer", "model_bytes", "model_vector",
-    "predict_logits", "prox_term", "sample_clients", "secure_backend", "secure_weighted_sum",
-    "state_to_vector", "train_mixed", "train_supervised", "vector_to_state",
+    "predict_labels", "predict_logits", "prox_term", "sample_clients", "secure_backend",
+    "secure_weighted_sum", "state_to_vector", "train_mixed", "train_supervised", "vector_to_state",
     "weighted_cross_entropy",
 ]

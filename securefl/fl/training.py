@@ -205,9 +205,13 @@ def extract_features(model: nn.Module, x: np.ndarray, *, batch_size: int = 1024)
         np.zeros((0, model.feature_dim), np.float32)
 
 
+def predict_labels(model: nn.Module, x: np.ndarray, *, batch_size: int = 1024) -> np.ndarray:
+    """Top-1 class ``(n,)`` int64 of ``model`` for ``x``, in eval mode."""
+    return predict_logits(model, x, batch_size=batch_size).argmax(dim=1).numpy()
+
+
 def evaluate(model: nn.Module, x: np.ndarray, y: np.ndarray, *, batch_size: int = 1024) -> float:
     """Top-1 accuracy of ``model`` on ``(x, y)``."""
     if len(x) != len(y) or len(y) == 0:
         raise InputError("y", y, f"must be non-empty and match x ({len(x)} samples)")
-    predictions = predict_logits(model, x, batch_size=batch_size).argmax(dim=1).numpy()
-    return float((predictions == np.asarray(y)).mean())
+    return float((predict_labels(model, x, batch_size=batch_size) == np.asarray(y)).mean())

@@ -2,6 +2,10 @@
 
     build_method(name, *, secure="plaintext", seed=0, **hyper) -> Method
 
+A method is set up on a federation's training view (no validation or test set), runs one
+round per ``run_round`` and returns a :class:`RoundResult` (cost, pseudo-labels; no
+accuracy); ``predict(x) -> labels`` and ``score(x, y)`` let the runner evaluate it.
+
 ``name`` is one of :data:`METHOD_NAMES`; every hyper-parameter is an explicit keyword
 of the method's class (defaults from the papers' appendices) and an unknown one raises
 :class:`~securefl.errors.ConfigError` naming it.  Method modules are imported lazily so

@@ -6,6 +6,13 @@ prepared once by :meth:`Method.setup` on a :class:`~securefl.data.federation.Fed
 :meth:`Method.run_round`.  :meth:`state_dict` / :meth:`load_state_dict` capture
 everything needed to resume bit-for-bit (weights, optimiser and RNG states).
 
+Evaluation is not the method's business: ``setup`` receives the federation's training
+view (:meth:`~securefl.data.federation.Federation.for_training`, no validation or test
+set), ``run_round`` reports what the round cost, and after every round the runner asks
+:meth:`Method.predict` for the labels the method's current model assigns to the held-out
+images and scores them itself (:meth:`Method.score`): validation accuracy to select the
+round, test accuracy to report.
+
 ``secure="real"`` routes every cross-party step through :mod:`securefl.crypto` /
 :mod:`securefl.protocols`; ``secure="plaintext"`` computes identical outputs directly.
 """
@@ -26,7 +33,8 @@ SECURE_MODES = ("real", "plaintext")
 
 @dataclass
 class RoundResult:
-    """Measurements of one communication round.
+    """Measurements of one communication round (accuracies are the runner's: see the
+    module docstring).
 
     ``bytes_model_per_client`` counts model up/download traffic, ``bytes_protocol_per_client``
     the traffic of the privacy protocols (SHADE, secure sum, prototype exchange), both
@@ -38,7 +46,6 @@ class RoundResult:
     """
 
     round: int
-    accuracy: float
     seconds: float
     train_seconds: float
     crypto_seconds: float
@@ -86,7 +93,18 @@ class Method(ABC):
 
     @abstractmethod
     def run_round(self, round_index: int) -> RoundResult:
-        """Run communication round ``round_index`` (0-based) and evaluate on the test set."""
+        """Run communication round ``round_index`` (0-based); no evaluation."""
+
+    @abstractmethod
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        """Class labels ``(n,)`` int64 that the model the method would deploy now (after
+        the last completed round) assigns to images ``x`` ``(n, *input_shape)``."""
+
+    def score(self, x: np.ndarray, y: np.ndarray) -> float:
+        """Accuracy of :meth:`predict` on ``(x, y)`` (scikit-learn's ``score``)."""
+        if len(x) != len(y) or len(y) == 0:
+            raise InputError("y", len(y), f"must be non-empty and match x ({len(x)} samples)")
+        return float(np.mean(np.asarray(self.predict(x)) == np.asarray(y)))
 
     @abstractmethod
     def state_dict(self) -> dict[str, Any]:

@@ -44,11 +44,11 @@ from securefl.errors import InputError
 from securefl.fl import (
     SimulationRNG,
     aggregate,
-    evaluate,
     extract_features,
     load_model_vector,
     model_bytes,
     model_vector,
+    predict_labels,
     sample_clients,
     train_mixed,
     train_supervised,
@@ -154,10 +154,9 @@ class FedAvgMethod(Method):
         context = self._prepare_round(selected, round_index)
         lr = self.learning_rate(round_index)
         train_s, agg_s, agg_bytes = self._fedavg_round(selected, lr, context)
-        accuracy = evaluate(self._eval_model(), self.federation.x_test, self.federation.y_test)
         self.rounds_done = round_index + 1
         return RoundResult(
-            round=round_index, accuracy=accuracy, seconds=time.perf_counter() - start,
+            round=round_index, seconds=time.perf_counter() - start,
             train_seconds=train_s, crypto_seconds=context["crypto_seconds"] + agg_s,
             bytes_model_per_client=2.0 * sum(model_bytes(m) for m in self._models().values()),
             bytes_protocol_per_client=context["protocol_bytes"] + agg_bytes,
@@ -172,8 +171,11 @@ class FedAvgMethod(Method):
                          generator=self.rng.torch)
 
     def _eval_model(self) -> nn.Module:
-        """The model evaluated on the test set each round."""
+        """The model :meth:`predict` uses (the one the method deploys)."""
         return self.network
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        return predict_labels(self._eval_model(), x)
 
     # ----------------------------------------------------------------- state
     def _models(self) -> dict[str, nn.Module]:

@@ -55,7 +55,7 @@ from torch import nn
 from securefl.errors import ConfigError, InputError
 from securefl.fl.rng import SimulationRNG
 from securefl.fl.sampling import sample_clients
-from securefl.fl.training import batches, evaluate, make_optimizer
+from securefl.fl.training import batches, make_optimizer, predict_labels
 from securefl.methods.anchoring import anchor_pseudo_labels, fix_and_mix, label_contrastive_loss, mixup_loss
 from securefl.methods.base import Method, RoundResult, label_digest
 from securefl.fl.aggregation import aggregate, load_model_vector, model_vector
@@ -238,7 +238,6 @@ class FedAnchor(Method):
         anchor_bytes = anchor_z.numel() * 4 + self.anchor_y.numel()  # latents (float32) and labels (1 byte each)
         return RoundResult(
             round=round_index,
-            accuracy=evaluate(self.network, self.federation.x_test, self.federation.y_test),
             seconds=time.perf_counter() - start,
             train_seconds=train_seconds,
             crypto_seconds=report.crypto_seconds,
@@ -247,6 +246,10 @@ class FedAnchor(Method):
             pseudo_label_accuracy=float((np.concatenate(pseudo) == truth).mean()),
             pseudo_label_digest=label_digest(pseudo),
         )
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        """The classification head's labels (``f_psi(f_phi(x))``)."""
+        return predict_labels(self.network, x)
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:

@@ -65,7 +65,7 @@ from securefl.methods.consistency import (
 )
 from securefl.fl.rng import SimulationRNG
 from securefl.fl.sampling import sample_clients
-from securefl.fl.training import evaluate, make_optimizer
+from securefl.fl.training import make_optimizer, predict_labels
 from securefl.fl.aggregation import secure_weighted_sum
 from securefl.methods.common import build_network, layer_groups, perturb
 
@@ -172,8 +172,6 @@ class FedSemi(Method):
         self.last_upload_rate = 0.0
         shape = federation.input_shape
         self.shift = self.max_shift if self.max_shift is not None else (int(round(0.07 * shape[-1])) if len(shape) == 3 else 0)
-        self.x_test = torch.from_numpy(np.ascontiguousarray(federation.x_test, dtype=np.float32))
-        self.y_test = federation.y_test
 
     # ------------------------------------------------------------------ schedules
     def tau(self, global_round: int) -> float:
@@ -278,16 +276,18 @@ class FedSemi(Method):
         self.groups.load(self.student, new_student)
         self.last_upload_rate = float(masks.mean())
 
-        accuracy = evaluate(self.teacher, self.x_test, self.y_test)
         return RoundResult(
             round=round_index,
-            accuracy=accuracy,
             seconds=time.perf_counter() - start,
             train_seconds=train_seconds,
             crypto_seconds=crypto_seconds,
             bytes_model_per_client=model_bytes / m,
             bytes_protocol_per_client=protocol_bytes / m,
         )
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        """The global teacher's labels (the model FedSemi evaluates)."""
+        return predict_labels(self.teacher, x)
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:

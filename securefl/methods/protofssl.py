@@ -35,9 +35,9 @@ too large, 10x at t = 1 and still 3.2x at t = 10 for torch's ``alpha = 0.99``, s
 one of the ``E`` episodes would take near-sign steps of ~0.01 per weight.  The state
 stays at the client; nothing about it is sent.
 
-Test accuracy classifies by the nearest *global* prototype: after aggregation the round's
-clients embed their labeled data with ``theta^r`` and the server learns the per-class
-sums and counts through a secure sum (never one client's prototypes).
+Prediction (:meth:`ProtoFSSL.predict`) is by the nearest *global* prototype: after
+aggregation the round's clients embed their labeled data with ``theta^r`` and the server
+learns the per-class sums and counts through a secure sum (never one client's prototypes).
 
 Defaults (Table 5): RMSprop lr 1e-3, L2 1e-4, 5 clients per round, ``n_support = 1``,
 ``n_query = 2``, ``n_unlabeled = 100``, 5 helpers, ``lambda_u = 0.3``, ``T = 0.5``;
@@ -356,7 +356,6 @@ class ProtoFSSL(Method):
         all_truth = np.concatenate(truth)
         return RoundResult(
             round=round_index,
-            accuracy=self.evaluate(),
             seconds=time.perf_counter() - start,
             train_seconds=train_seconds,
             crypto_seconds=crypto_seconds,
@@ -367,13 +366,12 @@ class ProtoFSSL(Method):
             privacy=self.privacy_report(),
         )
 
-    def evaluate(self) -> float:
-        """Accuracy of nearest-global-prototype classification (eq. 6) on the test set."""
-        x_test = torch.from_numpy(np.ascontiguousarray(self.federation.x_test, dtype=np.float32))
-        z = torch.from_numpy(self._embed_all(self.network, x_test))
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        """Nearest-global-prototype classification (eq. 6)."""
+        x = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
+        z = torch.from_numpy(self._embed_all(self.network, x))
         prototypes, mask = torch.from_numpy(self.global_prototypes), torch.from_numpy(self.global_mask)
-        logits = prototype_logits(z, prototypes, mask, distance=self.distance)
-        return float((logits.argmax(dim=1).numpy() == self.federation.y_test).mean())
+        return prototype_logits(z, prototypes, mask, distance=self.distance).argmax(dim=1).numpy()
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:

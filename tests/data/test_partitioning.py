@@ -194,3 +194,55 @@ def test_iid_leftover_labels_are_not_all_given_to_the_low_classes():
     assert (per_client.sum(axis=1) == 14).all() and set(np.unique(per_client)) == {1, 2}
     totals = per_client.sum(axis=0)
     assert totals.sum() == 140 and totals.min() > 10 and totals.max() < 20
+
+
+@PROPS
+@given(scheme=st.sampled_from(["iid", "noniid-1", "noniid-2", "noniid-3", "dirichlet",
+                               "fedprop-noniid"]),
+       fraction=st.floats(0.01, 0.5), seed=st.integers(0, 99),
+       labels_at=st.sampled_from(["clients", "server"]))
+def test_validation_split_is_held_out_before_the_split(scheme, fraction, seed, labels_at):
+    """The validation set: round(f N) points, class-stratified, disjoint from every client
+    and the anchor set, and the same points whatever the scheme or where the labels are."""
+    fed = partition(DATA, scheme=scheme, num_clients=5, seed=seed, labeled_fraction=0.2,
+                    labels_at=labels_at, validation_fraction=fraction)
+    held = fed.validation.x[:, 0, 0, 0].astype(np.int64)
+    assert len(held) == round(fraction * len(DATA.y_train)) == fed.info["validation_size"]
+    assert np.array_equal(fed.validation.y, DATA.y_train[held])
+    check_disjoint(fed, len(DATA.y_train))
+    trained = np.concatenate([ids(c) for c in fed.clients] +
+                             ([ids(fed.server)] if fed.server is not None else []))
+    assert not np.isin(held, trained).any()
+    if scheme in ("iid", "noniid-3", "dirichlet"):
+        assert len(trained) == len(DATA.y_train) - len(held)
+    expected = len(held) * np.bincount(DATA.y_train, minlength=10) / len(DATA.y_train)
+    assert np.abs(np.bincount(fed.validation.y, minlength=10) - expected).max() < 1
+    other = partition(DATA, scheme="iid", num_clients=3, seed=seed, validation_fraction=fraction)
+    assert np.array_equal(other.validation.x, fed.validation.x)
+    assert np.array_equal(fed.test.y, DATA.y_test) and fed.for_training().test is None
+
+
+def test_no_validation_split_leaves_the_partition_as_it_was():
+    plain = partition(DATA, scheme="noniid-2", num_clients=6, seed=4, labeled_fraction=0.2)
+    zero = partition(DATA, scheme="noniid-2", num_clients=6, seed=4, labeled_fraction=0.2,
+                     validation_fraction=0.0)
+    held = partition(DATA, scheme="noniid-2", num_clients=6, seed=4, labeled_fraction=0.2,
+                     validation_fraction=0.1)
+    assert plain.validation is None and zero.validation is None
+    assert all(np.array_equal(a.x, b.x) and np.array_equal(a.labeled, b.labeled)
+               for a, b in zip(plain.clients, zero.clients))
+    assert sum(len(c) for c in held.clients) < sum(len(c) for c in plain.clients)
+    assert held.validation.x.shape[1:] == DATA.x_train.shape[1:]
+
+
+@pytest.mark.parametrize("fraction", [-0.1, 1.0, 1.5])
+def test_bad_validation_fraction(fraction):
+    with pytest.raises(InputError, match="validation_fraction"):
+        partition(DATA, scheme="iid", num_clients=4, seed=0, validation_fraction=fraction)
+
+
+def test_training_view_holds_no_held_out_data():
+    fed = partition(DATA, scheme="iid", num_clients=4, seed=0, validation_fraction=0.1)
+    view = fed.for_training()
+    assert view.test is None and view.validation is None
+    assert view.clients is fed.clients and fed.test is not None and fed.validation is not None

@@ -14,26 +14,28 @@ from securefl.experiments.results import (
     compare_jobs,
     privacy_lines,
     read_results,
+    select_round,
     write_results,
 )
 from securefl.methods.base import RoundResult
 
 DESIGN_FIELDS = {
     "method", "dataset", "secure", "rounds", "final_accuracy", "best_accuracy",
-    "pseudo_label_accuracy", "seconds", "crypto_seconds", "bytes_per_client_per_round",
-    "accuracy_by_round",
+    "pseudo_label_accuracy", "validation_accuracy_by_round", "selected_round", "seconds",
+    "crypto_seconds", "bytes_per_client_per_round", "accuracy_by_round",
 }
 
 
-def _job(secure, accuracies, digests, *, protocol_bytes=500.0, seconds=2.0):
+def _job(secure, accuracies, digests, *, protocol_bytes=500.0, seconds=2.0, validation=None):
     job = JobLog(method="fedprop", secure=secure, rounds=len(accuracies), setup_seconds=1.5)
-    for r, (acc, digest) in enumerate(zip(accuracies, digests)):
-        job.round_results.append(RoundResult(
-            round=r, accuracy=acc, seconds=seconds, train_seconds=1.0,
+    validation = validation or [0.5] * len(accuracies)
+    for r, (acc, val, digest) in enumerate(zip(accuracies, validation, digests)):
+        job.round_results.append({**RoundResult(
+            round=r, seconds=seconds, train_seconds=1.0,
             crypto_seconds=0.5 if secure == "real" else 0.0,
             bytes_model_per_client=1000.0, bytes_protocol_per_client=protocol_bytes,
             pseudo_label_accuracy=0.8 + 0.01 * r, pseudo_label_digest=digest,
-        ).to_dict())
+        ).to_dict(), "test_accuracy": acc, "validation_accuracy": val})
     job.status = "complete"
     return job
 
@@ -41,13 +43,40 @@ def _job(secure, accuracies, digests, *, protocol_bytes=500.0, seconds=2.0):
 def test_summary_derives_the_design_fields():
     summary = _job("real", [0.5, 0.7, 0.6], ["a", "b", "c"]).summary("digits")
     assert DESIGN_FIELDS <= set(summary)
-    assert summary["final_accuracy"] == 0.6 and summary["best_accuracy"] == 0.7
-    assert summary["best_round"] == 1
+    assert summary["final_accuracy"] == 0.6
     assert summary["pseudo_label_accuracy"] == pytest.approx(0.82)
     assert summary["seconds"] == pytest.approx(1.5 + 3 * 2.0)
     assert summary["crypto_seconds"] == pytest.approx(1.5)
     assert summary["bytes_per_client_per_round"] == pytest.approx(1500.0)
     assert summary["pseudo_label_digest_by_round"] == ["a", "b", "c"]
+
+
+def test_selection_follows_validation_not_test():
+    """Test accuracy peaks in round 1, validation in round 3: round 3 is selected, and the
+    reported 'best' accuracy is its test accuracy, not the test maximum."""
+    test = [0.60, 0.90, 0.70, 0.80, 0.75]
+    validation = [0.50, 0.60, 0.55, 0.70, 0.70]
+    summary = _job("plaintext", test, list("abcde"), validation=validation).summary("digits")
+    assert summary["selected_round"] == 3 and summary["selected_by"] == "validation"
+    assert summary["selected_validation_accuracy"] == 0.70
+    assert summary["selected_test_accuracy"] == summary["best_accuracy"] == 0.80
+    assert summary["final_accuracy"] == 0.75
+    assert summary["validation_accuracy_by_round"] == validation
+    assert summary["accuracy_by_round"] == test
+
+
+def test_selection_ignores_test_accuracy():
+    validation = [0.5, 0.8, 0.6]
+    assert select_round(validation) == (1, "validation")
+    for test in ([0.1, 0.2, 0.9], [0.9, 0.2, 0.1], [0.5, 0.5, 0.5]):
+        summary = _job("plaintext", test, "abc", validation=validation).summary("digits")
+        assert summary["selected_round"] == 1 and summary["best_accuracy"] == test[1]
+
+
+def test_selection_without_a_validation_split_takes_the_last_round():
+    assert select_round([None, None, None]) == (2, "last round")
+    assert select_round([]) == (None, None)
+    assert select_round([0.7, 0.7, 0.6]) == (0, "validation")
 
 
 def test_summary_of_a_job_without_rounds_is_empty_not_wrong():
@@ -90,12 +119,14 @@ def test_document_round_trips_through_the_file(tmp_path):
 
 
 def test_plot_seeds_writes_a_png(tmp_path):
-    from securefl.experiments.plots import plot_seeds
+    from securefl.experiments.plots import plot_seeds, selected_accuracies
 
     documents = [
-        {"seed": seed, "methods": [_job("plaintext", [0.5, 0.6 + 0.01 * seed], ["a", "b"]).summary("digits")]}
+        {"seed": seed, "methods": [_job("plaintext", [0.5, 0.6 + 0.01 * seed], ["a", "b"],
+                                        validation=[0.6, 0.5]).summary("digits")]}
         for seed in range(3)
     ]
+    assert selected_accuracies(documents) == {"fedprop": {0: 50.0, 1: 50.0, 2: 50.0}}
     path = plot_seeds(documents, tmp_path / "seeds.png", baseline="fedprop")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 1000
 

@@ -5,6 +5,10 @@ each client's points labeled (8 labels per client).  ``tiny_digits_server``: the
 split with the label budget (40 labels) held by the server as an anchor set and every
 client unlabeled.  ``tiny_hyper``: small, fast hyper-parameters every FedAvg-style
 method accepts.  All are session-scoped and must not be mutated.
+
+:func:`play` runs rounds of a set-up method and scores it on the test set after each, as
+the runner does (methods never see the test set: they are set up on
+``federation.for_training()``).
 """
 
 from __future__ import annotations
@@ -15,6 +19,15 @@ from securefl.data import load_dataset, partition
 
 TINY_CLIENTS = 5
 TINY_POINTS = 40
+
+
+def play(method, federation, rounds, *, start=0):
+    """Rounds ``start..rounds-1`` of ``method``: ``(round results, test accuracies)``."""
+    results, accuracies = [], []
+    for r in range(start, rounds):
+        results.append(method.run_round(r))
+        accuracies.append(method.score(federation.test.x, federation.test.y))
+    return results, accuracies
 
 
 @pytest.fixture(scope="session")

@@ -15,6 +15,8 @@ from securefl.errors import ConfigError, InputError
 from securefl.methods import build_method
 from securefl.methods.anchoring import anchor_class_scores, anchor_pseudo_labels, fix_and_mix, label_contrastive_loss
 
+from .conftest import play
+
 
 def _direct_loss(z: np.ndarray, y: np.ndarray, tau: float) -> float:
     n = len(y)
@@ -78,33 +80,33 @@ def test_fix_and_mix_sets():
 def _run(federation, secure, rounds=2, **hyper):
     method = build_method("fedanchor", secure=secure, seed=7, clients_per_round=3, local_epochs=1, batch_size=8,
                           pretrain_epochs=1, server_batch_size=20, **hyper)
-    method.setup(federation)
-    return method, [method.run_round(r) for r in range(rounds)]
+    method.setup(federation.for_training())
+    return method, *play(method, federation, rounds)
 
 
 def test_real_and_plaintext_agree(tiny_digits_server):
-    _, real = _run(tiny_digits_server, "real")
-    _, plain = _run(tiny_digits_server, "plaintext")
+    _, real, real_acc = _run(tiny_digits_server, "real")
+    _, plain, plain_acc = _run(tiny_digits_server, "plaintext")
     assert [r.pseudo_label_digest for r in real] == [r.pseudo_label_digest for r in plain]
-    assert [r.accuracy for r in real] == [r.accuracy for r in plain]
+    assert real_acc == plain_acc
     assert all(r.pseudo_label_digest is not None and 0 <= r.pseudo_label_accuracy <= 1 for r in real)
     assert real[0].bytes_protocol_per_client > plain[0].bytes_protocol_per_client > 0  # anchor latents in both
 
 
 @pytest.mark.parametrize("hyper", [{"client_mixup": True, "threshold": 0.0}, {"server_mixup": True}])
 def test_mixup_variants_run(tiny_digits_server, hyper):
-    _, results = _run(tiny_digits_server, "plaintext", **hyper)
-    assert all(np.isfinite(r.accuracy) for r in results)
+    _, _, accuracies = _run(tiny_digits_server, "plaintext", **hyper)
+    assert all(0.0 <= a <= 1.0 for a in accuracies)
 
 
 def test_resume_equals_uninterrupted(tiny_digits_server):
-    _, results = _run(tiny_digits_server, "plaintext", rounds=3)
-    first, _ = _run(tiny_digits_server, "plaintext", rounds=2)
+    _, results, accuracies = _run(tiny_digits_server, "plaintext", rounds=3)
+    first, _, _ = _run(tiny_digits_server, "plaintext", rounds=2)
     resumed = build_method("fedanchor", seed=7, clients_per_round=3, local_epochs=1, batch_size=8, pretrain_epochs=1, server_batch_size=20)
-    resumed.setup(tiny_digits_server)
+    resumed.setup(tiny_digits_server.for_training())
     resumed.load_state_dict(first.state_dict())
-    again = resumed.run_round(2)
-    assert (again.accuracy, again.pseudo_label_digest) == (results[2].accuracy, results[2].pseudo_label_digest)
+    (again,), (accuracy,) = play(resumed, tiny_digits_server, 3, start=2)
+    assert (accuracy, again.pseudo_label_digest) == (accuracies[2], results[2].pseudo_label_digest)
 
 
 def test_needs_anchor_set(tiny_digits):

@@ -26,6 +26,8 @@ from securefl.methods.consistency import (
     upload_boundary,
 )
 
+from .conftest import play
+
 
 def test_beta_ramp_values():
     assert beta_ramp(0, phi_l=10) == 0.0
@@ -134,15 +136,15 @@ def test_layer_groups_roundtrip():
 
 def _run(name, federation, secure, rounds=2, **hyper):
     method = build_method(name, secure=secure, seed=3, rounds=5, clients_per_round=3, batch_size=8, **hyper)
-    method.setup(federation)
-    return method, [method.run_round(r) for r in range(rounds)]
+    method.setup(federation.for_training())
+    return method, *play(method, federation, rounds)
 
 
 @pytest.mark.parametrize("name", ["fedsemi-pi", "fedsemi-mt", "fedsemi-d"])
 def test_real_and_plaintext_agree(name, tiny_digits):
-    real, real_results = _run(name, tiny_digits, "real", local_epochs=1)
-    plain, plain_results = _run(name, tiny_digits, "plaintext", local_epochs=1)
-    assert [r.accuracy for r in real_results] == [r.accuracy for r in plain_results]
+    real, real_results, real_acc = _run(name, tiny_digits, "real", local_epochs=1)
+    plain, plain_results, plain_acc = _run(name, tiny_digits, "plaintext", local_epochs=1)
+    assert real_acc == plain_acc
     for a, b in zip(real.teacher.state_dict().values(), plain.teacher.state_dict().values()):
         assert torch.equal(a, b)
     assert all(r.bytes_protocol_per_client > p.bytes_protocol_per_client for r, p in zip(real_results, plain_results))
@@ -150,8 +152,8 @@ def test_real_and_plaintext_agree(name, tiny_digits):
 
 
 def test_upload_rates_follow_variant(tiny_digits):
-    pi, _ = _run("fedsemi-pi", tiny_digits, "plaintext", local_epochs=1)
-    mt, _ = _run("fedsemi-mt", tiny_digits, "plaintext", local_epochs=1)
+    pi, _, _ = _run("fedsemi-pi", tiny_digits, "plaintext", local_epochs=1)
+    mt, _, _ = _run("fedsemi-mt", tiny_digits, "plaintext", local_epochs=1)
     assert pi.last_upload_rate == 0.0
     assert mt.last_upload_rate == 1.0
     for a, b in zip(pi.teacher.state_dict().values(), pi.student.state_dict().values()):
@@ -159,13 +161,13 @@ def test_upload_rates_follow_variant(tiny_digits):
 
 
 def test_resume_equals_uninterrupted(tiny_digits):
-    full, results = _run("fedsemi-d", tiny_digits, "plaintext", rounds=3, local_epochs=1)
-    first, _ = _run("fedsemi-d", tiny_digits, "plaintext", rounds=2, local_epochs=1)
+    full, _, accuracies = _run("fedsemi-d", tiny_digits, "plaintext", rounds=3, local_epochs=1)
+    first, _, _ = _run("fedsemi-d", tiny_digits, "plaintext", rounds=2, local_epochs=1)
     state = first.state_dict()
     resumed = build_method("fedsemi-d", secure="plaintext", seed=3, rounds=5, clients_per_round=3, batch_size=8, local_epochs=1)
-    resumed.setup(tiny_digits)
+    resumed.setup(tiny_digits.for_training())
     resumed.load_state_dict(state)
-    assert resumed.run_round(2).accuracy == results[2].accuracy
+    assert play(resumed, tiny_digits, 3, start=2)[1] == accuracies[2:]
     for a, b in zip(resumed.student.state_dict().values(), full.student.state_dict().values()):
         assert torch.equal(a, b)
 

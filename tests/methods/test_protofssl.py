@@ -24,6 +24,8 @@ from securefl.methods.prototypical import (
 )
 from securefl.protocols.prototype_sharing import Prototypes, aggregate_prototypes, pseudo_labels
 
+from .conftest import play
+
 
 @settings(max_examples=30, deadline=None)
 @given(st.lists(st.integers(0, 4), min_size=1, max_size=40), st.integers(1, 3), st.integers(0, 3), st.integers(0, 50), st.integers(0, 2**16))
@@ -135,30 +137,30 @@ def test_torch_pseudo_labels_match_numpy_oracle_and_carry_gradient(distance, tem
 
 def _run(federation, secure, rounds=2, **hyper):
     method = build_method("protofssl", secure=secure, seed=5, clients_per_round=3, helpers=2, local_epochs=3, n_unlabeled=10, **hyper)
-    method.setup(federation)
-    return method, [method.run_round(r) for r in range(rounds)]
+    method.setup(federation.for_training())
+    return method, *play(method, federation, rounds)
 
 
 def test_real_and_plaintext_agree(tiny_digits):
-    real, real_results = _run(tiny_digits, "real")
-    plain, plain_results = _run(tiny_digits, "plaintext")
+    real, real_results, real_acc = _run(tiny_digits, "real")
+    plain, plain_results, plain_acc = _run(tiny_digits, "plaintext")
     assert real_results[0].pseudo_label_digest is None  # no helpers in the first round
     assert real_results[1].pseudo_label_digest is not None
     assert [r.pseudo_label_digest for r in real_results] == [r.pseudo_label_digest for r in plain_results]
-    assert [r.accuracy for r in real_results] == [r.accuracy for r in plain_results]
+    assert real_acc == plain_acc
     assert 0.0 <= real_results[1].pseudo_label_accuracy <= 1.0
     assert real_results[1].bytes_protocol_per_client > plain_results[1].bytes_protocol_per_client > 0
     assert np.array_equal(real.global_prototypes, plain.global_prototypes)
 
 
 def test_fedprox_noise_and_withholding(tiny_digits):
-    method, results = _run(tiny_digits, "plaintext", aggregation="fedprox", noise_std=0.5, min_class_count=2)
+    method, results, accuracies = _run(tiny_digits, "plaintext", aggregation="fedprox", noise_std=0.5, min_class_count=2)
     stored = method.store.previous
     assert len(stored) == 3
     assert all(p.noise_std == 0.5 and p.counts is None for p in stored.values())  # no counts sent
     labels = {c: tiny_digits.clients[c].y[tiny_digits.clients[c].labeled] for c in stored}
     assert all(np.array_equal(p.mask, np.bincount(labels[c], minlength=10) >= 2) for c, p in stored.items())
-    assert np.isfinite(results[-1].accuracy)
+    assert 0.0 <= accuracies[-1] <= 1.0
     assert results[-1].privacy["differentially_private"] is False  # fixed sigma: no epsilon claimed
     assert results[-1].privacy["epsilon_per_client"] is None
     assert sum(results[-1].privacy["releases"].values()) == 2 * 3  # 2 rounds x 3 clients
@@ -171,7 +173,7 @@ def test_dp_releases_use_the_global_model_and_are_accounted_per_client(tiny_digi
     epsilon composes over the rounds each client joined (no amplification by sampling)."""
     method = build_method("protofssl", secure="plaintext", seed=5, clients_per_round=3, helpers=2, local_epochs=3,
                           n_unlabeled=10, noise_multiplier=1.0, clip=1.0)
-    method.setup(tiny_digits)
+    method.setup(tiny_digits.for_training())
     calls = []
     original = type(method)._prototypes
 
@@ -205,8 +207,8 @@ def test_dp_releases_use_the_global_model_and_are_accounted_per_client(tiny_digi
 
 
 def test_dp_real_and_plaintext_agree_and_resume(tiny_digits):
-    real, real_results = _run(tiny_digits, "real", noise_multiplier=1.0, clip=1.0)
-    plain, plain_results = _run(tiny_digits, "plaintext", noise_multiplier=1.0, clip=1.0)
+    real, real_results, _ = _run(tiny_digits, "real", noise_multiplier=1.0, clip=1.0)
+    plain, plain_results, _ = _run(tiny_digits, "plaintext", noise_multiplier=1.0, clip=1.0)
     assert [r.pseudo_label_digest for r in real_results] == [r.pseudo_label_digest for r in plain_results]
     assert np.array_equal(real.global_prototypes, plain.global_prototypes)
     assert real_results[-1].privacy == plain_results[-1].privacy
@@ -252,13 +254,13 @@ def test_client_rmsprop_state_persists_across_rounds(tiny_digits, monkeypatch):
 
 
 def test_resume_equals_uninterrupted(tiny_digits):
-    full, results = _run(tiny_digits, "plaintext", rounds=3)
-    first, _ = _run(tiny_digits, "plaintext", rounds=2)
+    full, results, accuracies = _run(tiny_digits, "plaintext", rounds=3)
+    first, _, _ = _run(tiny_digits, "plaintext", rounds=2)
     resumed = build_method("protofssl", seed=5, clients_per_round=3, helpers=2, local_epochs=3, n_unlabeled=10)
-    resumed.setup(tiny_digits)
+    resumed.setup(tiny_digits.for_training())
     resumed.load_state_dict(first.state_dict())
-    again = resumed.run_round(2)
-    assert (again.accuracy, again.pseudo_label_digest) == (results[2].accuracy, results[2].pseudo_label_digest)
+    (again,), (accuracy,) = play(resumed, tiny_digits, 3, start=2)
+    assert (accuracy, again.pseudo_label_digest) == (accuracies[2], results[2].pseudo_label_digest)
 
 
 def test_bad_configuration(tiny_digits, tiny_digits_server):

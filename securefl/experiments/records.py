@@ -1,0 +1,245 @@
+"""Tables of record: the README's result tables, computed from ``results.json`` files.
+
+:func:`load_records` reads every ``results.json`` under the given folders;
+:func:`group_settings` puts runs of the same *setting* together — the same configuration
+up to ``seed``, ``methods``, ``secure``, ``threads``, ``description`` and ``data_dir``, so
+the runs of one config with different seeds, or with its methods split over several
+``securefl run`` calls, form one table; :func:`settings_markdown` prints one Markdown table
+per setting, one row per method:
+
+- ``test acc %``: the test accuracy of the round selected on validation
+  (``selected_test_accuracy``), as mean ± sample standard deviation over the seeds
+  (``ddof = 1``; the value alone for one seed);
+- ``val acc %`` of that round, ``final acc %`` (last round's test accuracy), the selected
+  rounds (1-based, per seed), the last round's pseudo-label accuracy;
+- ``vs <baseline>``: mean over the seeds both ran of the paired difference in test
+  accuracy (points) and on how many of them the method was higher;
+- mean seconds and megabytes per client per round.
+
+A method run more than once with the same seed in one setting (real and plaintext, or a
+repeated record) counts once; if the copies disagree the row is flagged with ``!`` and
+the disagreement listed below the table.  Records of an older schema (no validation
+split) and incomplete jobs are left out and listed on stderr by the script, never mixed
+into the tables.  ``experiments/tables.py`` is the command.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from securefl.experiments.results import RESULTS_FILE, SCHEMA
+
+IGNORED_CONFIG_KEYS = ("seed", "methods", "secure", "threads", "description")
+"""Configuration keys that do not change the setting a run measures."""
+
+
+@dataclass
+class Record:
+    """One ``results.json`` and the folder it came from."""
+
+    folder: Path
+    document: dict[str, Any]
+
+    @property
+    def seed(self) -> Any:
+        return self.document.get("seed")
+
+
+@dataclass
+class Setting:
+    """The runs of one configuration (up to :data:`IGNORED_CONFIG_KEYS`)."""
+
+    config: dict[str, Any]
+    records: list[Record] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return str(self.config.get("name", "run"))
+
+    @property
+    def seeds(self) -> list[Any]:
+        return sorted({r.seed for r in self.records}, key=str)
+
+
+def load_records(paths: list[Path]) -> tuple[list[Record], list[str]]:
+    """Every ``results.json`` under ``paths`` (folders, searched recursively, or files).
+
+    Returns the records of the current schema and a list of notes on what was skipped.
+    """
+    files: list[Path] = []
+    for path in paths:
+        path = Path(path)
+        if path.is_file():
+            files.append(path)
+        else:
+            files.extend(sorted(path.rglob(RESULTS_FILE)))
+    records, skipped = [], []
+    for file in sorted(dict.fromkeys(files)):
+        try:
+            document = json.loads(file.read_text())
+        except (OSError, ValueError) as exc:
+            skipped.append(f"{file}: unreadable ({exc})")
+            continue
+        if not isinstance(document, dict) or document.get("schema") != SCHEMA:
+            schema = document.get("schema") if isinstance(document, dict) else None
+            skipped.append(f"{file}: schema {schema!r}, not {SCHEMA!r} (no validation split; "
+                           "re-run it with securefl run)")
+            continue
+        records.append(Record(file.parent, document))
+    return records, skipped
+
+
+def setting_config(document: dict[str, Any]) -> dict[str, Any]:
+    """The configuration of a run without the keys that do not change its setting."""
+    config = {k: v for k, v in document.get("config", {}).items() if k not in IGNORED_CONFIG_KEYS}
+    dataset = dict(config.get("dataset", {}))
+    dataset.pop("data_dir", None)
+    config["dataset"] = dataset
+    return config
+
+
+def group_settings(records: list[Record]) -> list[Setting]:
+    """Records grouped by setting, in the order settings first appear."""
+    settings: dict[str, Setting] = {}
+    for record in records:
+        config = setting_config(record.document)
+        key = json.dumps(config, sort_keys=True)
+        settings.setdefault(key, Setting(config)).records.append(record)
+    return list(settings.values())
+
+
+def shown_path(path: Path) -> str:
+    """``path`` relative to the working folder where it lies below it."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def _flat(table: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in table.items():
+        if isinstance(value, dict):
+            flat.update(_flat(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def _title(setting: Setting, others: list[Setting]) -> str:
+    config = setting.config
+    seeds = setting.seeds
+    rounds = config.get("rounds", "?")
+    title = (f"{setting.name}: {config.get('dataset', {}).get('name', '?')}, "
+             f"{rounds} round{'s' if rounds != 1 else ''}, "
+             f"{len(seeds)} seed{'s' if len(seeds) != 1 else ''} ({', '.join(map(str, seeds))})")
+    namesakes = [o for o in others if o is not setting and o.name == setting.name]
+    mine, differing = _flat(config), set()
+    for other in namesakes:
+        theirs = _flat(other.config)
+        differing |= {k for k in mine.keys() | theirs.keys() if mine.get(k) != theirs.get(k)}
+    shown = [f"{key} = {mine[key]!r}" for key in sorted(differing) if key in mine]
+    if shown:
+        title += "; " + ", ".join(shown)
+    return title
+
+
+@dataclass
+class Row:
+    """One method's figures over the seeds of a setting (accuracies in %)."""
+
+    method: str
+    by_seed: dict[Any, dict[str, Any]]
+    conflicts: list[str]
+
+
+def _rows(setting: Setting) -> list[Row]:
+    rows: dict[str, Row] = {}
+    for record in setting.records:
+        for summary in record.document.get("methods", []):
+            if summary.get("status") != "complete":
+                continue
+            row = rows.setdefault(summary["method"], Row(summary["method"], {}, []))
+            seen = row.by_seed.get(record.seed)
+            if seen is None:
+                row.by_seed[record.seed] = {**summary, "folder": record.folder}
+            elif seen["selected_test_accuracy"] != summary["selected_test_accuracy"]:
+                row.conflicts.append(
+                    f"{summary['method']} seed {record.seed}: {shown_path(seen['folder'])} "
+                    f"({100 * seen['selected_test_accuracy']:.2f}) vs {shown_path(record.folder)} "
+                    f"({100 * summary['selected_test_accuracy']:.2f})"
+                )
+    return list(rows.values())
+
+
+def _stat(values: list[float | None]) -> str:
+    known = [100 * v for v in values if v is not None]
+    if not known:
+        return "–"
+    if len(known) == 1:
+        return f"{known[0]:.2f}"
+    return f"{statistics.mean(known):.2f} ± {statistics.stdev(known):.2f}"
+
+
+def _mean(values: list[float | None], scale: float = 1.0, digits: int = 1) -> str:
+    known = [v * scale for v in values if v is not None]
+    return "–" if not known else f"{statistics.mean(known):.{digits}f}"
+
+
+def _versus(row: Row, base: Row | None) -> str:
+    if base is None or base is row:
+        return "–"
+    seeds = [s for s in row.by_seed if s in base.by_seed]
+    if not seeds:
+        return "–"
+    gaps = [100 * (row.by_seed[s]["selected_test_accuracy"]
+                   - base.by_seed[s]["selected_test_accuracy"]) for s in seeds]
+    wins = sum(g > 0 for g in gaps)
+    return f"{statistics.mean(gaps):+.2f} ({wins} of {len(seeds)} higher)"
+
+
+COLUMNS = ("method", "test acc %", "val acc %", "final acc %", "selected round",
+           "pseudo-label acc %", "vs {baseline}", "seconds", "MB/client/round")
+
+
+def setting_markdown(setting: Setting, *, baseline: str = "fedavg-labeled",
+                     others: list[Setting] | None = None) -> str:
+    """The Markdown section of one setting: title, records, table, conflicts."""
+    rows = _rows(setting)
+    base = next((r for r in rows if r.method == baseline), None)
+    columns = [c.format(baseline=baseline) for c in COLUMNS]
+    lines = [f"#### {_title(setting, others or [setting])}", "",
+             "Records: " + ", ".join(f"`{shown_path(r.folder)}`" for r in setting.records), "",
+             "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    for row in rows:
+        runs = [row.by_seed[s] for s in sorted(row.by_seed, key=str)]
+        rounds = ", ".join(
+            "–" if r["selected_round"] is None else
+            f"{r['selected_round'] + 1}{'' if r['selected_by'] == 'validation' else ' (last)'}"
+            for r in runs
+        )
+        cells = [
+            row.method + (" !" if row.conflicts else ""),
+            _stat([r["selected_test_accuracy"] for r in runs]),
+            _stat([r["selected_validation_accuracy"] for r in runs]),
+            _stat([r["final_accuracy"] for r in runs]),
+            rounds,
+            _stat([r["pseudo_label_accuracy"] for r in runs]),
+            _versus(row, base),
+            _mean([r["seconds"] for r in runs]),
+            _mean([r["bytes_per_client_per_round"] for r in runs], 1e-6, 3),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    conflicts = [c for row in rows for c in row.conflicts]
+    if conflicts:
+        lines += ["", "! copies of one seed disagree: " + "; ".join(conflicts)]
+    return "\n".join(lines) + "\n"
+
+
+def settings_markdown(settings: list[Setting], *, baseline: str = "fedavg-labeled") -> str:
+    """All settings' sections, separated by blank lines."""
+    return "\n".join(setting_markdown(s, baseline=baseline, others=settings) for s in settings)

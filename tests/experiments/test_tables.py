@@ -1,0 +1,96 @@
+"""``experiments/tables.py``: the README's tables from records, on a small fixture."""
+
+from __future__ import annotations
+
+import json
+import runpy
+import sys
+from pathlib import Path
+
+import pytest
+
+from securefl.experiments.results import JobLog, build_results, write_results
+
+SCRIPT = Path(__file__).resolve().parents[2] / "experiments" / "tables.py"
+
+
+def _job(method, test, validation, secure="plaintext"):
+    job = JobLog(method=method, secure=secure, rounds=len(test), setup_seconds=1.0)
+    for r, (t, v) in enumerate(zip(test, validation)):
+        job.round_results.append({
+            "round": r, "seconds": 2.0, "train_seconds": 1.0, "crypto_seconds": 0.0,
+            "bytes_model_per_client": 1e6, "bytes_protocol_per_client": 5e5,
+            "pseudo_label_accuracy": None, "pseudo_label_digest": None,
+            "test_accuracy": t, "validation_accuracy": v,
+        })
+    job.status = "complete"
+    return job
+
+
+def _record(folder, seed, jobs, *, rounds=3, schema=None):
+    config = {"name": "tiny", "description": "", "methods": [j.method for j in jobs],
+              "secure": "plaintext", "rounds": rounds, "seed": seed, "threads": 1,
+              "dataset": {"name": "digits"}, "partition": {"scheme": "iid"}, "hyper": {}}
+    document = build_results(jobs=jobs, dataset="digits", status="complete",
+                             header={"config": config, "seed": seed})
+    if schema is not None:
+        document["schema"] = schema
+    folder.mkdir(parents=True)
+    write_results(document, folder)
+
+
+FEDPROP = {0: ([0.80, 0.90, 0.85], [0.7, 0.6, 0.75]), 1: ([0.70, 0.95, 0.88], [0.5, 0.8, 0.6])}
+LABELED = {0: ([0.80, 0.70, 0.60], [0.5, 0.5, 0.5]), 1: ([0.85, 0.99, 0.60], [0.6, 0.5, 0.5])}
+
+
+@pytest.fixture
+def records(tmp_path):
+    root = tmp_path / "results"
+    # seed 0: methods split over two runs, FedProp also run with real cryptography
+    _record(root / "split" / "a", 0, [_job("fedprop", *FEDPROP[0]),
+                                      _job("fedprop", *FEDPROP[0], secure="real")])
+    _record(root / "split" / "b", 0, [_job("fedavg-labeled", *LABELED[0])])
+    _record(root / "seed1", 1, [_job("fedprop", *FEDPROP[1]), _job("fedavg-labeled", *LABELED[1])])
+    _record(root / "short", 0, [_job("fedprop", [0.5], [0.5])], rounds=1)
+    _record(root / "old", 0, [_job("fedprop", [0.99], [0.1])], schema="securefl.run/1")
+    return root
+
+
+def run_script(argv, capsys, monkeypatch):
+    monkeypatch.setattr(sys, "argv", [str(SCRIPT), *argv])
+    with pytest.raises(SystemExit) as exit_info:
+        runpy.run_path(str(SCRIPT), run_name="__main__")
+    captured = capsys.readouterr()
+    return exit_info.value.code, captured.out, captured.err
+
+
+def test_tables_report_validation_selected_means(records, tmp_path, capsys, monkeypatch):
+    code, out, err = run_script([str(records), "--plot-dir", str(tmp_path / "plots")],
+                                capsys, monkeypatch)
+    assert code == 0
+    # FedProp: rounds 3 and 2 are selected on validation (test 85 and 95), not the test
+    # maxima (90, 95); labeled-only FedAvg: round 1 at both seeds (80, 85)
+    assert "| fedprop | 90.00 ± 7.07 | 77.50 ± 3.54 | 86.50 ± 2.12 | 3, 2 |" in out
+    assert "| fedavg-labeled | 82.50 ± 3.54 | 55.00 ± 7.07 | 60.00 ± 0.00 | 1, 1 |" in out
+    assert "| +7.50 (2 of 2 higher) |" in out
+    assert "tiny: digits, 3 rounds, 2 seeds (0, 1); rounds = 3" in out
+    assert "tiny: digits, 1 round, 1 seed (0); rounds = 1" in out
+    assert "| fedprop | 50.00 | 50.00 | 50.00 | 1 |" in out
+    assert "old" in err and "securefl.run/1" in err and "99.00" not in out
+    assert (tmp_path / "plots" / "tiny-seeds.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_disagreeing_copies_of_a_seed_are_flagged(records, capsys, monkeypatch):
+    path = records / "split" / "a" / "results.json"
+    document = json.loads(path.read_text())
+    document["methods"][1]["selected_test_accuracy"] = 0.5
+    path.write_text(json.dumps(document))
+    code, out, _ = run_script([str(records / "split"), str(records / "seed1")], capsys,
+                              monkeypatch)
+    assert code == 0
+    assert "| fedprop ! |" in out and "copies of one seed disagree" in out
+
+
+def test_no_records_is_an_error(tmp_path, capsys, monkeypatch):
+    code, _, err = run_script([str(tmp_path)], capsys, monkeypatch)
+    assert code == 1 and "no records" in err
