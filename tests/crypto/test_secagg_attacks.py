@@ -193,3 +193,62 @@ def test_secagg_plus_inconsistent_survivor_lists_unmask_an_input_as_documented()
     lists = {u: everyone - told_dropped.get(u, set()) for u in range(N)}
     b_rows, s_rows = _answers(clients, lists, V, owners=config.neighbourhood(V))
     assert np.array_equal(_unmask(config, server, V, masked[V], b_rows, s_rows), values[V])
+
+
+def _unmaskable_by_lists(n: int, t: int) -> bool:
+    """Exhaustive search over every survivor list each client accepts (its own id, at
+    least t entries): can a server collect t shares of b_0 and, for every mask of
+    client 0, t shares of s_0^SK or of the partner's s_u^SK?  A holder w reveals b_u for
+    every u on its list and s_u^SK for every u off it."""
+    import itertools
+
+    options = [
+        [sum(1 << u for u in others) | 1 << w for r in range(t - 1, n) for others in itertools.combinations([u for u in range(n) if u != w], r)]
+        for w in range(n)
+    ]
+    lists = np.array(list(itertools.product(*options)), dtype=np.int64)  # (assignments, n)
+    bits = (lists[:, :, None] >> np.arange(n)) & 1  # bits[a, w, u]: w lists u
+    listed = bits.sum(axis=1)
+    omitted = n - listed  # a client always lists itself, so omissions come from others
+    b_0 = listed[:, 0] >= t
+    masks_0 = (omitted[:, 0] >= t) | np.all(omitted[:, 1:] >= t, axis=1)
+    return bool(np.any(b_0 & masks_0))
+
+
+def test_no_survivor_lists_unmask_one_input_once_t_exceeds_half():
+    assert _unmaskable_by_lists(4, 2)  # the two-halves attack, found by the search
+    assert not _unmaskable_by_lists(4, 3)
+    assert not _unmaskable_by_lists(5, 3)
+
+
+def test_stated_limit_inconsistent_lists_reveal_the_sum_of_fewer_than_t_survivors():
+    """n = 10, t = 6: every client lists B = {0..3}; each of 4..9 is left off the lists of
+    six holders, so the server gets b_v of B and s_u^SK of the rest: sum over B (4 < t)."""
+    n, t = 10, 6
+    config = SecAggConfig(party_rng(11, -2)(16), n, t, DIM, 32)
+    clients, server, masked, values = _run_to_masked_inputs(config, seed=11)
+    group, rest = [0, 1, 2, 3], list(range(4, 10))
+    lists = {w: set(group) | {4 + (2 * w) % 6, 4 + (2 * w + 1) % 6} for w in group}
+    lists.update({w: set(group) | {w, 4 + (w - 3) % 6} for w in rest})
+    assert all(len(listed) >= t for listed in lists.values())
+    b_rows, s_rows = {}, {}
+    for w, listed in lists.items():
+        b_ids, b_shares, s_ids, s_shares = clients[w].handle(
+            Message(SERVER, w, TAGS["survivors"], (np.array(sorted(listed), np.int32),))
+        ).arrays
+        for ids, shares, out in ((b_ids, b_shares, b_rows), (s_ids, s_shares, s_rows)):
+            for i, owner in enumerate(ids.tolist()):
+                out.setdefault(owner, {})[w + 1] = shares[i]
+    assert all(len(b_rows[v]) >= t for v in group) and all(len(s_rows[u]) >= t for u in rest)
+    expander = MaskExpander(config.dim, config.dtype)
+    public = {u: X25519PublicKey.from_public_bytes(server._keys[u][KEY_BYTES:]) for u in range(n)}
+    total = np.zeros(DIM, dtype=np.uint32)
+    for v in group:
+        total += masked[v]
+        expander.add(total, _secret(b_rows[v], len(b_rows[v][1]), SEED_BYTES), -1)
+    for u in rest:
+        private = X25519PrivateKey.from_private_bytes(_secret(s_rows[u], _SK_LIMBS, KEY_BYTES))
+        for v in group:
+            seed = _kdf(private.exchange(public[v]), config.session, _pair_info(b"mask", u, v))
+            expander.add(total, seed, -1 if v < u else +1)
+    assert np.array_equal(total, sum(values[v].astype(np.uint64) for v in group).astype(np.uint32))
