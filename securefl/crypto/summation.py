@@ -8,8 +8,11 @@
 messages crossing a metered :class:`~securefl.crypto.channel.Network`.
 ``backend="plaintext"`` is its oracle: the same fixed-point encoding
 (:mod:`securefl.crypto.fixed_point`), the same dropout semantics and the same sum in
-Z_(2^k), without masks.  For the same inputs and dropouts the two backends return
-**bit-identical** totals (or raise the same :class:`~securefl.errors.DropoutError`).
+Z_(2^k), without masks.  For the same arguments every backend of :data:`BACKENDS`
+returns a **bit-identical** total or raises the same error (class and parameter): each
+validates in one order (arguments, every input's encoding, then the dropout pattern),
+and a property test runs them all on degenerate inputs (zero-length vectors, which sum
+to an empty total, one client, threshold edges, integer and float dtypes).
 
 Inputs: a sequence of n 1-D arrays of equal length, all real (float) or all integer.
 Reals are encoded with scale ``scale`` (a power of two, default 2^32), clipped to
