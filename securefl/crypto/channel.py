@@ -61,7 +61,6 @@ exactly the frames addressed to it.
 from __future__ import annotations
 
 import hmac as _hmac
-import hashlib
 import math
 import secrets
 import struct
@@ -202,7 +201,9 @@ def _decode_header(header: bytes) -> tuple[bytes, int, int, int, str, list[_Arra
             offset += 1 + dlen
             (ndim,) = struct.unpack_from(">B", header, offset)
             if ndim > MAX_NDIM:
-                raise ProtocolError(f"malformed frame header: {ndim} dimensions (at most {MAX_NDIM})")
+                raise ProtocolError(
+                    f"malformed frame header: {ndim} dimensions (at most {MAX_NDIM})"
+                )
             shape = tuple(int(d) for d in struct.unpack_from(f">{ndim}Q", header, offset + 1))
             offset += 1 + 8 * ndim
             elements = math.prod(shape)
@@ -290,8 +291,10 @@ class LinkKeys:
                     if self.seed is None:
                         private = X25519PrivateKey.generate()
                     else:
-                        raw = _hmac.digest(self.seed, b"securefl/channel/x25519" + struct.pack(">i", index), "sha256")
-                        private = X25519PrivateKey.from_private_bytes(raw)
+                        label = b"securefl/channel/x25519" + struct.pack(">i", index)
+                        private = X25519PrivateKey.from_private_bytes(
+                            _hmac.digest(self.seed, label, "sha256")
+                        )
                     keys = self._parties[index] = PartyKeys(index, private, self)
         return keys
 
@@ -407,7 +410,8 @@ class Network:
         body_len = sum(b.nbytes for b in frame.body)
         if body_len != promised:
             raise ProtocolError(f"frame body has {body_len} bytes, header promises {promised}")
-        expected_mac = frame_mac(self._mac_key(seq, *link, holder=receiver), frame.header, frame.body)
+        key = self._mac_key(seq, *link, holder=receiver)
+        expected_mac = frame_mac(key, frame.header, frame.body)
         if not _hmac.compare_digest(expected_mac, frame.mac):
             raise ProtocolError(f"MAC check failed on round {tag!r}: frame tampered")
         self._next_recv[link] = expected + 1

@@ -110,10 +110,11 @@ class FixedPoint:
         if math.frexp(self.scale)[0] != 0.5:
             raise InputError("scale", self.scale, "must be a power of two (2^f)")
         if self.clip is not None:
-            if not (isinstance(self.clip, numbers.Real) and math.isfinite(self.clip) and self.clip > 0):
+            clip = self.clip
+            if not (isinstance(clip, numbers.Real) and math.isfinite(clip) and clip > 0):
                 raise InputError("clip", self.clip, "must be a positive finite number")
             if not math.isfinite(self.clip * self.scale):
-                raise InputError("clip", self.clip, f"clip x scale {self.scale:g} is not a finite number")
+                raise InputError("clip", self.clip, f"clip x scale {self.scale:g} is not finite")
             worst = self.parties * round(self.clip * self.scale)
             if worst >= 1 << (self.modulus_bits - 1):
                 raise InputError(

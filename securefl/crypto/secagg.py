@@ -614,11 +614,14 @@ class SecAggClient:
                 f"only {len(survivors)} masked inputs; threshold is {self.config.threshold}"
             )
         if not survivors <= set(range(self.config.clients)):
-            raise ProtocolError(f"client {self.index}: survivor ids outside 0..{self.config.clients - 1}")
+            raise ProtocolError(
+                f"client {self.index}: survivor ids outside 0..{self.config.clients - 1}"
+            )
         mine = ({self.index} | set(self.config.neighbourhood(self.index))) & survivors
         if not mine <= self._held.keys():
             raise ProtocolError(
-                f"client {self.index}: survivors {sorted(mine - self._held.keys())} never shared keys with it"
+                f"client {self.index}: survivors {sorted(mine - self._held.keys())} "
+                "never shared keys with it"
             )
         if not survivors_connected(survivors, self.config.clients, self.config.neighbours):
             raise ProtocolError(
