@@ -10,13 +10,19 @@ as themselves mod 2^k (scale 1, no rounding).  Sums are computed in a numpy cont
 dtype of width w in {8, 16, 32, 64} >= k (arithmetic mod 2^w, then reduced mod 2^k,
 which is exact because 2^k divides 2^w).
 
-**Overflow.** The decoded sum of n encodings equals the true integer sum only if that
-sum lies in [-2^(k-1), 2^(k-1)).  :class:`FixedPoint` guarantees this *by construction*
-and locally, without any party learning another's input: with a clip bound C it
-requires ``n * round(C * scale) < 2^(k-1)`` when it is built; without one, every
-encoder rejects a value with ``|x| > bound = floor((2^(k-1) - 1) / n) / scale`` (the
-per-client share of the range).  Either way an overflow is reported as an
-:class:`~securefl.errors.InputError` naming the parameter, never a wrapped result.
+**Overflow.**  For real inputs the decoded sum of n encodings equals the true integer
+sum only if that sum lies in [-2^(k-1), 2^(k-1)).  :class:`FixedPoint` guarantees this *by
+construction* and locally, without any party learning another's input, with exact
+integer arithmetic at every k (never a float64 comparison, which rounds 2^63 - 1 up to
+2^63): with a clip bound C it requires ``n * round(C * scale) < 2^(k-1)`` when it is
+built; without one, every encoder rejects a value whose scaled, rounded encoding
+``|round(x * scale)|`` exceeds ``B = floor((2^(k-1) - 1) / n)`` (the per-client share of
+the range; the comparison is against the largest float64 not above B, which is exact
+for the integer-valued floats it compares).  Either way the n encodings sum to at most
+n B < 2^(k-1) in absolute value, the int64 cast cannot overflow, and an overflow is
+reported as an :class:`~securefl.errors.InputError` naming the parameter, never a
+wrapped result.  Integer inputs are ring elements by design: they are summed mod 2^k
+(only each value's range is checked), which is what one-time pads need.
 
 **Error bound.** Rounding moves each encoded value by at most 1/(2 scale); the integer
 sum is exact; the final conversion of the integer sum S to float64 rounds by at most
@@ -35,6 +41,7 @@ Z_(2^k) with a stated bound; it is a few lines of numpy.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 
 import numpy as np
@@ -103,8 +110,11 @@ class FixedPoint:
         if math.frexp(self.scale)[0] != 0.5:
             raise InputError("scale", self.scale, "must be a power of two (2^f)")
         if self.clip is not None:
-            if not (math.isfinite(self.clip) and self.clip > 0):
+            clip = self.clip
+            if not (isinstance(clip, numbers.Real) and math.isfinite(clip) and clip > 0):
                 raise InputError("clip", self.clip, "must be a positive finite number")
+            if not math.isfinite(self.clip * self.scale):
+                raise InputError("clip", self.clip, f"clip x scale {self.scale:g} is not finite")
             worst = self.parties * round(self.clip * self.scale)
             if worst >= 1 << (self.modulus_bits - 1):
                 raise InputError(
@@ -121,11 +131,17 @@ class FixedPoint:
         return container_dtype(self.modulus_bits)
 
     @property
+    def scaled_bound(self) -> int:
+        """B = floor((2^(k-1) - 1) / n): the largest |round(x * scale)| one client may send."""
+        return ((1 << (self.modulus_bits - 1)) - 1) // self.parties
+
+    @property
     def bound(self) -> float:
-        """Largest |x| one client may contribute (the clip bound, or the overflow-safe bound)."""
+        """Largest |x| one client may contribute: the clip bound, or the largest float64
+        not above B, divided by the (power-of-two) scale, which is exact."""
         if self.clip is not None:
             return float(self.clip)
-        return ((1 << (self.modulus_bits - 1)) - 1) // self.parties / self.scale
+        return _float_at_most(self.scaled_bound) / self.scale
 
     def encode(self, x: np.ndarray, *, name: str = "x") -> np.ndarray:
         """Encode one client's 1-D vector into the container dtype (values in [0, 2^k))."""
@@ -139,18 +155,21 @@ class FixedPoint:
             raise InputError(name, x, "contains NaN or infinity")
         if self.clip is not None:
             x = np.clip(x, -self.clip, self.clip)
-        else:
-            peak = float(np.max(np.abs(x))) if x.size else 0.0
-            if peak > self.bound:
-                raise InputError(
-                    name,
-                    x,
-                    f"max |x| = {peak:g} exceeds the overflow-safe bound {self.bound:g} for "
-                    f"{self.parties} clients in Z_(2^{self.modulus_bits}) at scale {self.scale:g}; "
-                    "pass clip=, a smaller scale or more modulus_bits",
-                )
-        scaled = np.rint(x * self.scale).astype(np.int64)
-        return self._reduce(scaled.view(np.uint64))
+        scaled = np.rint(x * self.scale)
+        # |scaled| are integer-valued floats (or inf), so comparing them with the largest
+        # float64 <= B is the exact integer test |round(x * scale)| <= B.
+        peak = float(np.max(np.abs(scaled))) if scaled.size else 0.0
+        if self.clip is None and peak > _float_at_most(self.scaled_bound):
+            raise InputError(
+                name,
+                x,
+                f"max |x| = {float(np.max(np.abs(x))):g} encodes to {peak:.0f} > "
+                f"{self.scaled_bound} = floor((2^{self.modulus_bits - 1} - 1) / {self.parties}), "
+                f"the overflow-safe bound for {self.parties} clients in Z_(2^{self.modulus_bits}) "
+                f"at scale {self.scale:g} (|x| <= {self.bound:g}); "
+                "pass clip=, a smaller scale or more modulus_bits",
+            )
+        return self._reduce(scaled.astype(np.int64).view(np.uint64))
 
     def _encode_integer(self, x: np.ndarray, name: str) -> np.ndarray:
         if x.dtype.kind not in "iu":
@@ -177,11 +196,10 @@ class FixedPoint:
         reduced = np.bitwise_and(total.astype(np.uint64), np.uint64((1 << k) - 1))
         if self.integer and not self.signed:
             return reduced
-        if k == 64:
-            signed = reduced.view(np.int64)
-        else:
-            signed = reduced.astype(np.int64)
-            signed = np.where(signed >= 1 << (k - 1), signed - (1 << k), signed)
+        # Two's-complement sign extension from bit k - 1: shift it to bit 63, then an
+        # arithmetic shift back (exact at every k; 2^k itself never appears).
+        shift = np.uint64(64 - k)
+        signed = np.left_shift(reduced, shift).view(np.int64) >> np.int64(64 - k)
         if self.integer:
             return signed
         return signed.astype(np.float64) / self.scale
@@ -193,6 +211,14 @@ class FixedPoint:
             return 0.0 if np.ndim(abs_sum) == 0 else np.zeros_like(abs_sum, dtype=np.float64)
         rounding = parties / (2.0 * self.scale)
         return rounding + 2.0**-53 * (np.asarray(abs_sum, dtype=np.float64) + rounding)
+
+
+def _float_at_most(value: int) -> float:
+    """The largest float64 not above the integer ``value`` (float() may round up)."""
+    result = float(value)
+    if int(result) > value:
+        result = math.nextafter(result, -math.inf)
+    return result
 
 
 def encode_fixed_point(x: np.ndarray, encoding: FixedPoint) -> np.ndarray:

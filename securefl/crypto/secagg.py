@@ -28,16 +28,54 @@ Protocol (semi-honest variant, Fig. 4 of the paper), ring Z_R with R = 2^k:
 SecAgg+ option (Bell et al. 2020): with ``neighbours=k`` the communication graph is the
 circulant Harary graph (u adjacent to u +- 1..k/2 mod n): pairwise masks and shares only
 along its edges, shares t'-of-(k+1) with t' = ceil(t (k+1) / n).  The graph is fixed
-and public rather than random (a simplification: Bell et al. sample it to bound what
-an adversary controlling a random set of clients learns).
+and public rather than random (Bell et al. sample it so that a coalition fixed in
+advance rarely holds t' of anyone's shares), and this module claims no threshold
+guarantee for it against colluding clients (see *Security*).
 
-Security (semi-honest server, any < t semi-honest clients): the server sees each
-y_u, which is uniform on Z_R^dim given everything else because of PRG(b_u) and the
-pairwise masks, and learns only sum_(u in U3) x_u.  A client learns only ciphertexts for
-it, shares (fewer than t of anything) and public keys.  The runner enforces that no
-party object reads another's state.  Too few survivors at any round -> DropoutError, no
-output; any malformed, tampered, misaddressed, out-of-round or replayed message ->
-ProtocolError.
+**Threshold.**  n/2 < t <= n, enforced by :class:`SecAggConfig` and
+:func:`plan_survivors` (every caller in securefl uses a majority).  With t <= n/2 a
+server that sends one survivor list to half of the clients and another to the other
+half collects t shares of both b_v and s_v^SK of a client v that never dropped and
+unmasks x_v (n = 4, t = 2: a test runs that attack).
+
+**Security** (semi-honest parties; AES-CTR a PRF, X25519 CDH, AES-GCM secure).
+:func:`collusion_tolerance` returns the largest coalition of clients, colluding with
+the server, against which the guarantee below holds.
+
+* *Complete graph* (``neighbours=None``): the server together with any coalition of
+  fewer than t semi-honest clients, under any dropout pattern, learns nothing about the
+  other clients' inputs beyond sum_(u in U3) x_u, |U3| >= t (Bonawitz et al. 2017,
+  Thm. 6.3): each y_u is uniform on Z_R^dim given everything else because of PRG(b_u)
+  and the pairwise masks; a holder reveals b_u or s_u^SK, never both; a coalition holds
+  fewer than t shares of anything.  Tolerance t - 1.
+* *Survivor lists* (complete graph; a server that follows the protocol except that it
+  sends different lists U3 to different clients, no colluding client): it cannot
+  recover any single client's input.  b_v is revealed by holders that list v and
+  s_v^SK by holders that do not, disjoint sets that would each need t > n/2 members;
+  removing v's pairwise masks through s_u^SK of all of v's m - 1 partners instead
+  needs (m - 1) t omissions from lists of at least t of the m clients of U2 (clients
+  refuse shorter lists, lists without themselves and names whose shares they do not
+  hold), more than the m (m - t) available when t > m/2.  It *can* learn the sum over a
+  subset of the survivors smaller than t: there is no consistency-check round (Bonawitz
+  et al.'s actively secure variant signs the lists).
+* *SecAgg+ graph* (``neighbours=k``): only the server alone is covered (tolerance 0).
+  It learns sum_(u in U3) x_u and nothing else, because b_u needs t' shares from u's
+  neighbourhood, holders answer one consistent list, and the graph induced on U3 must be
+  connected — checked by :meth:`SurvivorPlan.check`, by the server before it announces
+  U3 and by every client on the list it receives; otherwise the server would learn the
+  sum of each connected part (n = 20, t = 11, k = 4: four dropouts isolate three
+  clients).  Colluding clients break it far below t: t' colluding neighbours of v
+  (3 for n = 20, t = 11, k = 4) reconstruct b_v and s_v^SK and hence x_v (a test runs
+  that attack); t' - 1 colluders plus k - t' + 1 dropped neighbours of v also do;
+  colluders that together with dropped clients cut the graph expose partial sums; and a
+  server sending inconsistent survivor lists can claim all of v's neighbours dropped to
+  some of their holders while v survives for v's holders.  Use the complete graph when
+  clients may collude with the server.
+
+A client learns only ciphertexts for it, shares (fewer than t, resp. t', of anything)
+and public keys.  The runner enforces that no party object reads another's state.  Too
+few survivors at any round -> DropoutError, no output; any malformed, tampered,
+misaddressed, out-of-round or replayed message -> ProtocolError.
 
 Masks come only from AES-CTR keyed by X25519/HKDF outputs and CSPRNG seeds (never numpy
 or Mersenne Twister).  ``seed`` in :func:`run_secagg` replaces the OS CSPRNG by a
@@ -108,6 +146,51 @@ def neighbourhood(u: int, n: int, neighbours: int | None) -> tuple[int, ...]:
     return tuple(sorted({(u + d) % n for d in range(-half, half + 1) if d != 0}))
 
 
+def check_threshold(n: int, threshold: int) -> int:
+    """``threshold`` as an int if n/2 < t <= n, else :class:`InputError`: with t <= n/2 a
+    server sending different survivor lists to two halves unmasks a live client."""
+    if (
+        not isinstance(threshold, (int, np.integer))
+        or isinstance(threshold, (bool, np.bool_))
+        or not n // 2 < threshold <= n
+    ):
+        raise InputError(
+            "threshold",
+            threshold,
+            f"must be an integer with n/2 < t <= n, i.e. in {n // 2 + 1}..{n} for n = {n} "
+            "clients (with t <= n/2 a server sending different survivor lists to two "
+            "halves of the clients collects t shares of both secrets of a client that "
+            "never dropped and unmasks its input)",
+        )
+    return int(threshold)
+
+
+def collusion_tolerance(n: int, threshold: int, neighbours: int | None) -> int:
+    """The largest number of clients that may collude with the server while it still
+    learns nothing beyond the sum: t - 1 with the complete graph, 0 with the fixed SecAgg+
+    graph (t' neighbours of a client recover its input; see the module docstring)."""
+    if neighbours is None or neighbours >= n - 1:
+        return threshold - 1
+    return 0
+
+
+def survivors_connected(survivors: Sequence[int], n: int, neighbours: int | None) -> bool:
+    """Whether the communication graph induced on ``survivors`` is connected: the masks
+    of U3 cancel only in the total of each connected part, whose sum the server learns."""
+    alive = set(int(u) for u in survivors)
+    if neighbours is None or neighbours >= n - 1 or len(alive) <= 1:
+        return True
+    start = next(iter(alive))
+    seen, frontier = {start}, [start]
+    while frontier:
+        u = frontier.pop()
+        for v in neighbourhood(u, n, neighbours):
+            if v in alive and v not in seen:
+                seen.add(v)
+                frontier.append(v)
+    return len(seen) == len(alive)
+
+
 def neighbour_threshold(n: int, threshold: int, neighbours: int | None) -> int:
     """Shamir threshold within one neighbourhood of k + 1 holders: ceil(t (k+1) / n)."""
     if neighbours is None or neighbours >= n - 1:
@@ -156,6 +239,11 @@ class SurvivorPlan:
                             f"client {u} has {have} live holders in round {name!r}, "
                             f"needs {t_nb} (neighbourhood threshold)"
                         )
+        if not survivors_connected(self.alive[2], n, self.neighbours):
+            raise DropoutError(
+                f"the SecAgg+ graph on the {len(self.alive[2])} surviving clients is not "
+                "connected: the server would learn the sum of each part"
+            )
         unmasked = set(self.alive[3])
         for u in self.alive[1]:
             have = len(({u} | set(neighbourhood(u, n, self.neighbours))) & unmasked)
@@ -180,8 +268,7 @@ def plan_survivors(
     sequence of up to four collections of clients dropping at rounds 0..3.
     With ``check`` the plan raises :class:`DropoutError` if the protocol cannot finish.
     """
-    if not isinstance(threshold, (int, np.integer)) or isinstance(threshold, bool) or not 1 <= threshold <= n:
-        raise InputError("threshold", threshold, f"must be an integer in 1..{n} (number of clients)")
+    threshold = check_threshold(n, threshold)
     if neighbours is not None:
         if not isinstance(neighbours, (int, np.integer)) or neighbours < 2 or neighbours % 2:
             raise InputError("neighbours", neighbours, "must be an even integer >= 2 (or None)")
@@ -278,7 +365,8 @@ class MaskExpander:
         self.dtype = np.dtype(self.dtype)
         nbytes = self.dim * self.dtype.itemsize
         self._scratch = bytearray(-(-nbytes // 16) * 16 + 16)
-        self._blocks = memoryview(_counter_blocks(nbytes)).cast("B")
+        blocks = _counter_blocks(nbytes)
+        self._blocks = memoryview(blocks).cast("B") if blocks.size else memoryview(b"")
 
     def expand(self, seed: bytes) -> np.ndarray:
         """The mask PRG(seed) as a view into the scratch buffer (valid until next call)."""
@@ -346,8 +434,7 @@ class SecAggConfig:
             raise InputError("session", self.session, "must be 16 bytes")
         if self.server_workers < 1:
             raise InputError("server_workers", self.server_workers, "must be >= 1")
-        if not 1 <= self.threshold <= self.clients:
-            raise InputError("threshold", self.threshold, f"must be in 1..{self.clients}")
+        check_threshold(self.clients, self.threshold)
         container_dtype(self.modulus_bits)
 
     @property
@@ -357,6 +444,11 @@ class SecAggConfig:
     @property
     def neighbour_threshold(self) -> int:
         return neighbour_threshold(self.clients, self.threshold, self.neighbours)
+
+    @property
+    def collusion_tolerance(self) -> int:
+        """See :func:`collusion_tolerance`."""
+        return collusion_tolerance(self.clients, self.threshold, self.neighbours)
 
     def neighbourhood(self, u: int) -> tuple[int, ...]:
         return neighbourhood(u, self.clients, self.neighbours)
@@ -521,6 +613,21 @@ class SecAggClient:
             raise DropoutError(
                 f"only {len(survivors)} masked inputs; threshold is {self.config.threshold}"
             )
+        if not survivors <= set(range(self.config.clients)):
+            raise ProtocolError(
+                f"client {self.index}: survivor ids outside 0..{self.config.clients - 1}"
+            )
+        mine = ({self.index} | set(self.config.neighbourhood(self.index))) & survivors
+        if not mine <= self._held.keys():
+            raise ProtocolError(
+                f"client {self.index}: survivors {sorted(mine - self._held.keys())} "
+                "never shared keys with it"
+            )
+        if not survivors_connected(survivors, self.config.clients, self.config.neighbours):
+            raise ProtocolError(
+                f"client {self.index}: the survivor list splits the SecAgg+ graph; "
+                "unmasking it would reveal partial sums"
+            )
         b_ids = [v for v in sorted(self._held) if v in survivors]
         s_ids = [v for v in sorted(self._held) if v not in survivors]
         b_shares = np.array([self._held[v][_SK_LIMBS:] for v in b_ids], dtype=np.uint64).reshape(-1, _B_LIMBS)
@@ -650,6 +757,11 @@ class SecAggServer:
         ]
 
     def _close_masked(self) -> list[Message]:
+        if not survivors_connected(self._masked, self.config.clients, self.config.neighbours):
+            raise DropoutError(
+                f"the SecAgg+ graph on the {len(self._masked)} surviving clients is not "
+                "connected: announcing them would reveal the sum of each part"
+            )
         self.survivors = tuple(sorted(self._masked))
         self._survivor_set = frozenset(self.survivors)
         self._dropped_set = frozenset(self._u2) - self._survivor_set

@@ -48,9 +48,10 @@ pseudorandom to anyone without the base-OT keys (CDH); and each correction
 ``q``.  Replace every ``p1`` by a uniform vector (TCCR + PRG) and each ``u`` becomes
 independent uniform noise; what is left of the server's view is the receiver's share
 ``R`` (uniform, masked by the ``p0`` of the first bit) and ``S = HD - R``.  A relay
-that alters frames is stopped by the per-frame MAC, whose keys a deployment derives per
-link between the two clients (the simulation's :class:`~securefl.crypto.channel.Network`
-derives them from one key it holds for everyone).
+that alters frames is stopped by the per-frame MAC under the link's own key K_ab, which
+the two clients derive from their X25519 agreement and the server cannot compute
+(:class:`~securefl.crypto.channel.LinkKeys`; the worker threads' links share the
+parties' key pairs).
 
 Tampering with any frame (correction, IKNP matrix, base OT, shares) raises
 :class:`~securefl.errors.ProtocolError` from the channel's MAC and sequence checks or
@@ -371,7 +372,7 @@ def shade_pair(
     if workers == 1:
         links = [network]
     else:
-        links = [Network() for _ in range(workers)]
+        links = [Network(keys=network.keys) for _ in range(workers)]
     jobs = [
         dict(
             chunks=chunks[w::workers],

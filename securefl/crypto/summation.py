@@ -8,8 +8,11 @@
 messages crossing a metered :class:`~securefl.crypto.channel.Network`.
 ``backend="plaintext"`` is its oracle: the same fixed-point encoding
 (:mod:`securefl.crypto.fixed_point`), the same dropout semantics and the same sum in
-Z_(2^k), without masks.  For the same inputs and dropouts the two backends return
-**bit-identical** totals (or raise the same :class:`~securefl.errors.DropoutError`).
+Z_(2^k), without masks.  For the same arguments every backend of :data:`BACKENDS`
+returns a **bit-identical** total or raises the same error (class and parameter): each
+validates in one order (arguments, every input's encoding, then the dropout pattern),
+and a property test runs them all on degenerate inputs (zero-length vectors, which sum
+to an empty total, one client, threshold edges, integer and float dtypes).
 
 Inputs: a sequence of n 1-D arrays of equal length, all real (float) or all integer.
 Reals are encoded with scale ``scale`` (a power of two, default 2^32), clipped to
@@ -29,16 +32,27 @@ dropping at each round).  A round is an index or name from :data:`ROUNDS`:
 
 If fewer than ``threshold`` clients remain at any round (more than n - t dropouts),
 or, with ``neighbours=k`` (SecAgg+ sparse graph), some client's neighbourhood keeps
-fewer shares than its per-neighbourhood threshold, :class:`DropoutError` is raised and
-no partial result is returned.
+fewer shares than its per-neighbourhood threshold or the graph induced on the survivors
+is not connected (its parts' sums would be revealed), :class:`DropoutError` is raised
+and no partial result is returned.
 
 ``seed`` (int or bytes) makes the protocol's key pairs, masks and nonces deterministic
 (for reproducible tests); ``None`` draws them from the OS CSPRNG.  The total never
 depends on it.
 
-Who learns what: the server learns the sum of the surviving clients' encoded inputs
-and which clients dropped; any coalition of fewer than ``threshold`` clients (with or
-without the server, semi-honest) learns nothing else about an honest client's input.
+``threshold`` t must satisfy n/2 < t <= n (:class:`~securefl.errors.InputError`
+otherwise, in every backend; ``threshold=1`` is accepted only for a single client).
+
+Who learns what (backend ``"secagg"``; details and proofs in
+:mod:`securefl.crypto.secagg`): the server learns the sum of the surviving clients'
+encoded inputs and which clients dropped.  With the complete graph
+(``neighbours=None``) a coalition of fewer than ``threshold`` clients together with the
+semi-honest server learns nothing else about an honest client's input, and a server
+that sends inconsistent survivor lists cannot unmask any single input (it may learn the
+sum of fewer than t survivors).  With ``neighbours=k`` (SecAgg+, a fixed public graph)
+only the server alone is covered: t' = ceil(t (k+1) / n) colluding neighbours of a
+client recover its input (:func:`securefl.crypto.secagg.collusion_tolerance` is 0).
+``backend="plaintext"`` protects nothing; it is the oracle.
 """
 
 from __future__ import annotations
@@ -152,9 +166,11 @@ def secure_sum(
     if backend not in BACKENDS:
         raise InputError("backend", backend, f"must be one of {BACKENDS}")
     encoding = make_encoding(arrays, scale=scale, clip=clip, modulus_bits=modulus_bits)
-    # The plaintext oracle checks the dropout pattern up front; the protocol's own
-    # parties detect it (and raise the same DropoutError) when backend == "secagg".
-    plan = plan_survivors(n, threshold, dropouts, neighbours, check=backend == "plaintext")
+    # Every backend validates in one order (arguments, then every input's encoding, then
+    # the dropout pattern), so they raise the same error on the same call.  The plaintext
+    # oracle checks the dropout pattern itself; the protocol's own parties detect it (and
+    # raise the same DropoutError) when backend == "secagg".
+    plan = plan_survivors(n, threshold, dropouts, neighbours, check=False)
     client_seconds, client_cpu = np.zeros(n), np.zeros(n)
     encoded = []
     for i, x in enumerate(arrays):
@@ -163,6 +179,7 @@ def secure_sum(
         client_seconds[i] += time.perf_counter() - start
         client_cpu[i] += time.thread_time() - start_cpu
     if backend == "plaintext":
+        plan.check()
         start, start_cpu = time.perf_counter(), time.thread_time()
         ring_total = ring_sum([encoded[i] for i in plan.summed], encoding.modulus_bits)
         server_seconds = time.perf_counter() - start

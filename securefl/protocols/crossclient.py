@@ -293,12 +293,13 @@ class CrossClientLPServer:
             zip(self.graph_parties, np.concatenate([[0], np.cumsum(self.block_sizes)])[:-1])
         )
         sizes = dict(zip(self.graph_parties, self.block_sizes))
-        columns = []
+        columns, seen = [], set()
         for message in requests:
             _expect(message, TAG_COLUMNS, SERVER)
-            positions = message.arrays[0]
-            if positions.size and (positions.min() < 0 or positions.max() >= sizes[message.sender]):
-                raise ProtocolError(f"client {message.sender} requested columns outside its block")
+            if message.sender in seen:
+                raise ProtocolError(f"client {message.sender} sent a second column request")
+            seen.add(message.sender)
+            positions = _checked_positions(message, sizes)
             self.requests[message.sender] = positions
             columns.append(offsets[message.sender] + positions)
         self.sum_parties = [m.sender for m in requests]
@@ -314,7 +315,7 @@ class CrossClientLPServer:
         )
         out, start = [], 0
         for message in requests:
-            width = message.arrays[0].size
+            width = self.requests[message.sender].size
             out.append(
                 Message(SERVER, message.sender, TAG_S_L, (s_l[:, start : start + width], *layout))
             )
@@ -393,6 +394,30 @@ class CrossClientLPResult:
 
 def _nonce(sender: int, receiver: int) -> int:
     return (int(sender) << 32) | int(receiver)
+
+
+def _checked_positions(message: Message, sizes: Mapping[int, int]) -> np.ndarray:
+    """A client's column request, validated before the server sizes anything by it:
+    one 1-D integer array of distinct positions inside the sender's block, so that all
+    requests together ask for at most N columns (ProtocolError otherwise)."""
+    sender = message.sender
+    if sender not in sizes:
+        raise ProtocolError(f"column request from party {sender}, which is not in the graph")
+    if len(message.arrays) != 1:
+        raise ProtocolError(f"client {sender}: a column request holds exactly one array")
+    positions = message.arrays[0]
+    if positions.ndim != 1 or positions.dtype.kind not in "iu":
+        raise ProtocolError(f"client {sender}: column positions must be a 1-D integer array")
+    if positions.size > sizes[sender]:
+        raise ProtocolError(
+            f"client {sender} requested {positions.size} columns, its block has {sizes[sender]}"
+        )
+    positions = positions.astype(np.int64)
+    if positions.size and (positions.min() < 0 or positions.max() >= sizes[sender]):
+        raise ProtocolError(f"client {sender} requested columns outside its block")
+    if np.unique(positions).size != positions.size:
+        raise ProtocolError(f"client {sender} requested a column twice")
+    return positions
 
 
 def _expect(message: Message, tag: str, receiver: int) -> None:

@@ -74,3 +74,57 @@ def test_integer_range_checked():
     with pytest.raises(InputError, match="outside"):
         encoding.encode(np.array([256]))
     assert encoding.decode(ring_sum([encoding.encode(np.array([200])), encoding.encode(np.array([100]))], 8))[0] == 44
+
+
+def _smallest_float_above(value: int) -> float:
+    result = float(value + 1)
+    return result if result > value else float(np.nextafter(result, np.inf))
+
+
+def _signed(ring_value: int, bits: int) -> int:
+    return ring_value - (1 << bits) if ring_value >= 1 << (bits - 1) else ring_value
+
+
+@pytest.mark.parametrize("bits", [8, 16, 32, 33, 53, 54, 63, 64])
+@pytest.mark.parametrize("parties", [1, 2, 3, 7])
+@pytest.mark.parametrize("scale", [1.0, 2.0**32])
+def test_inputs_at_the_bound_sum_exactly_and_beyond_it_are_refused(bits, parties, scale):
+    """Exact integer bound at every k: n inputs at +-bound never wrap; the next value is refused."""
+    encoding = FixedPoint(parties, bits, scale)
+    limit = ((1 << (bits - 1)) - 1) // parties
+    assert encoding.scaled_bound == limit
+    top = encoding.bound
+    assert int(top * scale) <= limit
+    encoded = encoding.encode(np.array([top, -top]))
+    total = ring_sum([encoded] * parties, bits)
+    expected = parties * int(np.rint(top * scale))
+    assert [_signed(int(v), bits) for v in total] == [expected, -expected]
+    assert np.array_equal(encoding.decode(total), [expected / scale, -expected / scale])
+    beyond = _smallest_float_above(limit) / scale
+    for value in (beyond, -beyond):
+        with pytest.raises(InputError, match="overflow-safe bound"):
+            encoding.encode(np.array([0.0, value]))
+
+
+def test_k64_regressions_two_clients_at_2_30_and_one_client_at_2_31_are_refused():
+    # float64 rounded floor((2^63 - 1) / 2) / 2^32 up to 2^30: two such inputs decoded to -2^31.
+    with pytest.raises(InputError, match="overflow-safe bound"):
+        FixedPoint(2, 64, 2.0**32).encode(np.array([2.0**30]))
+    # and for one client 2^31 * 2^32 = 2^63 overflowed the int64 cast.
+    with pytest.raises(InputError, match="overflow-safe bound"):
+        FixedPoint(1, 64, 2.0**32).encode(np.array([-(2.0**31), 2.0**31]))
+    with pytest.raises(InputError, match="clip"):
+        FixedPoint(2, 64, 2.0**32, clip=2.0**30)
+    with pytest.raises(InputError, match="clip"):
+        FixedPoint(2, 64, 2.0**1000, clip=2.0**100)
+
+
+def test_secure_sum_at_k64_never_wraps_in_any_backend():
+    from securefl.crypto.summation import BACKENDS, secure_sum
+
+    top = FixedPoint(2, 64, 2.0**32).bound
+    for backend in BACKENDS:
+        with pytest.raises(InputError, match="overflow-safe bound"):
+            secure_sum([np.array([2.0**30])] * 2, threshold=2, backend=backend, seed=1)
+        total = secure_sum([np.array([top, -top])] * 2, threshold=2, backend=backend, seed=1).total
+        assert np.array_equal(total, [2 * top, -2 * top])

@@ -28,8 +28,8 @@ from securefl.errors import DropoutError, InputError, ProtocolError
 
 @st.composite
 def scenarios(draw, *, feasible: bool):
-    n = draw(st.integers(2, 7))
-    t = draw(st.integers(1, n))
+    n = draw(st.integers(1, 7))
+    t = draw(st.integers(n // 2 + 1, n))
     budget = n - t if feasible else draw(st.integers(n - t + 1, n))
     clients = draw(st.permutations(range(n)))[:budget]
     rounds = draw(st.lists(st.integers(0, 3), min_size=len(clients), max_size=len(clients)))

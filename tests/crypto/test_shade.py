@@ -250,3 +250,41 @@ def test_all_pairs_traffic_is_spread_over_the_parties():
     np.testing.assert_array_equal(result.matrix, plain(codes))
     sent = [result.bytes_sent[p] for p in range(5)]
     assert max(sent) < 1.2 * min(sent), sent
+
+
+class RelayNetwork(Network):
+    """The server as the relay of client-to-client frames: it alters one correction frame
+    and re-MACs it under every key it holds (its own links' keys), keeping the best try."""
+
+    def send(self, message):
+        from securefl.crypto.channel import frame_key, frame_mac
+
+        size = super().send(message)
+        state = self.__dict__.setdefault("state", {"client_frames": 0})
+        if SERVER in (message.sender, message.receiver):
+            return size
+        state["client_frames"] += 1
+        frame = self.queue(message.sender, message.receiver)[-1]
+        seq = self._next_send[(message.sender, message.receiver)] - 1
+        server = self.keys.party(SERVER)
+        held = [server.link_key(SERVER, p) for p in (message.sender, message.receiver)]
+        for key in held:  # none of the server's keys verifies the honest frame
+            one_time = frame_key(key, self.session, seq, message.sender, message.receiver)
+            assert frame_mac(one_time, frame.header, frame.body) != frame.mac
+        if message.tag == "shade/u" and not state.get("done"):
+            raw = bytearray(bytes(frame.body[0]))
+            raw[0] ^= 0x01
+            frame.body = [memoryview(bytes(raw))]
+            one_time = frame_key(held[0], self.session, seq, message.sender, message.receiver)
+            frame.mac = frame_mac(one_time, frame.header, frame.body)
+            state["done"] = True
+        return size
+
+
+def test_relaying_server_cannot_verify_or_forge_client_frames_with_its_own_keys():
+    rng = np.random.default_rng(12)
+    codes = [rng.integers(0, 2, (3, 24)), rng.integers(0, 2, (4, 24))]
+    network = RelayNetwork()
+    with pytest.raises(ProtocolError, match="MAC"):
+        secure_hamming_matrix(codes, network=network)
+    assert network.__dict__["state"]["done"] and network.__dict__["state"]["client_frames"] > 1

@@ -293,3 +293,49 @@ def test_mismatched_inputs_raise_input_error():
         cross_client_lp([features[0], features[1][:, :3]], labels, num_classes=2, L=64)
     with pytest.raises(InputError, match=r"labels\[0\]"):
         cross_client_lp(features, [labels[0] + 5, labels[1]], num_classes=2, L=64)
+
+
+def _graph_server():
+    from securefl.protocols.crossclient import CrossClientLPServer
+
+    rng = np.random.default_rng(3)
+    codes = pack_codes(rng.integers(0, 2, (12, 64)))
+    server = CrossClientLPServer(k=3, alpha=0.9, L=64, num_classes=2)
+    server.receive_hamming(hamming_matrix(codes).astype(np.int64), [0, 1], [5, 7])
+    return server
+
+
+@pytest.mark.parametrize(
+    "positions, match",
+    [
+        (np.zeros(3, dtype=np.int64), "twice"),  # duplicates would size the solve (N x count)
+        (np.zeros(8, dtype=np.int64), "columns, its block has 5"),
+        (np.array([0, 5]), "outside"),
+        (np.array([-1]), "outside"),
+        (np.array([2**63 + 1], dtype=np.uint64), "outside"),
+        (np.array([0.0, 1.0]), "integer"),
+        (np.zeros((2, 1), dtype=np.int64), "1-D"),
+    ],
+)
+def test_server_refuses_column_requests_it_would_allocate_for(positions, match):
+    from securefl.crypto.channel import Message
+    from securefl.errors import ProtocolError
+    from securefl.protocols.crossclient import TAG_COLUMNS
+
+    server = _graph_server()
+    with pytest.raises(ProtocolError, match=match):
+        server.serve_columns([Message(0, SERVER, TAG_COLUMNS, (positions,))])
+
+
+def test_server_refuses_repeated_or_foreign_requesters():
+    from securefl.crypto.channel import Message
+    from securefl.errors import ProtocolError
+    from securefl.protocols.crossclient import TAG_COLUMNS
+
+    request = Message(1, SERVER, TAG_COLUMNS, (np.array([0, 3]),))
+    with pytest.raises(ProtocolError, match="second"):
+        _graph_server().serve_columns([request, request])
+    with pytest.raises(ProtocolError, match="not in the graph"):
+        _graph_server().serve_columns([Message(4, SERVER, TAG_COLUMNS, (np.array([0]),))])
+    replies = _graph_server().serve_columns([request, Message(0, SERVER, TAG_COLUMNS, (np.array([4]),))])
+    assert [r.arrays[0].shape for r in replies] == [(12, 2), (12, 1)]
