@@ -70,6 +70,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--secure", metavar="MODE", help=f"cryptography: {' | '.join(SECURE_CHOICES)}"
     )
+    parser.add_argument(
+        "--aggregation", metavar="BACKEND",
+        help="secure sums of real mode: secagg (pairwise masks) | he (TenSEAL BFV)",
+    )
     parser.add_argument("--rounds", metavar="R", help="communication rounds per method")
     parser.add_argument("--seed", metavar="S", help="simulation seed (partition, sampling, init)")
     parser.add_argument(
@@ -97,7 +101,8 @@ def command_line(args: argparse.Namespace) -> str:
     words = ["securefl", "run"]
     for flag, value in (
         ("--config", args.config), ("--dataset", args.dataset), ("--data-dir", args.data_dir),
-        ("--secure", args.secure), ("--rounds", args.rounds), ("--seed", args.seed),
+        ("--secure", args.secure), ("--aggregation", args.aggregation),
+        ("--rounds", args.rounds), ("--seed", args.seed),
         ("--threads", args.threads), ("--out", args.out), ("--resume", args.resume),
     ):
         if value is not None:
@@ -182,6 +187,7 @@ def prepare_new(args: argparse.Namespace) -> Runner:
         dataset=args.dataset,
         data_dir=args.data_dir,
         secure=args.secure,
+        aggregation=args.aggregation,
         rounds=_int_flag(args.rounds, "rounds"),
         seed=_int_flag(args.seed, "seed"),
         threads=_int_flag(args.threads, "threads"),
@@ -204,7 +210,8 @@ def prepare_resume(args: argparse.Namespace) -> Runner:
     given = [
         flag for flag, value in (
             ("--config", args.config), ("--method", args.methods), ("--dataset", args.dataset),
-            ("--secure", args.secure), ("--rounds", args.rounds), ("--seed", args.seed),
+            ("--secure", args.secure), ("--aggregation", args.aggregation),
+            ("--rounds", args.rounds), ("--seed", args.seed),
             ("--threads", args.threads), ("--out", args.out),
         ) if value is not None
     ]

@@ -44,10 +44,10 @@ SECURE_MODES = ("real", "plaintext")
 
 
 def plaintext_crypto_seed(seed: int) -> int:
-    """The fixed 128-bit crypto seed of a plaintext run with simulation seed ``seed``
-    (public by construction: SHA-256 of the seed)."""
+    """The fixed crypto seed of a plaintext run with simulation seed ``seed``: 63 bits of
+    SHA-256 of the seed (public by construction; below 2^63, so a config can name it)."""
     digest = hashlib.sha256(f"securefl/plaintext-crypto-seed/{int(seed)}".encode()).digest()
-    return int.from_bytes(digest[:16], "big")
+    return int.from_bytes(digest[:8], "big") >> 1
 
 
 @dataclass
