@@ -52,11 +52,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--clients", type=int, default=100, help="number of clients N")
     parser.add_argument("--dim", type=int, default=10_000, help="entries per client vector D")
     parser.add_argument("--dropout", type=float, default=0.0, help="fraction of clients that drop")
-    parser.add_argument("--threshold", type=int, default=None, help="Shamir threshold t (default ceil(2N/3))")
-    parser.add_argument("--neighbours", type=int, default=None, help="SecAgg+ neighbours k (default: complete graph)")
+    parser.add_argument(
+        "--threshold", type=int, default=None, help="Shamir threshold t (default ceil(2N/3))"
+    )
+    parser.add_argument(
+        "--neighbours",
+        type=int,
+        default=None,
+        help="SecAgg+ neighbours k (default: complete graph)",
+    )
     parser.add_argument("--modulus-bits", type=int, default=32, help="ring Z_(2^k) (default 32)")
-    parser.add_argument("--input-bits", type=int, default=16, help="bits per input entry (default 16)")
-    parser.add_argument("--drop-round", choices=ROUNDS, default="masked_input", help="round the dropouts skip")
+    parser.add_argument(
+        "--input-bits", type=int, default=16, help="bits per input entry (default 16)"
+    )
+    parser.add_argument(
+        "--drop-round", choices=ROUNDS, default="masked_input", help="round the dropouts skip"
+    )
     parser.add_argument("--seed", type=int, default=0, help="simulation seed (inputs, who drops)")
 
 
@@ -74,7 +85,9 @@ def validate(args: argparse.Namespace) -> None:
         raise InputError("--backend", args.backend, f"must be one of {', '.join(BACKENDS)}")
     top = MAX_CLIENTS if args.backend == "he" else None
     if args.clients < 1 or (top is not None and args.clients > top):
-        raise InputError("--clients", args.clients, f"must be in 1..{top}" if top else "must be >= 1")
+        raise InputError(
+            "--clients", args.clients, f"must be in 1..{top}" if top else "must be >= 1"
+        )
     if args.dim < 1:
         raise InputError("--dim", args.dim, "must be >= 1")
     if not 0.0 <= args.dropout < 1.0:
@@ -82,19 +95,26 @@ def validate(args: argparse.Namespace) -> None:
     if not 1 <= args.modulus_bits <= 64:
         raise InputError("--modulus-bits", args.modulus_bits, "must be in 1..64")
     if not 1 <= args.input_bits <= args.modulus_bits:
-        raise InputError("--input-bits", args.input_bits, f"must be in 1..{args.modulus_bits} (--modulus-bits)")
+        raise InputError(
+            "--input-bits", args.input_bits, f"must be in 1..{args.modulus_bits} (--modulus-bits)"
+        )
     if args.neighbours is not None and args.backend == "he":
-        raise InputError("--neighbours", args.neighbours, "only --backend secagg has a neighbour graph")
+        raise InputError(
+            "--neighbours", args.neighbours, "only --backend secagg has a neighbour graph"
+        )
     threshold = _threshold(args)
     try:
         plan_survivors(args.clients, threshold, None, args.neighbours, check=False)
     except InputError as exc:  # the protocol's own rules on t and k, named as flags
         raise InputError(f"--{exc.parameter}", exc.value, exc.problem) from None
     dropped = _dropped(args)
-    summed_drops = args.backend == "secagg" or ROUNDS.index(args.drop_round) < ROUNDS.index("unmask")
+    summed_drops = args.backend == "secagg" or ROUNDS.index(args.drop_round) < ROUNDS.index(
+        "unmask"
+    )
     if summed_drops and args.clients - dropped < threshold:
         raise InputError(
-            "--dropout", args.dropout,
+            "--dropout",
+            args.dropout,
             f"drops {dropped} of {args.clients} clients; threshold {threshold} tolerates at most "
             f"{args.clients - threshold}",
         )
@@ -109,10 +129,17 @@ def run(args: argparse.Namespace, progress: Progress | None) -> dict:
     dropped = sorted(int(u) for u in rng.choice(n, size=_dropped(args), replace=False))
     dropouts = {u: args.drop_round for u in dropped}
     plan = plan_survivors(n, threshold, dropouts, args.neighbours, check=args.backend == "secagg")
-    input_dtype = np.uint16 if args.input_bits <= 16 else np.uint32 if args.input_bits <= 32 else np.uint64
-    inputs = [rng.integers(0, 1 << args.input_bits, size=dim, dtype=np.uint64).astype(input_dtype) for _ in range(n)]
+    input_dtype = (
+        np.uint16 if args.input_bits <= 16 else np.uint32 if args.input_bits <= 32 else np.uint64
+    )
+    inputs = [
+        rng.integers(0, 1 << args.input_bits, size=dim, dtype=np.uint64).astype(input_dtype)
+        for _ in range(n)
+    ]
 
-    task = progress.add_task(f"{args.backend} {n} x {dim}", total=2) if progress is not None else None
+    task = (
+        progress.add_task(f"{args.backend} {n} x {dim}", total=2) if progress is not None else None
+    )
     load_before = os.getloadavg()
     start = time.perf_counter()
     encoding = make_encoding(inputs, modulus_bits=k)
@@ -124,9 +151,16 @@ def run(args: argparse.Namespace, progress: Progress | None) -> dict:
         progress.advance(task)
     start = time.perf_counter()
     plain = (
-        secure_sum(inputs, threshold=threshold, backend="plaintext", dropouts=dropouts,
-                   modulus_bits=k, neighbours=args.neighbours)
-        if _plain_ok(plan) else None  # he also finishes where the oracle's rule stops
+        secure_sum(
+            inputs,
+            threshold=threshold,
+            backend="plaintext",
+            dropouts=dropouts,
+            modulus_bits=k,
+            neighbours=args.neighbours,
+        )
+        if _plain_ok(plan)
+        else None  # he also finishes where the oracle's rule stops
     )
     plaintext_seconds = time.perf_counter() - start
     if progress is not None:
@@ -174,7 +208,9 @@ def run(args: argparse.Namespace, progress: Progress | None) -> dict:
         }
         record["server_speedup_vs_anchor"] = anchor_server / record["server_seconds"]
         record["server_cpu_speedup_vs_anchor"] = anchor_server / record["server_cpu_seconds"]
-        record["client_speedup_vs_anchor"] = ANCHOR["client_seconds"] / record["client_seconds_mean"]
+        record["client_speedup_vs_anchor"] = (
+            ANCHOR["client_seconds"] / record["client_seconds_mean"]
+        )
     return record
 
 
@@ -191,7 +227,9 @@ def _costs(outcome, n: int, dim: int, input_bits: int) -> dict:
     """Seconds, CPU seconds and bytes per party of one protocol run."""
     stats = outcome.network.stats
     sent = np.array([stats[u].bytes_sent if u in stats else 0 for u in range(n)], dtype=np.float64)
-    received = np.array([stats[u].bytes_received if u in stats else 0 for u in range(n)], dtype=np.float64)
+    received = np.array(
+        [stats[u].bytes_received if u in stats else 0 for u in range(n)], dtype=np.float64
+    )
     server = stats[SERVER]
     return {
         "server_seconds": outcome.server_seconds,

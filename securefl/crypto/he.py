@@ -172,14 +172,25 @@ def _public_bytes(key: X25519PrivateKey) -> bytes:
     return key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
 
 
-def _seal_key(private: X25519PrivateKey, peer_public: bytes, session: bytes, dealer: int, receiver: int) -> bytes:
+def _seal_key(
+    private: X25519PrivateKey, peer_public: bytes, session: bytes, dealer: int, receiver: int
+) -> bytes:
     shared = private.exchange(X25519PublicKey.from_public_bytes(peer_public))
-    info = b"securefl-he-key" + dealer.to_bytes(4, "big", signed=True) + receiver.to_bytes(4, "big", signed=True)
+    info = (
+        b"securefl-he-key"
+        + dealer.to_bytes(4, "big", signed=True)
+        + receiver.to_bytes(4, "big", signed=True)
+    )
     return HKDF(algorithm=hashes.SHA256(), length=32, salt=session, info=info).derive(shared)
 
 
 def _associated_data(session: bytes, dealer: int, receiver: int) -> bytes:
-    return session + b"|he/key|" + dealer.to_bytes(4, "big", signed=True) + receiver.to_bytes(4, "big", signed=True)
+    return (
+        session
+        + b"|he/key|"
+        + dealer.to_bytes(4, "big", signed=True)
+        + receiver.to_bytes(4, "big", signed=True)
+    )
 
 
 def _pack(blobs: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray]:
@@ -188,7 +199,13 @@ def _pack(blobs: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _unpack(lengths: np.ndarray, blob: np.ndarray, count: int, what: str) -> list[bytes]:
-    if lengths.ndim != 1 or lengths.dtype != np.int64 or lengths.size != count or blob.ndim != 1 or blob.dtype != np.uint8:
+    if (
+        lengths.ndim != 1
+        or lengths.dtype != np.int64
+        or lengths.size != count
+        or blob.ndim != 1
+        or blob.dtype != np.uint8
+    ):
         raise ProtocolError(f"{what}: expected {count} lengths (int64) and one uint8 blob")
     if np.any(lengths < 0) or int(lengths.sum()) != blob.size:
         raise ProtocolError(f"{what}: lengths do not add up to the blob's {blob.size} bytes")
@@ -241,8 +258,8 @@ class HEConfig:
             raise InputError("session", self.session, "must be 16 bytes")
         if not 1 <= self.threshold <= self.clients:
             raise InputError("threshold", self.threshold, f"must be in 1..{self.clients}")
-        if self.dim < 1:
-            raise InputError("dim", self.dim, "must be >= 1")
+        if self.dim < 0:
+            raise InputError("dim", self.dim, "must be >= 0")
         limb_bits(self.clients, self.modulus_bits)
 
     @property
@@ -279,10 +296,21 @@ class HEClient:
     def advertise(self) -> Message:
         """Round 0: a fresh X25519 key pair; send the public key."""
         value = np.asarray(self.value)
-        if value.shape != (self.config.dim,) or value.dtype != container_dtype(self.config.modulus_bits):
-            raise InputError("value", value, f"must be ({self.config.dim},) {container_dtype(self.config.modulus_bits)}")
+        if value.shape != (self.config.dim,) or value.dtype != container_dtype(
+            self.config.modulus_bits
+        ):
+            raise InputError(
+                "value",
+                value,
+                f"must be ({self.config.dim},) {container_dtype(self.config.modulus_bits)}",
+            )
         self._key = X25519PrivateKey.from_private_bytes(self.rng(KEY_BYTES))
-        return Message(self.index, SERVER, TAGS["advertise"], (np.frombuffer(_public_bytes(self._key), np.uint8),))
+        return Message(
+            self.index,
+            SERVER,
+            TAGS["advertise"],
+            (np.frombuffer(_public_bytes(self._key), np.uint8),),
+        )
 
     def deal(self, message: Message) -> Message:
         """Round 1, as dealer: generate the BFV key, seal it for every listed client."""
@@ -291,7 +319,9 @@ class HEClient:
             raise ProtocolError("deal message must hold (ids, public keys)")
         ids, keys = _ids(message.arrays[0], "deal ids"), message.arrays[1]
         if keys.shape != (len(ids), KEY_BYTES) or keys.dtype != np.uint8:
-            raise ProtocolError(f"deal message: public keys must be ({len(ids)}, {KEY_BYTES}) uint8")
+            raise ProtocolError(
+                f"deal message: public keys must be ({len(ids)}, {KEY_BYTES}) uint8"
+            )
         self._context = new_context()
         secret = secret_context_bytes(self._context)
         receivers, sealed = [], []
@@ -300,24 +330,43 @@ class HEClient:
                 continue
             key = _seal_key(self._key, public.tobytes(), self.config.session, self.index, v)
             nonce = self.rng(_NONCE_BYTES)
-            sealed.append(nonce + AESGCM(key).encrypt(nonce, secret, _associated_data(self.config.session, self.index, v)))
+            sealed.append(
+                nonce
+                + AESGCM(key).encrypt(
+                    nonce, secret, _associated_data(self.config.session, self.index, v)
+                )
+            )
             receivers.append(v)
         lengths, blob = _pack(sealed)
         params = np.frombuffer(parameters_bytes(self._context), np.uint8)
-        return Message(self.index, SERVER, TAGS["keys"], (params, np.array(receivers, np.int32), lengths, blob))
+        return Message(
+            self.index, SERVER, TAGS["keys"], (params, np.array(receivers, np.int32), lengths, blob)
+        )
 
     def receive_key(self, message: Message) -> None:
         """Round 1, as receiver: open the dealer's sealed key."""
         _expect(message, TAGS["key"], SERVER, self.index)
-        if len(message.arrays) != 3 or message.arrays[0].shape != (1,) or message.arrays[1].shape != (KEY_BYTES,):
+        if (
+            len(message.arrays) != 3
+            or message.arrays[0].shape != (1,)
+            or message.arrays[1].shape != (KEY_BYTES,)
+        ):
             raise ProtocolError("key message must hold (dealer id, dealer public key, sealed key)")
         dealer = int(message.arrays[0][0])
         raw = message.arrays[2].tobytes()
-        key = _seal_key(self._key, message.arrays[1].tobytes(), self.config.session, dealer, self.index)
+        key = _seal_key(
+            self._key, message.arrays[1].tobytes(), self.config.session, dealer, self.index
+        )
         try:
-            secret = AESGCM(key).decrypt(raw[:_NONCE_BYTES], raw[_NONCE_BYTES:], _associated_data(self.config.session, dealer, self.index))
+            secret = AESGCM(key).decrypt(
+                raw[:_NONCE_BYTES],
+                raw[_NONCE_BYTES:],
+                _associated_data(self.config.session, dealer, self.index),
+            )
         except (InvalidTag, ValueError):
-            raise ProtocolError(f"client {self.index}: sealed key from {dealer} failed AES-GCM authentication") from None
+            raise ProtocolError(
+                f"client {self.index}: sealed key from {dealer} failed AES-GCM authentication"
+            ) from None
         self._context = load_context(secret, name="sealed key")
         if not self._context.has_secret_key():
             raise ProtocolError(f"client {self.index}: the dealer's context holds no secret key")
@@ -328,7 +377,10 @@ class HEClient:
             raise ProtocolError(f"client {self.index} has no key")
         config = self.config
         flat = split_limbs(self.value, config.modulus_bits, config.bits).reshape(-1)
-        blobs = [ts.bfv_vector(self._context, flat[start:stop]).serialize() for start, stop in config.chunks]
+        blobs = [
+            ts.bfv_vector(self._context, flat[start:stop]).serialize()
+            for start, stop in config.chunks
+        ]
         return Message(self.index, SERVER, TAGS["ciphertexts"], _pack(blobs))
 
     def decrypt(self, message: Message) -> Message:
@@ -376,7 +428,11 @@ class HEServer:
         u = message.sender
         if not 0 <= u < self.config.clients or u in self._keys:
             raise ProtocolError(f"advertise: unknown or repeated client {u}")
-        if len(message.arrays) != 1 or message.arrays[0].shape != (KEY_BYTES,) or message.arrays[0].dtype != np.uint8:
+        if (
+            len(message.arrays) != 1
+            or message.arrays[0].shape != (KEY_BYTES,)
+            or message.arrays[0].dtype != np.uint8
+        ):
             raise ProtocolError(f"client {u}: public key must be ({KEY_BYTES},) uint8")
         self._keys[u] = message.arrays[0].tobytes()
 
@@ -402,11 +458,15 @@ class HEServer:
         """Round 1: the dealer's answer; returns one sealed key per other client."""
         _expect(message, TAGS["keys"], message.sender, SERVER)
         if len(message.arrays) != 4:
-            raise ProtocolError("keys message must hold (parameters, receivers, lengths, sealed keys)")
+            raise ProtocolError(
+                "keys message must hold (parameters, receivers, lengths, sealed keys)"
+            )
         dealer = message.sender
         receivers = _ids(message.arrays[1], "key receivers")
         if set(receivers) != set(self._keys) - {dealer}:
-            raise ProtocolError(f"dealer {dealer} sealed keys for {sorted(receivers)}, not for every other client")
+            raise ProtocolError(
+                f"dealer {dealer} sealed keys for {sorted(receivers)}, not for every other client"
+            )
         sealed = _unpack(message.arrays[2], message.arrays[3], len(receivers), "keys message")
         self._context = load_context(message.arrays[0].tobytes(), name="parameters")
         if self._context.has_secret_key():
@@ -415,7 +475,12 @@ class HEServer:
         self._candidates = []
         public = np.frombuffer(self._keys[dealer], np.uint8)
         return [
-            Message(SERVER, v, TAGS["key"], (np.array([dealer], np.int32), public, np.frombuffer(blob, np.uint8)))
+            Message(
+                SERVER,
+                v,
+                TAGS["key"],
+                (np.array([dealer], np.int32), public, np.frombuffer(blob, np.uint8)),
+            )
             for v, blob in zip(receivers, sealed)
         ]
 
@@ -462,7 +527,11 @@ class HEServer:
         """Round 3: the decryptor's ring sum."""
         _expect(message, TAGS["total"], message.sender, SERVER)
         dtype = container_dtype(self.config.modulus_bits)
-        if len(message.arrays) != 1 or message.arrays[0].shape != (self.config.dim,) or message.arrays[0].dtype != dtype:
+        if (
+            len(message.arrays) != 1
+            or message.arrays[0].shape != (self.config.dim,)
+            or message.arrays[0].dtype != dtype
+        ):
             raise ProtocolError(f"total must be ({self.config.dim},) {dtype}")
         self.total = np.array(message.arrays[0])
         self.decryptor = message.sender
@@ -505,7 +574,9 @@ def run_he(
     if plan.n != n:
         raise InputError("plan", plan, f"is for {plan.n} clients, got {n} inputs")
     if plan.neighbours is not None:
-        raise InputError("neighbours", plan.neighbours, "the he backend has no neighbour graph (secagg only)")
+        raise InputError(
+            "neighbours", plan.neighbours, "the he backend has no neighbour graph (secagg only)"
+        )
     session = party_rng(seed, SERVER - 1)(16)
     config = HEConfig(session, n, plan.threshold, int(np.asarray(encoded[0]).size), modulus_bits)
     network = Network()
@@ -524,7 +595,9 @@ def run_he(
         if request.receiver in plan.alive[1]:
             break
     dealer = clients[request.receiver]
-    keys = clock.client(dealer.index, dealer.deal, network.receive(dealer.index, SERVER, request.tag))
+    keys = clock.client(
+        dealer.index, dealer.deal, network.receive(dealer.index, SERVER, request.tag)
+    )
     for message in clock.server(server.relay_keys, network.deliver(keys)):
         network.send(message)
         if message.receiver in plan.alive[1]:

@@ -19,14 +19,27 @@ def _args(*argv: str) -> argparse.Namespace:
 
 @pytest.mark.parametrize("backend", ["secagg", "he"])
 def test_both_backends_give_verified_records_with_per_party_costs(backend):
-    record = bench.run(_args("--backend", backend, "--clients", "12", "--dim", "5000",
-                             "--dropout", "0.25"), None)
+    record = bench.run(
+        _args("--backend", backend, "--clients", "12", "--dim", "5000", "--dropout", "0.25"), None
+    )
     assert record["verified"] and record["backend"] == backend
     assert record["survived"] == 9 and record["dropped"] == 3
-    for field in ("clients", "dim", "dropout", "threshold", "seconds", "plaintext_seconds",
-                  "bytes_total", "bytes_max_client", "server_cpu_seconds",
-                  "client_cpu_seconds_mean", "client_cpu_seconds_max", "bytes_per_client",
-                  "bytes_per_client_median", "bytes_received_per_client"):
+    for field in (
+        "clients",
+        "dim",
+        "dropout",
+        "threshold",
+        "seconds",
+        "plaintext_seconds",
+        "bytes_total",
+        "bytes_max_client",
+        "server_cpu_seconds",
+        "client_cpu_seconds_mean",
+        "client_cpu_seconds_max",
+        "bytes_per_client",
+        "bytes_per_client_median",
+        "bytes_received_per_client",
+    ):
         assert record[field] is not None
     assert record["bytes_max_client"] >= record["bytes_per_client_median"] > 0
     assert len(record["load_average_before"]) == 3
@@ -37,27 +50,40 @@ def test_both_backends_give_verified_records_with_per_party_costs(backend):
 
 
 def test_he_finishes_where_pairwise_masking_cannot():
-    args = ("--clients", "9", "--dim", "100", "--dropout", "0.34", "--drop-round", "unmask",
-            "--threshold", "7")
+    args = (
+        "--clients",
+        "9",
+        "--dim",
+        "100",
+        "--dropout",
+        "0.34",
+        "--drop-round",
+        "unmask",
+        "--threshold",
+        "7",
+    )
     record = bench.run(_args("--backend", "he", *args), None)
     assert record["verified"] and record["survived"] == 9
     with pytest.raises(InputError, match="--dropout"):
         bench.run(_args("--backend", "secagg", *args), None)
 
 
-@pytest.mark.parametrize("argv, flag", [
-    (("--clients", "0"), "--clients"),
-    (("--backend", "he", "--clients", "5000"), "--clients"),
-    (("--dim", "0"), "--dim"),
-    (("--dropout", "1.0"), "--dropout"),
-    (("--modulus-bits", "65"), "--modulus-bits"),
-    (("--input-bits", "40"), "--input-bits"),
-    (("--threshold", "101"), "--threshold"),
-    (("--neighbours", "3"), "--neighbours"),
-    (("--backend", "he", "--neighbours", "4"), "--neighbours"),
-    (("--backend", "paillier"), "--backend"),
-    (("--clients", "10", "--dropout", "0.5", "--threshold", "6"), "--dropout"),
-])
+@pytest.mark.parametrize(
+    "argv, flag",
+    [
+        (("--clients", "0"), "--clients"),
+        (("--backend", "he", "--clients", "5000"), "--clients"),
+        (("--dim", "0"), "--dim"),
+        (("--dropout", "1.0"), "--dropout"),
+        (("--modulus-bits", "65"), "--modulus-bits"),
+        (("--input-bits", "40"), "--input-bits"),
+        (("--threshold", "101"), "--threshold"),
+        (("--neighbours", "3"), "--neighbours"),
+        (("--backend", "he", "--neighbours", "4"), "--neighbours"),
+        (("--backend", "paillier"), "--backend"),
+        (("--clients", "10", "--dropout", "0.5", "--threshold", "6"), "--dropout"),
+    ],
+)
 def test_bad_flags_are_named_before_any_work(argv, flag):
     with pytest.raises(InputError) as caught:
         bench.validate(_args(*argv))

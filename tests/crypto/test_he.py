@@ -118,6 +118,11 @@ def test_bytes_are_counted_per_party():
     assert sent[SERVER] > 3 * key + config.ciphertexts * 80_000  # relayed keys, the sums
 
 
+def test_empty_vectors_sum_to_an_empty_vector():
+    result = secure_sum([np.zeros(0, np.int64)] * 3, threshold=2, backend="he")
+    assert result.total.shape == (0,) and result.total.dtype == np.int64
+
+
 def test_neighbours_and_too_many_clients_are_refused():
     inputs = [np.arange(3, dtype=np.int64)] * 4
     with pytest.raises(InputError, match="neighbours"):
@@ -132,8 +137,12 @@ def test_neighbours_and_too_many_clients_are_refused():
 def test_parameters_are_those_of_the_he_standard_and_batching():
     assert POLY_MODULUS_DEGREE == 4096 and sum(COEFF_MODULUS_BITS) == 109
     with pytest.raises(ValueError):  # SEAL refuses more than 109 bits at N = 4096 (128-bit)
-        ts.context(ts.SCHEME_TYPE.BFV, poly_modulus_degree=4096, plain_modulus=PLAIN_MODULUS,
-                   coeff_mod_bit_sizes=[37, 36, 37])
+        ts.context(
+            ts.SCHEME_TYPE.BFV,
+            poly_modulus_degree=4096,
+            plain_modulus=PLAIN_MODULUS,
+            coeff_mod_bit_sizes=[37, 36, 37],
+        )
     assert sympy.isprime(PLAIN_MODULUS) and PLAIN_MODULUS % (2 * POLY_MODULUS_DEGREE) == 1
     below = PLAIN_MODULUS - 2 * POLY_MODULUS_DEGREE
     assert 2**42 < PLAIN_MODULUS < 2**43 and not any(
@@ -152,7 +161,9 @@ def _doublings_left(vector, expected, context) -> int:
     bits = 0
     while True:
         vector, expected = vector + vector, (expected * 2) % PLAIN_MODULUS
-        if not np.array_equal(np.asarray(vector.decrypt(), dtype=np.int64) % PLAIN_MODULUS, expected):
+        if not np.array_equal(
+            np.asarray(vector.decrypt(), dtype=np.int64) % PLAIN_MODULUS, expected
+        ):
             return bits
         bits += 1
 
@@ -194,7 +205,9 @@ class _Session:
         self.encoding = make_encoding(inputs)
         encoded = [self.encoding.encode(x) for x in inputs]
         self.config = HEConfig(party_rng(seed, -2)(16), len(inputs), threshold, len(inputs[0]), 64)
-        self.clients = [HEClient(u, self.config, encoded[u], party_rng(seed, u)) for u in range(len(inputs))]
+        self.clients = [
+            HEClient(u, self.config, encoded[u], party_rng(seed, u)) for u in range(len(inputs))
+        ]
         self.server = HEServer(self.config)
         self.network = Network()
         self.to_server: list[bytes] = []
@@ -227,8 +240,11 @@ class _Session:
 
 
 def test_the_server_never_holds_the_key_and_sees_only_the_sum():
-    inputs = [np.array([5, -7, 11], dtype=np.int64), np.array([1, 2, 3], dtype=np.int64),
-              np.array([-4, 0, 9], dtype=np.int64)]
+    inputs = [
+        np.array([5, -7, 11], dtype=np.int64),
+        np.array([1, 2, 3], dtype=np.int64),
+        np.array([-4, 0, 9], dtype=np.int64),
+    ]
     session = _Session(inputs)
     uploads, _ = session.run()
     assert not session.server._context.has_secret_key()
@@ -242,8 +258,11 @@ def test_the_server_never_holds_the_key_and_sees_only_the_sum():
 
 
 def test_a_client_colluding_with_the_server_reads_every_input():
-    inputs = [np.array([5, -7, 11], dtype=np.int64), np.array([1, 2, 3], dtype=np.int64),
-              np.array([-4, 0, 9], dtype=np.int64)]
+    inputs = [
+        np.array([5, -7, 11], dtype=np.int64),
+        np.array([1, 2, 3], dtype=np.int64),
+        np.array([-4, 0, 9], dtype=np.int64),
+    ]
     session = _Session(inputs)
     uploads, _ = session.run()
     colluder = session.clients[2]._context  # the key any client holds
@@ -276,8 +295,12 @@ def test_tampered_or_misrouted_messages_are_rejected():
     relayed = session.keys()
     sealed = relayed[0].arrays[2].copy()
     sealed[-1] ^= 1
-    forged = type(relayed[0])(SERVER, relayed[0].receiver, relayed[0].tag,
-                              (relayed[0].arrays[0], relayed[0].arrays[1], sealed))
+    forged = type(relayed[0])(
+        SERVER,
+        relayed[0].receiver,
+        relayed[0].tag,
+        (relayed[0].arrays[0], relayed[0].arrays[1], sealed),
+    )
     with pytest.raises(ProtocolError, match="AES-GCM"):
         session.clients[forged.receiver].receive_key(forged)
     rerouted = type(relayed[0])(SERVER, relayed[1].receiver, relayed[0].tag, relayed[0].arrays)
