@@ -1,32 +1,43 @@
-"""Secure aggregation (Bonawitz et al. 2017) of N clients' D-entry vectors, with dropouts.
+"""Secure aggregation of N clients' D-entry vectors, with dropouts: pairwise masks or HE.
 
 All clients and the server run in this process over the metered channel.  Inputs are
 random ``--input-bits``-bit integers summed in Z_(2^modulus_bits); a fraction
 ``--dropout`` of the clients (chosen at random) drops at ``--drop-round`` (default
-``masked_input``: after sharing keys, before sending the masked input, which is the
-worst case for the server: it must rebuild every dropped client's pairwise masks).
+``masked_input``: after sharing keys, before sending the input, which is the worst case
+for pairwise masking: the server must rebuild every dropped client's masks).
+``--backend secagg`` runs Bonawitz et al.'s protocol (:mod:`securefl.crypto.secagg`),
+``--backend he`` BFV homomorphic aggregation (:mod:`securefl.crypto.he`); the same
+inputs, encoding and dropouts, verified against the plaintext sum.
 
 Reported: wall seconds of the secure and plaintext sums, the server's own seconds and
-the mean / max per-client seconds (round handlers only, transport excluded) as wall
-time and as CPU time of the thread (the project machine is shared by several jobs, so
-wall time includes waiting for a core), bytes,
-and, for the 500 x 100K workload of the paper, the speed-up of our server over the
-figures Bonawitz et al. report for their single-threaded Java server (2 s, 62 s and
-143 s at 0 %, 10 % and 30 % dropout; 0.85 s per client).
+the per-client seconds (round handlers only, transport excluded) as wall time and as
+process CPU time (the project machine is shared by several jobs, so wall time includes
+waiting for a core); bytes sent and received per client (mean, median, max) and by the
+server; for ``he`` the dealer's and the decryptor's CPU seconds and bytes and the bytes
+of the key distribution; and, for the 500 x 100K workload of the paper, the speed-up of
+our server over the figures Bonawitz et al. report for their single-threaded Java server
+(2 s, 62 s and 143 s at 0 %, 10 % and 30 % dropout; 0.85 s per client).  The load
+average before and after the run is recorded: compare backends by ratios of runs taken
+back to back.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import os
 import time
 
 import numpy as np
 from rich.progress import Progress
 
-from securefl.crypto.secagg import ROUNDS, plan_survivors
-from securefl.crypto.summation import secure_sum
-from securefl.errors import InputError
+from securefl.crypto.channel import SERVER
+from securefl.crypto.he import MAX_CLIENTS, run_he
+from securefl.crypto.secagg import ROUNDS, plan_survivors, run_secagg
+from securefl.crypto.summation import make_encoding, secure_sum
+from securefl.errors import DropoutError, InputError
+
+BACKENDS = ("secagg", "he")
 
 ANCHOR = {
     "source": "Bonawitz et al. 2017, CCS, Sec. 7 (single-threaded Java): 500 clients x 100K entries",
@@ -37,87 +48,156 @@ ANCHOR = {
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """CLI options of ``securefl bench secagg``."""
+    parser.add_argument("--backend", default="secagg", help=f"secure sum: {' | '.join(BACKENDS)}")
     parser.add_argument("--clients", type=int, default=100, help="number of clients N")
     parser.add_argument("--dim", type=int, default=10_000, help="entries per client vector D")
     parser.add_argument("--dropout", type=float, default=0.0, help="fraction of clients that drop")
-    parser.add_argument("--threshold", type=int, default=None, help="Shamir threshold t (default ceil(2N/3))")
-    parser.add_argument("--neighbours", type=int, default=None, help="SecAgg+ neighbours k (default: complete graph)")
+    parser.add_argument(
+        "--threshold", type=int, default=None, help="Shamir threshold t (default ceil(2N/3))"
+    )
+    parser.add_argument(
+        "--neighbours",
+        type=int,
+        default=None,
+        help="SecAgg+ neighbours k (default: complete graph)",
+    )
     parser.add_argument("--modulus-bits", type=int, default=32, help="ring Z_(2^k) (default 32)")
-    parser.add_argument("--input-bits", type=int, default=16, help="bits per input entry (default 16)")
-    parser.add_argument("--drop-round", choices=ROUNDS, default="masked_input", help="round the dropouts skip")
+    parser.add_argument(
+        "--input-bits", type=int, default=16, help="bits per input entry (default 16)"
+    )
+    parser.add_argument(
+        "--drop-round", choices=ROUNDS, default="masked_input", help="round the dropouts skip"
+    )
     parser.add_argument("--seed", type=int, default=0, help="simulation seed (inputs, who drops)")
 
 
-def run(args: argparse.Namespace, progress: Progress) -> dict:
-    """Run the secure and the plaintext sum, verify them, return the JSON record."""
-    n, dim = args.clients, args.dim
-    if n < 1:
-        raise InputError("clients", n, "must be >= 1")
-    if dim < 1:
-        raise InputError("dim", dim, "must be >= 1")
-    if not 0.0 <= args.dropout < 1.0:
-        raise InputError("dropout", args.dropout, "must be in [0, 1)")
-    if not 1 <= args.input_bits <= args.modulus_bits:
-        raise InputError("input_bits", args.input_bits, f"must be in 1..{args.modulus_bits}")
-    threshold = args.threshold if args.threshold is not None else math.ceil(2 * n / 3)
-    rng = np.random.default_rng(args.seed)
-    dropped = sorted(int(u) for u in rng.choice(n, size=int(math.floor(args.dropout * n)), replace=False))
-    dropouts = {u: args.drop_round for u in dropped}
-    plan_survivors(n, threshold, dropouts, args.neighbours)
-    input_dtype = np.uint16 if args.input_bits <= 16 else np.uint32 if args.input_bits <= 32 else np.uint64
-    inputs = [rng.integers(0, 1 << args.input_bits, size=dim, dtype=np.uint64).astype(input_dtype) for _ in range(n)]
+def _threshold(args: argparse.Namespace) -> int:
+    return args.threshold if args.threshold is not None else math.ceil(2 * args.clients / 3)
 
-    task = progress.add_task(f"secagg {n} x {dim}", total=2)
-    start = time.perf_counter()
-    secure = secure_sum(
-        inputs, threshold=threshold, backend="secagg", dropouts=dropouts,
-        modulus_bits=args.modulus_bits, neighbours=args.neighbours,
+
+def _dropped(args: argparse.Namespace) -> int:
+    return int(math.floor(args.dropout * args.clients))
+
+
+def validate(args: argparse.Namespace) -> None:
+    """Check every flag before any work; a bad one raises :class:`InputError` naming it."""
+    if args.backend not in BACKENDS:
+        raise InputError("--backend", args.backend, f"must be one of {', '.join(BACKENDS)}")
+    top = MAX_CLIENTS if args.backend == "he" else None
+    if args.clients < 1 or (top is not None and args.clients > top):
+        raise InputError(
+            "--clients", args.clients, f"must be in 1..{top}" if top else "must be >= 1"
+        )
+    if args.dim < 1:
+        raise InputError("--dim", args.dim, "must be >= 1")
+    if not 0.0 <= args.dropout < 1.0:
+        raise InputError("--dropout", args.dropout, "must be in [0, 1)")
+    if not 1 <= args.modulus_bits <= 64:
+        raise InputError("--modulus-bits", args.modulus_bits, "must be in 1..64")
+    if not 1 <= args.input_bits <= args.modulus_bits:
+        raise InputError(
+            "--input-bits", args.input_bits, f"must be in 1..{args.modulus_bits} (--modulus-bits)"
+        )
+    if args.neighbours is not None and args.backend == "he":
+        raise InputError(
+            "--neighbours", args.neighbours, "only --backend secagg has a neighbour graph"
+        )
+    threshold = _threshold(args)
+    try:
+        plan_survivors(args.clients, threshold, None, args.neighbours, check=False)
+    except InputError as exc:  # the protocol's own rules on t and k, named as flags
+        raise InputError(f"--{exc.parameter}", exc.value, exc.problem) from None
+    dropped = _dropped(args)
+    summed_drops = args.backend == "secagg" or ROUNDS.index(args.drop_round) < ROUNDS.index(
+        "unmask"
     )
-    seconds = time.perf_counter() - start
-    progress.advance(task)
+    if summed_drops and args.clients - dropped < threshold:
+        raise InputError(
+            "--dropout",
+            args.dropout,
+            f"drops {dropped} of {args.clients} clients; threshold {threshold} tolerates at most "
+            f"{args.clients - threshold}",
+        )
+
+
+def run(args: argparse.Namespace, progress: Progress | None) -> dict:
+    """Run the chosen secure sum and the plaintext sum, verify them, return the JSON record."""
+    validate(args)
+    n, dim, k = args.clients, args.dim, args.modulus_bits
+    threshold = _threshold(args)
+    rng = np.random.default_rng(args.seed)
+    dropped = sorted(int(u) for u in rng.choice(n, size=_dropped(args), replace=False))
+    dropouts = {u: args.drop_round for u in dropped}
+    plan = plan_survivors(n, threshold, dropouts, args.neighbours, check=args.backend == "secagg")
+    input_dtype = (
+        np.uint16 if args.input_bits <= 16 else np.uint32 if args.input_bits <= 32 else np.uint64
+    )
+    inputs = [
+        rng.integers(0, 1 << args.input_bits, size=dim, dtype=np.uint64).astype(input_dtype)
+        for _ in range(n)
+    ]
+
+    task = (
+        progress.add_task(f"{args.backend} {n} x {dim}", total=2) if progress is not None else None
+    )
+    load_before = os.getloadavg()
     start = time.perf_counter()
-    plain = secure_sum(
-        inputs, threshold=threshold, backend="plaintext", dropouts=dropouts,
-        modulus_bits=args.modulus_bits, neighbours=args.neighbours,
+    encoding = make_encoding(inputs, modulus_bits=k)
+    encoded = [encoding.encode(x) for x in inputs]
+    protocol = run_he if args.backend == "he" else run_secagg
+    outcome = protocol(encoded, plan=plan, modulus_bits=k)
+    seconds = time.perf_counter() - start
+    if progress is not None:
+        progress.advance(task)
+    start = time.perf_counter()
+    plain = (
+        secure_sum(
+            inputs,
+            threshold=threshold,
+            backend="plaintext",
+            dropouts=dropouts,
+            modulus_bits=k,
+            neighbours=args.neighbours,
+        )
+        if _plain_ok(plan)
+        else None  # he also finishes where the oracle's rule stops
     )
     plaintext_seconds = time.perf_counter() - start
-    progress.advance(task)
+    if progress is not None:
+        progress.advance(task)
+    load_after = os.getloadavg()
 
     reference = np.zeros(dim, dtype=np.uint64)
-    for u in plain.survivors:
+    for u in plan.summed:
         reference += inputs[u]
-    reference &= np.uint64((1 << args.modulus_bits) - 1)
+    reference &= np.uint64((1 << k) - 1)
+    total = encoding.decode(outcome.total)
     verified = bool(
-        np.array_equal(secure.total, plain.total)
-        and np.array_equal(secure.total.astype(np.uint64), reference)
-        and secure.survivors == plain.survivors
+        np.array_equal(total.astype(np.uint64), reference)
+        and outcome.survivors == plan.summed
+        and (plain is None or np.array_equal(total, plain.total))
     )
-    report = secure.report
     record = {
+        "backend": args.backend,
         "clients": n,
         "dim": dim,
         "dropout": args.dropout,
         "drop_round": args.drop_round,
         "threshold": threshold,
         "neighbours": args.neighbours,
-        "modulus_bits": args.modulus_bits,
+        "modulus_bits": k,
         "input_bits": args.input_bits,
         "seconds": seconds,
         "plaintext_seconds": plaintext_seconds,
-        "server_seconds": report.server_seconds,
-        "client_seconds_mean": report.client_seconds_mean,
-        "client_seconds_max": report.client_seconds_max,
-        "server_cpu_seconds": report.server_cpu_seconds,
-        "client_cpu_seconds_mean": report.client_cpu_seconds_mean,
-        "bytes_total": report.bytes_total,
-        "bytes_max_client": report.bytes_max_client,
-        "bytes_per_client": report.bytes_per_client,
-        "bytes_server": secure.bytes_sent.get(-1, 0),
-        "expansion_factor": report.bytes_max_client / (dim * args.input_bits / 8),
-        "survived": len(secure.survivors),
+        **_costs(outcome, n, dim, args.input_bits),
+        "survived": len(outcome.survivors),
         "dropped": len(dropped),
         "verified": verified,
+        "load_average_before": load_before,
+        "load_average_after": load_after,
     }
+    if args.backend == "he":
+        record.update(_he_roles(outcome))
     key = f"{args.dropout:.1f}"
     if n == 500 and dim == 100_000 and key in ANCHOR["server_seconds"] and args.neighbours is None:
         anchor_server = ANCHOR["server_seconds"][key]
@@ -126,7 +206,61 @@ def run(args: argparse.Namespace, progress: Progress) -> dict:
             "server_seconds": anchor_server,
             "client_seconds": ANCHOR["client_seconds"],
         }
-        record["server_speedup_vs_anchor"] = anchor_server / report.server_seconds
-        record["server_cpu_speedup_vs_anchor"] = anchor_server / report.server_cpu_seconds
-        record["client_speedup_vs_anchor"] = ANCHOR["client_seconds"] / report.client_seconds_mean
+        record["server_speedup_vs_anchor"] = anchor_server / record["server_seconds"]
+        record["server_cpu_speedup_vs_anchor"] = anchor_server / record["server_cpu_seconds"]
+        record["client_speedup_vs_anchor"] = (
+            ANCHOR["client_seconds"] / record["client_seconds_mean"]
+        )
     return record
+
+
+def _plain_ok(plan) -> bool:
+    """Whether the plaintext oracle's stricter dropout rule (every round keeps t) holds."""
+    try:
+        plan.check()
+    except DropoutError:
+        return False
+    return True
+
+
+def _costs(outcome, n: int, dim: int, input_bits: int) -> dict:
+    """Seconds, CPU seconds and bytes per party of one protocol run."""
+    stats = outcome.network.stats
+    sent = np.array([stats[u].bytes_sent if u in stats else 0 for u in range(n)], dtype=np.float64)
+    received = np.array(
+        [stats[u].bytes_received if u in stats else 0 for u in range(n)], dtype=np.float64
+    )
+    server = stats[SERVER]
+    return {
+        "server_seconds": outcome.server_seconds,
+        "server_cpu_seconds": outcome.server_cpu_seconds,
+        "client_seconds_mean": float(outcome.client_seconds.mean()),
+        "client_seconds_max": float(outcome.client_seconds.max()),
+        "client_cpu_seconds_mean": float(outcome.client_cpu_seconds.mean()),
+        "client_cpu_seconds_median": float(np.median(outcome.client_cpu_seconds)),
+        "client_cpu_seconds_max": float(outcome.client_cpu_seconds.max()),
+        "bytes_total": int(outcome.network.bytes_total()),
+        "bytes_per_client": float(sent.mean()),
+        "bytes_per_client_median": float(np.median(sent)),
+        "bytes_max_client": int(sent.max()),
+        "bytes_received_per_client": float(received.mean()),
+        "bytes_received_max_client": int(received.max()),
+        "bytes_server": int(server.bytes_sent),
+        "bytes_server_received": int(server.bytes_received),
+        "expansion_factor": float(sent.max()) / (dim * input_bits / 8),
+        "expansion_factor_median": float(np.median(sent)) / (dim * input_bits / 8),
+    }
+
+
+def _he_roles(outcome) -> dict:
+    """The two clients with extra work in HE: the key dealer and the decryptor."""
+    stats = outcome.network.stats
+    return {
+        "dealer": outcome.dealer,
+        "dealer_cpu_seconds": float(outcome.client_cpu_seconds[outcome.dealer]),
+        "dealer_bytes_sent": int(stats[outcome.dealer].bytes_sent),
+        "decryptor": outcome.decryptor,
+        "decryptor_cpu_seconds": float(outcome.client_cpu_seconds[outcome.decryptor]),
+        "decryptor_bytes_received": int(stats[outcome.decryptor].bytes_received),
+        "key_distribution_bytes": outcome.key_bytes,
+    }

@@ -83,6 +83,8 @@ SERVER = -1
 _FIXED = struct.Struct(">4s8sQiiH")
 _MAC_BYTES = 16
 MAX_NDIM = 32
+MAX_DIMENSION = 2**63 - 1
+"""Largest length of one axis numpy can index (an empty array may still declare one)."""
 """Most dimensions a frame may declare for one array."""
 
 _ALLOWED_DTYPES: dict[str, np.dtype] = {
@@ -205,6 +207,10 @@ def _decode_header(header: bytes) -> tuple[bytes, int, int, int, str, list[_Arra
                     f"malformed frame header: {ndim} dimensions (at most {MAX_NDIM})"
                 )
             shape = tuple(int(d) for d in struct.unpack_from(f">{ndim}Q", header, offset + 1))
+            if any(d > MAX_DIMENSION for d in shape):
+                raise ProtocolError(
+                    f"malformed frame header: dimension above {MAX_DIMENSION} in {shape}"
+                )
             offset += 1 + 8 * ndim
             elements = math.prod(shape)
             specs.append(_ArraySpec(dtype, shape, elements, elements * dtype.itemsize))

@@ -6,13 +6,17 @@
 ``backend="secagg"`` runs the four-round protocol of Bonawitz et al. 2017
 (:mod:`securefl.crypto.secagg`) with every client and the server in this process,
 messages crossing a metered :class:`~securefl.crypto.channel.Network`.
-``backend="plaintext"`` is its oracle: the same fixed-point encoding
-(:mod:`securefl.crypto.fixed_point`), the same dropout semantics and the same sum in
-Z_(2^k), without masks.  For the same arguments every backend of :data:`BACKENDS`
+``backend="he"`` adds BFV ciphertexts under a key the clients share and the server lacks
+(:mod:`securefl.crypto.he`; another trust model: one client colluding with the server
+reads every input).  ``backend="plaintext"`` is their oracle: the same fixed-point
+encoding (:mod:`securefl.crypto.fixed_point`), the same dropout semantics and the same
+sum in Z_(2^k), without masks.  For the same arguments every backend of :data:`BACKENDS`
 returns a **bit-identical** total or raises the same error (class and parameter): each
 validates in one order (arguments, every input's encoding, then the dropout pattern),
 and a property test runs them all on degenerate inputs (zero-length vectors, which sum
-to an empty total, one client, threshold edges, integer and float dtypes).
+to an empty total, one client, threshold edges, integer and float dtypes).  Dropouts:
+``he`` raises only when fewer than ``threshold`` inputs arrive or no client is left to
+deal or decrypt, so it also finishes where the others stop after round 2.
 
 Inputs: a sequence of n 1-D arrays of equal length, all real (float) or all integer.
 Reals are encoded with scale ``scale`` (a power of two, default 2^32), clipped to
@@ -65,10 +69,11 @@ import numpy as np
 
 from securefl.crypto.channel import SERVER
 from securefl.crypto.fixed_point import DEFAULT_MODULUS_BITS, DEFAULT_SCALE, FixedPoint, ring_sum
+from securefl.crypto.he import run_he
 from securefl.crypto.secagg import ROUNDS, plan_survivors, run_secagg
 from securefl.errors import InputError
 
-BACKENDS = ("secagg", "plaintext")
+BACKENDS = ("secagg", "he", "plaintext")
 
 
 @dataclass(frozen=True)
@@ -186,7 +191,8 @@ def secure_sum(
         server_cpu = time.thread_time() - start_cpu
         bytes_sent = {SERVER: 0, **{i: int(encoded[i].nbytes) for i in plan.summed}}
     else:
-        outcome = run_secagg(encoded, plan=plan, modulus_bits=encoding.modulus_bits, seed=seed)
+        run = run_secagg if backend == "secagg" else run_he
+        outcome = run(encoded, plan=plan, modulus_bits=encoding.modulus_bits, seed=seed)
         ring_total = outcome.total
         server_seconds, server_cpu = outcome.server_seconds, outcome.server_cpu_seconds
         client_seconds += outcome.client_seconds

@@ -119,6 +119,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         f"(default: {_default(digits, 'secure')})",
     )
     parser.add_argument(
+        "--aggregation", metavar="{secagg,he}",
+        help="secure sums of real mode: secagg (pairwise masks) | he (TenSEAL BFV) "
+        "(default: secagg)",
+    )
+    parser.add_argument(
         "--rounds", metavar="R",
         help=f"communication rounds per method (default: {_default(digits, 'rounds')})",
     )
@@ -162,7 +167,8 @@ def command_line(args: argparse.Namespace) -> str:
     words = ["securefl", "run"]
     for flag, value in (
         ("--config", args.config), ("--dataset", args.dataset), ("--data-dir", args.data_dir),
-        ("--secure", args.secure), ("--rounds", args.rounds), ("--seed", args.seed),
+        ("--secure", args.secure), ("--aggregation", args.aggregation),
+        ("--rounds", args.rounds), ("--seed", args.seed),
         ("--threads", args.threads), ("--out", args.out), ("--resume", args.resume),
     ):
         if value is not None:
@@ -253,7 +259,8 @@ def _header(config: ExperimentConfig, args: argparse.Namespace) -> dict[str, Any
 
 
 RESUME_FIXED = (
-    "config", "methods", "dataset", "secure", "rounds", "seed", "threads", "out", "settings",
+    "config", "methods", "dataset", "secure", "aggregation", "rounds", "seed", "threads", "out",
+    "settings",
 )
 """Flags a resumed run takes from its checkpoint (``--data-dir`` alone may change)."""
 
@@ -280,6 +287,7 @@ def validate(args: argparse.Namespace) -> ExperimentConfig | None:
         dataset=args.dataset,
         data_dir=args.data_dir,
         secure=args.secure,
+        aggregation=args.aggregation,
         rounds=_int_flag(args.rounds, "rounds"),
         seed=_int_flag(args.seed, "seed"),
         threads=_int_flag(args.threads, "threads"),

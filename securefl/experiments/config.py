@@ -6,8 +6,10 @@ cryptography mode, the number of rounds, the seed and the methods' hyper-paramet
     name = "digits-default"
     methods = ["fedprop", "protofssl", "fedsemi-mt", "fedanchor", "fedavg-labeled"]
     secure = "real"            # real | plaintext | both
+    aggregation = "secagg"     # real-mode secure sums: secagg (pairwise masks) | he (TenSEAL BFV)
     rounds = 10
     seed = 0
+    # crypto_seed = 12345      # fixes the secrets (see below); normally left out
     threads = 1                # torch CPU threads (1 is fastest for small models on busy cores)
 
     [dataset]
@@ -25,6 +27,11 @@ cryptography mode, the number of rounds, the seed and the methods' hyper-paramet
     clients_per_round = 5
     [hyper.fedprop]            # keywords for one method (override [hyper])
     L = 1024
+
+``seed`` is the simulation seed (partition, sampling, initialisation).  ``crypto_seed``
+(an integer below 2^63) fixes the secrets that shape a method's outputs (FedProp's LSH
+hyperplanes, ProtoFSSL's DP noise; :mod:`securefl.methods.base`); without it the runner
+draws one per run (:mod:`securefl.experiments.runner` says how each mode uses it).
 
 The digits default (what ``securefl run`` runs with no arguments) is the file
 ``default.toml`` next to this module: the single source of truth, shipped as package
@@ -59,9 +66,10 @@ DEFAULT_CONFIG = Path(__file__).with_name("default.toml")
 """The digits default configuration (package data)."""
 
 SECURE_CHOICES = ("real", "plaintext", "both")
+AGGREGATION_CHOICES = ("secagg", "he")
 TOP_LEVEL_KEYS = {
-    "name", "description", "methods", "secure", "rounds", "seed", "threads",
-    "dataset", "partition", "hyper",
+    "name", "description", "methods", "secure", "aggregation", "rounds", "seed", "crypto_seed",
+    "threads", "dataset", "partition", "hyper",
 }
 DATASET_KEYS = {"name", "data_dir"}
 DEFAULT_VALIDATION_FRACTION = 0.1
@@ -107,6 +115,8 @@ class ExperimentConfig:
     data_dir: str | None = None
     description: str = ""
     source: str | None = None
+    aggregation: str = "secagg"
+    crypto_seed: int | None = None
 
     @property
     def secure_modes(self) -> tuple[str, ...]:
@@ -135,13 +145,16 @@ class ExperimentConfig:
         dataset: dict[str, Any] = {"name": self.dataset}
         if self.data_dir is not None:
             dataset["data_dir"] = self.data_dir
+        crypto = {} if self.crypto_seed is None else {"crypto_seed": self.crypto_seed}
         return {
             "name": self.name,
             "description": self.description,
             "methods": list(self.methods),
             "secure": self.secure,
+            "aggregation": self.aggregation,
             "rounds": self.rounds,
             "seed": self.seed,
+            **crypto,
             "threads": self.threads,
             "dataset": dataset,
             "partition": {
@@ -169,9 +182,9 @@ def load_config(
     """Read ``path`` (default: the digits default), apply ``overrides``, validate.
 
     ``overrides`` are the command-line flags: ``methods`` (list; ``["all"]`` means every
-    method), ``dataset``, ``data_dir``, ``secure``, ``rounds``, ``seed``, ``threads``, and
-    ``settings`` (``--set`` strings ``KEY=VALUE``, applied first, so the flags win);
-    ``None`` values are ignored.
+    method), ``dataset``, ``data_dir``, ``secure``, ``aggregation``, ``rounds``, ``seed``,
+    ``threads``, and ``settings`` (``--set`` strings ``KEY=VALUE``, applied first, so the
+    flags win); ``None`` values are ignored.
     """
     source = Path(path) if path is not None else DEFAULT_CONFIG
     raw = merge_overrides(read_toml(source), **overrides)
@@ -211,12 +224,13 @@ def apply_settings(raw: dict[str, Any], settings: list[str]) -> dict[str, Any]:
 def merge_overrides(raw: dict[str, Any], **overrides: Any) -> dict[str, Any]:
     """A copy of the TOML dict ``raw`` with the given (non-``None``) flag values applied."""
     unknown = set(overrides) - {
-        "methods", "dataset", "data_dir", "secure", "rounds", "seed", "threads", "settings"
+        "methods", "dataset", "data_dir", "secure", "aggregation", "rounds", "seed", "threads",
+        "settings",
     }
     if unknown:
         raise ConfigError(f"overrides={sorted(unknown)!r}: unknown option")
     merged = apply_settings(raw, overrides.get("settings") or [])
-    for key in ("methods", "secure", "rounds", "seed", "threads"):
+    for key in ("methods", "secure", "aggregation", "rounds", "seed", "threads"):
         if overrides.get(key) is not None:
             merged[key] = overrides[key]
     dataset = merged.get("dataset", {})
@@ -252,8 +266,19 @@ def config_from_dict(raw: dict[str, Any], *, source: str | None = None) -> Exper
     secure = raw.get("secure", "real")
     if secure not in SECURE_CHOICES:
         raise ConfigError(f"secure={secure!r}: must be one of {', '.join(SECURE_CHOICES)}")
+    aggregation = raw.get("aggregation", "secagg")
+    if aggregation not in AGGREGATION_CHOICES:
+        raise ConfigError(
+            f"aggregation={aggregation!r}: must be one of {', '.join(AGGREGATION_CHOICES)} "
+            "(the secure-sum backend of real mode)"
+        )
     rounds = _int(raw.get("rounds", 10), "rounds", minimum=1)
     seed = _int(raw.get("seed", 0), "seed", minimum=0)
+    crypto_seed = raw.get("crypto_seed")
+    if crypto_seed is not None:
+        crypto_seed = _int(crypto_seed, "crypto_seed", minimum=0)
+        if crypto_seed >= 2**63:
+            raise ConfigError(f"crypto_seed={crypto_seed!r}: must be below 2^63 (a TOML integer)")
     threads = _int(raw.get("threads", 1), "threads", minimum=1)
     partition, method_partition = _partition(_table(raw, "partition"), known_methods)
     hyper, method_hyper = _hyper(_table(raw, "hyper"), known_methods)
@@ -277,6 +302,8 @@ def config_from_dict(raw: dict[str, Any], *, source: str | None = None) -> Exper
         data_dir=data_dir,
         description=description,
         source=source,
+        aggregation=aggregation,
+        crypto_seed=crypto_seed,
     )
 
 

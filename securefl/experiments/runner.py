@@ -24,6 +24,27 @@ and continues with the next round; because method state includes every RNG state
 resumed run reproduces the uninterrupted one exactly (same accuracies, same pseudo-label
 digests).  Completed jobs are never rerun.
 
+**Randomness.**  Every job gets the simulation seed ``seed`` (the partition too, so every
+run with one ``seed`` trains on the same split) and a crypto seed for the secrets that
+shape its outputs (:mod:`securefl.methods.base`: FedProp's LSH hyperplanes, ProtoFSSL's
+DP noise), chosen once per run by :func:`choose_crypto_seed`:
+
+- ``--secure real``: 128 bits drawn from the OS CSPRNG (``secrets``), so two runs with
+  one ``--seed`` use different hyperplanes and noise.  It is kept **only** in
+  ``checkpoint.pkl`` -- a resumed run continues with the same secrets and reproduces the
+  uninterrupted run exactly -- and erased from it when the run completes; results.json
+  says ``crypto_seed: null``.
+- ``--secure both``: one seed for the real and the plaintext job of every method (their
+  outputs are then bit-identical), drawn from the OS CSPRNG below 2^63 and published in
+  results.json (so that run's secrets are not secret).
+- ``--secure plaintext``: :func:`~securefl.methods.base.plaintext_crypto_seed` of
+  ``seed`` (the placeholder protects nothing; plaintext runs stay reproducible from
+  ``seed``), published.
+
+A ``crypto_seed`` in the config replaces the draw in every mode and is published.
+results.json states each job's source of randomness (``randomness``).  Keys and masks
+that cannot change an output come from the OS CSPRNG in every mode.
+
 Torch runs with ``threads`` CPU threads (config key, default 1): small models on shared
 cores are many times faster single-threaded than with oversubscribed OpenMP threads.
 FedProp's real SHADE uses the same number of OT worker threads (its outputs do not
@@ -35,6 +56,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import secrets
 import signal
 import threading
 import time
@@ -63,17 +85,60 @@ CHECKPOINT_VERSION = 2
 class MethodFactory(Protocol):
     """Builds one job's method (no work beyond validating its keywords)."""
 
-    def __call__(self, name: str, *, secure: str, seed: int, hyper: dict[str, Any]) -> Any: ...
+    def __call__(self, name: str, *, secure: str, seed: int, crypto_seed: int | None,
+                 sum_backend: str, hyper: dict[str, Any]) -> Any: ...
 
 
-def build_job_method(name: str, *, secure: str, seed: int, hyper: dict[str, Any]) -> Any:
+def build_job_method(name: str, *, secure: str, seed: int, crypto_seed: int | None,
+                     sum_backend: str, hyper: dict[str, Any]) -> Any:
     """The default factory: :func:`securefl.methods.build_method`; bad keywords -> ConfigError."""
     from securefl.methods import build_method
 
     try:
-        return build_method(name, secure=secure, seed=seed, **hyper)
+        return build_method(name, secure=secure, seed=seed, crypto_seed=crypto_seed,
+                            sum_backend=sum_backend, **hyper)
     except TypeError as exc:
         raise ConfigError(f"hyper[{name}]={hyper!r}: {exc}") from None
+
+
+def choose_crypto_seed(config: ExperimentConfig) -> tuple[int, bool]:
+    """This run's crypto seed and whether it is published in results.json (see the module
+    docstring)."""
+    from securefl.methods.base import plaintext_crypto_seed
+
+    if config.crypto_seed is not None:
+        return config.crypto_seed, True
+    if config.secure == "real":
+        return secrets.randbits(128), False
+    if config.secure == "both":
+        return secrets.randbelow(2**63), True
+    return plaintext_crypto_seed(config.seed), True
+
+
+def describe_randomness(config: ExperimentConfig, published: bool) -> list[dict[str, str]]:
+    """Each job's source of randomness, for results.json."""
+    if config.crypto_seed is not None:
+        origin = "the configured crypto_seed (published here: reproducible, not secret)"
+    elif not published:
+        origin = ("a 128-bit crypto seed drawn from the OS CSPRNG for this run, kept only in "
+                  "checkpoint.pkl for --resume and erased when the run completes")
+    elif config.secure == "both":
+        origin = ("crypto_seed, drawn from the OS CSPRNG for this run and shared by the real "
+                  "and plaintext jobs for their bit-identical comparison (published here, so "
+                  "this run's secrets are not secret)")
+    else:
+        origin = "crypto_seed = plaintext_crypto_seed(seed), fixed by the simulation seed"
+    jobs = []
+    for job in plan_jobs(config):
+        secrets_of = ("secrets (LSH seed shares, DP noise)" if job.secure == "real"
+                      else "the placeholder's LSH seeds and noise (no secrets in plaintext mode)")
+        keys = "; keys and masks from the OS CSPRNG" if job.secure == "real" else ""
+        jobs.append({
+            "method": job.method,
+            "secure": job.secure,
+            "randomness": f"simulation from seed {config.seed}; {secrets_of} from {origin}{keys}",
+        })
+    return jobs
 
 
 def load_federations(config: ExperimentConfig) -> dict[str, Any]:
@@ -128,7 +193,8 @@ class RunState:
 
     ``method_state`` is the current job's ``state_dict()`` pickled right after its last
     completed round — a frozen snapshot, so a later interrupt cannot capture half-updated
-    weights.
+    weights.  ``crypto_seed`` is the run's crypto seed (a secret in real mode: this file is
+    its only copy, until the run completes).
     """
 
     config: dict[str, Any]
@@ -137,6 +203,7 @@ class RunState:
     current_job: int = 0
     method_state: bytes | None = None
     status: str = "running"
+    crypto_seed: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -147,6 +214,7 @@ class RunState:
             "current_job": self.current_job,
             "method_state": self.method_state,
             "status": self.status,
+            "crypto_seed": self.crypto_seed,
         }
 
     @classmethod
@@ -162,6 +230,7 @@ class RunState:
             current_job=data["current_job"],
             method_state=data["method_state"],
             status=data["status"],
+            crypto_seed=data["crypto_seed"],
         )
 
 
@@ -177,7 +246,8 @@ def plan_jobs(config: ExperimentConfig) -> list[JobLog]:
 def check_methods(config: ExperimentConfig, factory: MethodFactory = build_job_method) -> None:
     """Build every job's method once, so bad hyper-parameters fail before anything runs."""
     for job in plan_jobs(config):
-        factory(job.method, secure=job.secure, seed=config.seed, hyper=job.hyper)
+        factory(job.method, secure=job.secure, seed=config.seed, crypto_seed=None,
+                sum_backend=config.aggregation, hyper=job.hyper)
 
 
 @contextmanager
@@ -274,6 +344,8 @@ class Runner:
         with _interrupts_deferred():
             self.state.status = "complete"
             self.state.method_state = None
+            if self.state.header.get("crypto_seed") is None:
+                self.state.crypto_seed = None  # a secret no longer needed for --resume
             self._commit()
         document = self.document()
         if self.artifacts is not None:
@@ -296,7 +368,10 @@ class Runner:
         self.state.current_job = index
         label = f"{job.method} ({job.secure})"
         task = self._task(job, f"{label}: setup")
-        method = self.factory(job.method, secure=job.secure, seed=config["seed"], hyper=job.hyper)
+        method = self.factory(
+            job.method, secure=job.secure, seed=config["seed"], crypto_seed=self.state.crypto_seed,
+            sum_backend=config["aggregation"], hyper=job.hyper,
+        )
         stage = [f"{label}: setup"]
         method.on_phase = lambda text: self._describe(task, f"{stage[0]}: {text}")
         federation = self.federations[job.method]
@@ -356,9 +431,17 @@ class Runner:
 
 
 def new_state(config: ExperimentConfig, header: dict[str, Any]) -> RunState:
-    """A fresh run of ``config``."""
+    """A fresh run of ``config``, with its crypto seed (:func:`choose_crypto_seed`)."""
+    crypto_seed, published = choose_crypto_seed(config)
+    randomness = {
+        "crypto_seed": crypto_seed if published else None,
+        "randomness": describe_randomness(config, published),
+    }
     return RunState(
-        config=config.to_dict(), header={**header, "started": _now()}, jobs=plan_jobs(config)
+        config=config.to_dict(),
+        header={**header, **randomness, "started": _now()},
+        jobs=plan_jobs(config),
+        crypto_seed=crypto_seed,
     )
 
 

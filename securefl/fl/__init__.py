@@ -14,13 +14,16 @@ Public API::
     evaluate(model, x, y) -> accuracy; predict_labels(model, x); predict_logits(model, x);
     extract_features(model, x)
     aggregate(states_or_vectors, weights, *, secure="real"|"plaintext", seed=None,
-              threshold=None) -> (average, AggregationReport)   (weighted FedAvg, secure sum)
-    secure_weighted_sum(vectors, weights, *, secure, seed, threshold) -> (sum, total_w, report)
+              threshold=None, sum_backend="secagg"|"he") -> (average, AggregationReport)
+              (weighted FedAvg through a secure sum)
+    secure_weighted_sum(vectors, weights, *, secure, seed, threshold, sum_backend)
+        -> (sum, total_w, report)
     model_vector(model), load_model_vector(model, v), state_to_vector, vector_to_state,
-    model_bytes(model), secure_backend(secure)
+    model_bytes(model), secure_backend(secure, sum_backend="secagg"), SUM_BACKENDS
 """
 
 from securefl.fl.aggregation import (
+    SUM_BACKENDS,
     AggregationReport,
     aggregate,
     load_model_vector,
@@ -47,7 +50,7 @@ from securefl.fl.training import (
 )
 
 __all__ = [
-    "AggregationReport", "SimulationRNG", "aggregate", "batches", "evaluate",
+    "SUM_BACKENDS", "AggregationReport", "SimulationRNG", "aggregate", "batches", "evaluate",
     "extract_features", "load_model_vector", "make_optimizer", "model_bytes", "model_vector",
     "predict_labels", "predict_logits", "prox_term", "sample_clients", "secure_backend",
     "secure_weighted_sum", "state_to_vector", "train_mixed", "train_supervised", "vector_to_state",

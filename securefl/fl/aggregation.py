@@ -6,11 +6,21 @@ FedAvg weighted by local data size |D_k| = n_k:
 
 Each client k submits the vector ``[n_k * theta_k, n_k]`` to
 :func:`securefl.crypto.secure_sum`; the server decodes the sum and divides by its last
-entry.  With ``secure="real"`` this is the pairwise-masked secure aggregation of
-Bonawitz et al. (backend ``"secagg"``): the server learns only the two sums (hence the
-average model and the total data size), never an individual model or n_k.  With
+entry.  With ``secure="real"`` the sum runs the backend ``sum_backend`` (the
+``aggregation`` key of an experiment, ``--aggregation``): ``"secagg"``, the
+pairwise-masked secure aggregation of Bonawitz et al. (no coalition of fewer than t
+clients with the server learns an input; more than n - t dropouts abort), or ``"he"``,
+BFV homomorphic aggregation under a key the clients share (:mod:`securefl.crypto.he`:
+any dropouts once a majority's inputs arrived; one client colluding with the server
+reads every input).  Either way the server learns only the two sums (hence the average
+model and the total data size), never an individual model or n_k.  With
 ``secure="plaintext"`` the backend adds the same fixed-point encodings directly, so
-both modes return bit-identical averages (the contract of ``secure_sum``).  The
+all modes return bit-identical averages (the contract of ``secure_sum``).
+
+Secure aggregation's keys and masks (and the HE key) come from the OS CSPRNG unless a
+test passes ``seed``: the average does not depend on them, so neither ``--secure both``
+nor ``--resume`` needs them fixed, and methods never derive them from their crypto seed
+(a derived seed repeated by mistake would reuse masks).  The
 fixed-point error of the average is at most ``(n/2 * 2^-f) / sum n_k`` per coordinate
 plus float64 rounding (see :mod:`securefl.crypto.fixed_point`).
 
@@ -100,18 +110,25 @@ def model_bytes(model: nn.Module) -> int:
     return 4 * sum(v.numel() for v in model.state_dict().values() if torch.is_floating_point(v))
 
 
-def secure_backend(secure: str) -> str:
-    """The :func:`securefl.crypto.secure_sum` backend for a ``secure`` mode."""
+SUM_BACKENDS = ("secagg", "he")
+"""The :func:`securefl.crypto.secure_sum` backends a real-mode aggregation may use."""
+
+
+def secure_backend(secure: str, sum_backend: str = "secagg") -> str:
+    """The :func:`securefl.crypto.secure_sum` backend for a ``secure`` mode: ``sum_backend``
+    (``"secagg"`` or ``"he"``) when real, the plaintext oracle otherwise."""
+    if sum_backend not in SUM_BACKENDS:
+        raise InputError("sum_backend", sum_backend, f"must be one of {SUM_BACKENDS}")
     if secure == "real":
-        return "secagg"
+        return sum_backend
     if secure == "plaintext":
         return "plaintext"
     raise InputError("secure", secure, "must be 'real' or 'plaintext'")
 
 
 def secure_weighted_sum(vectors: Sequence[np.ndarray], weights: Sequence[float], *, secure: str,
-                        seed: int | None = None,
-                        threshold: int | None = None) -> tuple[np.ndarray, float, AggregationReport]:
+                        seed: int | None = None, threshold: int | None = None,
+                        sum_backend: str = "secagg") -> tuple[np.ndarray, float, AggregationReport]:
     """``(sum_k w_k v_k, sum_k w_k, report)`` through one secure sum of ``[w_k v_k, w_k]``."""
     from securefl.crypto.summation import secure_sum
 
@@ -127,7 +144,7 @@ def secure_weighted_sum(vectors: Sequence[np.ndarray], weights: Sequence[float],
     t = n // 2 + 1 if threshold is None else threshold
     inputs = [np.append(np.asarray(v, np.float64) * wk, wk) for v, wk in zip(vectors, w)]
     start = time.perf_counter()
-    result = secure_sum(inputs, threshold=t, backend=secure_backend(secure), seed=seed)
+    result = secure_sum(inputs, threshold=t, backend=secure_backend(secure, sum_backend), seed=seed)
     seconds = time.perf_counter() - start
     total = np.asarray(result.total, dtype=np.float64)
     dim = len(inputs[0])
@@ -141,8 +158,8 @@ def secure_weighted_sum(vectors: Sequence[np.ndarray], weights: Sequence[float],
 
 def aggregate(states_or_vectors: Sequence[StateDict] | Sequence[np.ndarray],
               weights: Sequence[float], *, secure: str, seed: int | None = None,
-              threshold: int | None = None) -> tuple[dict[str, torch.Tensor] | np.ndarray,
-                                                     AggregationReport]:
+              threshold: int | None = None, sum_backend: str = "secagg"
+              ) -> tuple[dict[str, torch.Tensor] | np.ndarray, AggregationReport]:
     """Weighted FedAvg of client models (state dicts or flat vectors) via secure sum.
 
     Returns the average in the input's form (state dict or vector) and the cost report.
@@ -153,8 +170,8 @@ def aggregate(states_or_vectors: Sequence[StateDict] | Sequence[np.ndarray],
     as_state = isinstance(first, Mapping)
     vectors = [state_to_vector(s) for s in states_or_vectors] if as_state else \
         [np.asarray(v, np.float64) for v in states_or_vectors]
-    weighted, total_weight, report = secure_weighted_sum(vectors, weights, secure=secure,
-                                                         seed=seed, threshold=threshold)
+    weighted, total_weight, report = secure_weighted_sum(vectors, weights, secure=secure, seed=seed,
+                                                         threshold=threshold, sum_backend=sum_backend)
     average = weighted / total_weight
     if as_state:
         return vector_to_state(average, first), report

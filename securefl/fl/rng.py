@@ -2,11 +2,10 @@
 both derived from the run's single ``seed``, with their states capturable so that a
 resumed run reproduces an uninterrupted one bit for bit.
 
-This is *simulation* randomness (sampling, shuffling, initialisation).  Cryptographic
-keys and masks never come from here; protocols draw them from ``secrets``.  Protocol
-seeds that must agree between a real and a plaintext run (e.g. the LSH hyperplanes the
-clients agree on) are drawn with :meth:`SimulationRNG.draw_seed` in tests and
-simulation only.
+This is *simulation* randomness (sampling, shuffling, initialisation), known to anyone
+who knows ``--seed``.  No secret comes from here: keys and masks come from the OS
+CSPRNG, and the secrets that shape a method's outputs (LSH seeds, DP noise) from the
+method's ``crypto_seed`` (:class:`securefl.methods.base.Method`).
 """
 
 from __future__ import annotations

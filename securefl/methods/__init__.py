@@ -1,6 +1,7 @@
 """securefl.methods: the FSSL methods and baselines, built by name.
 
-    build_method(name, *, secure="plaintext", seed=0, **hyper) -> Method
+    build_method(name, *, secure="plaintext", seed=0, crypto_seed=None, sum_backend="secagg",
+                 **hyper) -> Method
 
 A method is set up on a federation's training view (no validation or test set), runs one
 round per ``run_round`` and returns a :class:`RoundResult` (cost, pseudo-labels; no
@@ -50,6 +51,8 @@ _REGISTRY: dict[str, tuple[str, str]] = {
 }
 
 METHOD_NAMES: tuple[str, ...] = tuple(_REGISTRY)
+RUN_PARAMETERS = ("secure", "seed", "crypto_seed", "sum_backend")
+"""Keywords every method takes that are set by the run, not hyper-parameters."""
 
 
 def method_class(name: str) -> type[Method]:
@@ -64,17 +67,20 @@ def hyper_parameters(name: str) -> dict[str, Any]:
     """The hyper-parameter keywords of method ``name`` with their defaults."""
     signature = inspect.signature(method_class(name).__init__)
     return {p.name: p.default for p in signature.parameters.values()
-            if p.kind is inspect.Parameter.KEYWORD_ONLY and p.name not in ("secure", "seed")}
+            if p.kind is inspect.Parameter.KEYWORD_ONLY and p.name not in RUN_PARAMETERS}
 
 
-def build_method(name: str, *, secure: str = "plaintext", seed: int = 0, **hyper: Any) -> Method:
-    """Build method ``name``; unknown names or hyper-parameters raise ConfigError."""
+def build_method(name: str, *, secure: str = "plaintext", seed: int = 0,
+                 crypto_seed: int | None = None, sum_backend: str = "secagg", **hyper: Any) -> Method:
+    """Build method ``name``; unknown names or hyper-parameters raise ConfigError.
+    ``crypto_seed`` and ``sum_backend``: see :mod:`securefl.methods.base`."""
     known = hyper_parameters(name)
     unknown = sorted(set(hyper) - set(known))
     if unknown:
         raise ConfigError(f"hyper[{name}].{unknown[0]}={hyper[unknown[0]]!r}: unknown "
                           f"hyper-parameter of {name}; known: {', '.join(sorted(known))}")
-    return method_class(name)(secure=secure, seed=seed, **hyper)
+    return method_class(name)(secure=secure, seed=seed, crypto_seed=crypto_seed,
+                              sum_backend=sum_backend, **hyper)
 
 
 __all__ = ["METHOD_NAMES", "SECURE_MODES", "Method", "RoundResult", "build_method",

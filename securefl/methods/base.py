@@ -14,7 +14,25 @@ images and scores them itself (:meth:`Method.score`): validation accuracy to sel
 round, test accuracy to report.
 
 ``secure="real"`` routes every cross-party step through :mod:`securefl.crypto` /
-:mod:`securefl.protocols`; ``secure="plaintext"`` computes identical outputs directly.
+:mod:`securefl.protocols` (its secure sums through ``sum_backend``: ``"secagg"`` or
+``"he"``); ``secure="plaintext"`` computes identical outputs directly.
+
+**Two kinds of randomness.**  ``seed`` drives the simulation (initialisation, client
+sampling, batches): anyone who knows it can replay it, so no secret may come from it.
+``crypto_seed`` drives the secrets that shape a method's outputs -- FedProp's LSH seed
+shares (hence its hyperplanes), ProtoFSSL's DP noise: :meth:`Method.crypto_seed_for`
+derives one seed per purpose and round by SHA-256, and the protocols expand it with
+AES-CTR.  ``crypto_seed=None`` means:
+
+- ``secure="real"``: no fixed seed; every such secret comes from the OS CSPRNG (a
+  deployment, and the default of the library);
+- ``secure="plaintext"``: :func:`plaintext_crypto_seed` of ``seed`` -- the placeholder
+  protects nothing, and a plaintext run stays reproducible from ``seed`` alone.
+
+Real and plaintext runs agree bit for bit only when both get the same explicit
+``crypto_seed`` (``securefl run --secure both`` does that, and publishes the seed).
+Keys and masks whose values cannot change an output (X25519 keys, pairwise masks, the HE
+key, SHADE's OTs) always come from the OS CSPRNG.
 """
 
 from __future__ import annotations
@@ -27,8 +45,16 @@ from typing import Any, Callable, ClassVar
 import numpy as np
 
 from securefl.errors import InputError
+from securefl.fl.aggregation import SUM_BACKENDS
 
 SECURE_MODES = ("real", "plaintext")
+
+
+def plaintext_crypto_seed(seed: int) -> int:
+    """The fixed crypto seed of a plaintext run with simulation seed ``seed``: 63 bits of
+    SHA-256 of the seed (public by construction; below 2^63, so a config can name it)."""
+    digest = hashlib.sha256(f"securefl/plaintext-crypto-seed/{int(seed)}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") >> 1
 
 
 @dataclass
@@ -81,11 +107,33 @@ class Method(ABC):
         if self.on_phase is not None:
             self.on_phase(text)
 
-    def __init__(self, *, secure: str = "plaintext", seed: int = 0) -> None:
+    def __init__(self, *, secure: str = "plaintext", seed: int = 0,
+                 crypto_seed: int | None = None, sum_backend: str = "secagg") -> None:
         if secure not in SECURE_MODES:
             raise InputError("secure", secure, f"must be one of {SECURE_MODES}")
+        if crypto_seed is not None and (
+            isinstance(crypto_seed, bool) or not isinstance(crypto_seed, (int, np.integer)) or crypto_seed < 0
+        ):
+            raise InputError("crypto_seed", crypto_seed, "must be None or a non-negative integer")
+        if sum_backend not in SUM_BACKENDS:
+            raise InputError("sum_backend", sum_backend, f"must be one of {SUM_BACKENDS}")
         self.secure = secure
         self.seed = seed
+        self.crypto_seed = crypto_seed
+        self.sum_backend = sum_backend
+
+    def crypto_seed_for(self, purpose: str, *labels: int) -> int | None:
+        """The seed of one secret (``purpose``, e.g. ``"lsh"``, and labels such as round and
+        client, which must never repeat for one purpose): SHA-256 of the crypto seed and
+        the labels, or ``None`` (the protocol draws from the OS CSPRNG) in real mode
+        without a crypto seed.  See the module docstring."""
+        root = self.crypto_seed
+        if root is None and self.secure == "plaintext":
+            root = plaintext_crypto_seed(self.seed)
+        if root is None:
+            return None
+        text = "/".join(["securefl/method-secret", str(int(root)), purpose, *(str(int(x)) for x in labels)])
+        return int.from_bytes(hashlib.sha256(text.encode()).digest()[:16], "big")
 
     @abstractmethod
     def setup(self, federation: Any) -> None:

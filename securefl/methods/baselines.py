@@ -62,11 +62,12 @@ class FedAvgMethod(Method):
 
     uses_pseudo_labels: ClassVar[bool] = False
 
-    def __init__(self, *, secure: str = "plaintext", seed: int = 0, model: str = "auto",
+    def __init__(self, *, secure: str = "plaintext", seed: int = 0, crypto_seed: int | None = None,
+                 sum_backend: str = "secagg", model: str = "auto",
                  clients_per_round: int = 5, local_epochs: int = 5, batch_size: int = 50,
                  lr: float = 0.1, momentum: float = 0.9, weight_decay: float = 2e-4,
                  lr_decay_rounds: int | None = 2000, prox_mu: float = 0.0) -> None:
-        super().__init__(secure=secure, seed=seed)
+        super().__init__(secure=secure, seed=seed, crypto_seed=crypto_seed, sum_backend=sum_backend)
         self.model = model
         self.clients_per_round = clients_per_round
         self.local_epochs = local_epochs
@@ -144,7 +145,7 @@ class FedAvgMethod(Method):
             vectors.append(model_vector(local))
             sizes.append(float(len(self.federation.clients[int(k)])))
         train_seconds = time.perf_counter() - train_start
-        average, report = aggregate(vectors, sizes, secure=self.secure)
+        average, report = aggregate(vectors, sizes, secure=self.secure, sum_backend=self.sum_backend)
         load_model_vector(self.network, average)
         return train_seconds, report.crypto_seconds, report.protocol_bytes_per_client
 
@@ -235,12 +236,14 @@ class PseudoLabelMethod(FedAvgMethod):
 
     uses_pseudo_labels: ClassVar[bool] = True
 
-    def __init__(self, *, secure: str = "plaintext", seed: int = 0, model: str = "auto",
+    def __init__(self, *, secure: str = "plaintext", seed: int = 0, crypto_seed: int | None = None,
+                 sum_backend: str = "secagg", model: str = "auto",
                  clients_per_round: int = 5, local_epochs: int = 5, batch_size: int = 50,
                  lr: float = 0.1, momentum: float = 0.9, weight_decay: float = 2e-4,
                  lr_decay_rounds: int | None = 2000, prox_mu: float = 0.0,
                  warmup_rounds: int = 10, k: int = 10, alpha: float = 0.99) -> None:
-        super().__init__(secure=secure, seed=seed, model=model,
+        super().__init__(secure=secure, seed=seed, crypto_seed=crypto_seed,
+                         sum_backend=sum_backend, model=model,
                          clients_per_round=clients_per_round, local_epochs=local_epochs,
                          batch_size=batch_size, lr=lr, momentum=momentum,
                          weight_decay=weight_decay, lr_decay_rounds=lr_decay_rounds,

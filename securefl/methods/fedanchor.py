@@ -73,6 +73,8 @@ class FedAnchor(Method):
         *,
         secure: str = "plaintext",
         seed: int = 0,
+        crypto_seed: int | None = None,
+        sum_backend: str = "secagg",
         model: str = "auto",
         clients_per_round: int = 10,
         local_epochs: int = 5,
@@ -92,7 +94,7 @@ class FedAnchor(Method):
         mixup_alpha: float = 0.75,
         mix_weight: float = 1.0,
     ) -> None:
-        super().__init__(secure=secure, seed=seed)
+        super().__init__(secure=secure, seed=seed, crypto_seed=crypto_seed, sum_backend=sum_backend)
         self.model = model
         self.clients_per_round = clients_per_round
         self.local_epochs = local_epochs
@@ -227,7 +229,8 @@ class FedAnchor(Method):
             train_seconds += time.perf_counter() - t0
             uploads.append(model_vector(network))
             pseudo.append(labels)
-        average, report = aggregate(uploads, self.sizes[chosen], secure=self.secure)
+        average, report = aggregate(uploads, self.sizes[chosen], secure=self.secure,
+                                    sum_backend=self.sum_backend)
         load_model_vector(self.network, average)
         t0 = time.perf_counter()
         self._server_epochs(self.server_lr)

@@ -14,9 +14,11 @@ FedProp:
 
 With ``secure="real"`` CrossClientLP runs SHADE secure Hamming distances on the LSH codes
 and secure sums of the label scores; with ``secure="plaintext"`` its placeholder computes
-the same Hamming matrix and sums directly.  The LSH hyperplane seed -- which the clients
-agree on by key exchange in a deployment -- is drawn from the method's simulation RNG so
-that both modes use the same hyperplanes and give identical pseudo-labels.
+the same Hamming matrix and sums directly.  The clients' shares of the LSH seed (agreed
+by key exchange, unknown to the server) come from ``crypto_seed_for("lsh", round)``:
+the OS CSPRNG in real mode without a crypto seed, never the simulation seed; real and
+plaintext runs given one ``crypto_seed`` use the same hyperplanes and give identical
+pseudo-labels (:mod:`securefl.methods.base`).
 
 Who learns what (semi-honest): the server learns the Hamming matrix H between the
 selected clients' LSH codes (an approximation of their features' cosine similarities)
@@ -64,13 +66,15 @@ class FedProp(PseudoLabelMethod):
 
     name = "fedprop"
 
-    def __init__(self, *, secure: str = "plaintext", seed: int = 0, model: str = "auto",
+    def __init__(self, *, secure: str = "plaintext", seed: int = 0, crypto_seed: int | None = None,
+                 sum_backend: str = "secagg", model: str = "auto",
                  clients_per_round: int = 5, local_epochs: int = 5, batch_size: int = 50,
                  lr: float = 0.1, momentum: float = 0.9, weight_decay: float = 2e-4,
                  lr_decay_rounds: int | None = 2000, prox_mu: float = 0.0,
                  warmup_rounds: int = 10, k: int = 10, alpha: float = 0.99,
                  L: int = 4096, max_shift: int | None = None) -> None:
-        super().__init__(secure=secure, seed=seed, model=model,
+        super().__init__(secure=secure, seed=seed, crypto_seed=crypto_seed,
+                         sum_backend=sum_backend, model=model,
                          clients_per_round=clients_per_round, local_epochs=local_epochs,
                          batch_size=batch_size, lr=lr, momentum=momentum,
                          weight_decay=weight_decay, lr_decay_rounds=lr_decay_rounds,
@@ -102,7 +106,8 @@ class FedProp(PseudoLabelMethod):
         self._phase(f"CrossClientLP ({self.secure})")
         result = cross_client_lp(features, labels, num_classes=self.federation.num_classes,
                                  k=self.k, alpha=self.alpha, L=self.L, backend=self.secure,
-                                 seed=self.rng.draw_seed(), workers=torch.get_num_threads())
+                                 seed=self.crypto_seed_for("lsh", self.rounds_done),
+                                 workers=torch.get_num_threads())
         pseudo = [np.asarray(p, dtype=np.int64) for p, _ in result]
         weights = [np.asarray(w, dtype=np.float64) for _, w in result]
         traffic = result.bytes_per_client()
@@ -114,14 +119,16 @@ class FedPropMT(FedProp):
 
     name = "fedprop-mt"
 
-    def __init__(self, *, secure: str = "plaintext", seed: int = 0, model: str = "auto",
+    def __init__(self, *, secure: str = "plaintext", seed: int = 0, crypto_seed: int | None = None,
+                 sum_backend: str = "secagg", model: str = "auto",
                  clients_per_round: int = 5, local_epochs: int = 5, batch_size: int = 50,
                  lr: float = 0.1, momentum: float = 0.9, weight_decay: float = 2e-4,
                  lr_decay_rounds: int | None = 2000, prox_mu: float = 0.0,
                  warmup_rounds: int = 10, k: int = 10, alpha: float = 0.99, L: int = 4096,
                  max_shift: int | None = None, ema_decay: float = 0.99, consistency_weight: float = 100.0,
                  consistency_rampup: int = 5, noise_std: float = 0.1) -> None:
-        super().__init__(secure=secure, seed=seed, model=model,
+        super().__init__(secure=secure, seed=seed, crypto_seed=crypto_seed,
+                         sum_backend=sum_backend, model=model,
                          clients_per_round=clients_per_round, local_epochs=local_epochs,
                          batch_size=batch_size, lr=lr, momentum=momentum,
                          weight_decay=weight_decay, lr_decay_rounds=lr_decay_rounds,
@@ -191,8 +198,10 @@ class FedPropMT(FedProp):
             teachers.append(model_vector(self._local_teacher))
             sizes.append(float(len(self.federation.clients[int(k)])))
         train_seconds = time.perf_counter() - train_start
-        student_avg, report_s = aggregate(students, sizes, secure=self.secure)
-        teacher_avg, report_t = aggregate(teachers, sizes, secure=self.secure)
+        student_avg, report_s = aggregate(students, sizes, secure=self.secure,
+                                          sum_backend=self.sum_backend)
+        teacher_avg, report_t = aggregate(teachers, sizes, secure=self.secure,
+                                          sum_backend=self.sum_backend)
         load_model_vector(self.network, student_avg)
         load_model_vector(self.teacher, teacher_avg)
         return (train_seconds, report_s.crypto_seconds + report_t.crypto_seconds,

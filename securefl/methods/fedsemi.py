@@ -88,6 +88,8 @@ class FedSemi(Method):
         *,
         secure: str = "plaintext",
         seed: int = 0,
+        crypto_seed: int | None = None,
+        sum_backend: str = "secagg",
         model: str = "auto",
         rounds: int = 50,
         clients_per_round: int = 10,
@@ -107,7 +109,7 @@ class FedSemi(Method):
         max_shift: int | None = None,
         min_group: int = 2,
     ) -> None:
-        super().__init__(secure=secure, seed=seed)
+        super().__init__(secure=secure, seed=seed, crypto_seed=crypto_seed, sum_backend=sum_backend)
         self.model = model
         self.rounds = rounds
         self.clients_per_round = clients_per_round
@@ -257,7 +259,8 @@ class FedSemi(Method):
 
         sizes = self.sizes[chosen]
         teacher_vectors = [np.concatenate([a.ravel() for a in t]) for t in teachers]
-        teacher_sum, total_size, report = secure_weighted_sum(teacher_vectors, sizes, secure=self.secure)
+        teacher_sum, total_size, report = secure_weighted_sum(teacher_vectors, sizes, secure=self.secure,
+                                                                sum_backend=self.sum_backend)
         crypto_seconds = report.crypto_seconds
         protocol_bytes = report.protocol_bytes_per_client * m
         model_bytes = 2.0 * report.payload_bytes * m  # teacher down and up
@@ -266,7 +269,8 @@ class FedSemi(Method):
         for j in np.flatnonzero(masks.any(axis=0)):
             members = np.flatnonzero(masks[:, j])
             deltas = [students[i][j] - teachers[i][j] for i in members]
-            delta_sum, _, group_report = secure_weighted_sum(deltas, sizes[members], secure=self.secure)
+            delta_sum, _, group_report = secure_weighted_sum(deltas, sizes[members], secure=self.secure,
+                                                        sum_backend=self.sum_backend)
             crypto_seconds += group_report.crypto_seconds
             protocol_bytes += group_report.protocol_bytes_per_client * len(members)
             model_bytes += 2.0 * group_report.payload_bytes * len(members)  # student layer up, and down next round

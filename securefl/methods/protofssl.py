@@ -65,9 +65,9 @@ updates are securely summed but not noised, so they are not covered).
 joined, no amplification: the server picks and sees the participants) with
 ``dp_accounting`` at ``dp_delta``; every round's :class:`RoundResult` carries it
 (``privacy``: ``epsilon_per_client``, ``releases``, ``delta``).  Helpers' prototypes are
-relayed by the server, which sees them (noised) as in the paper.  In this simulation the
-noise is drawn from a seed of the simulation RNG so that real and plaintext runs agree; a
-deployment draws it from the CSPRNG (``seed=None`` in ``share_prototypes``).  Models and the global
+relayed by the server, which sees them (noised) as in the paper.  The noise seed is
+``crypto_seed_for("prototype-noise", round, client)``: the OS CSPRNG in real mode
+without a crypto seed, never the simulation seed (:mod:`securefl.methods.base`).  Models and the global
 prototypes are summed with :func:`securefl.crypto.secure_sum` (``secure="real"``) or its
 bit-identical plaintext oracle, so both modes produce identical pseudo-labels.
 """
@@ -114,6 +114,8 @@ class ProtoFSSL(Method):
         *,
         secure: str = "plaintext",
         seed: int = 0,
+        crypto_seed: int | None = None,
+        sum_backend: str = "secagg",
         model: str = "auto",
         clients_per_round: int = 5,
         local_epochs: int = 10,
@@ -136,7 +138,7 @@ class ProtoFSSL(Method):
         min_class_count: int = 1,
         dp_delta: float = 1e-5,
     ) -> None:
-        super().__init__(secure=secure, seed=seed)
+        super().__init__(secure=secure, seed=seed, crypto_seed=crypto_seed, sum_backend=sum_backend)
         self.model = model
         self.clients_per_round = clients_per_round
         self.local_epochs = local_epochs
@@ -272,7 +274,7 @@ class ProtoFSSL(Method):
             min_count=self.min_class_count, clip_norm=self.clip,
             sigma=self.noise_std if noise and self.noise_multiplier is None else None,
             noise_multiplier=self.noise_multiplier if noise else None,
-            seed=self.rng.draw_seed() if noise else None,
+            seed=self.crypto_seed_for("prototype-noise", self._round, client) if noise else None,
         )
 
     @property
@@ -317,6 +319,7 @@ class ProtoFSSL(Method):
     # ------------------------------------------------------------------ round
     def run_round(self, round_index: int) -> RoundResult:
         start = time.perf_counter()
+        self._round = round_index
         chosen = sample_clients(self.rng.numpy, self.federation.num_clients, self.clients_per_round)
         helper_ids = self.store.select_helpers(self.helpers, rng=self.rng.numpy)
         helpers = [h for h in self.store.helper_prototypes(helper_ids) if h.mask.any()]  # a helper may withhold all
@@ -334,7 +337,8 @@ class ProtoFSSL(Method):
             pseudo.append(labels)
             truth.append(self.federation.clients[client].y[self.clients[client][3][positions]])
 
-        average, report = aggregate(uploads, self.sizes[chosen], secure=self.secure)
+        average, report = aggregate(uploads, self.sizes[chosen], secure=self.secure,
+                                    sum_backend=self.sum_backend)
         load_model_vector(self.network, average)
         # global prototypes for classification: secure sum of n_k c_k and n_k under theta^r;
         # with DP each client's one release under theta^r serves the helpers and this sum
@@ -347,7 +351,7 @@ class ProtoFSSL(Method):
         self.store.store(sent)
         bytes_up = float(np.mean([p.payload_bytes() for p in sent.values()]))
         t0 = time.perf_counter()
-        global_protos = aggregate_prototypes(finals, threshold=len(finals) // 2 + 1, backend=secure_backend(self.secure))
+        global_protos = aggregate_prototypes(finals, threshold=len(finals) // 2 + 1, backend=secure_backend(self.secure, self.sum_backend))
         crypto_seconds = report.crypto_seconds + time.perf_counter() - t0
         self.global_prototypes, self.global_mask = global_protos.vectors, global_protos.mask
         global_bytes = float(np.mean([global_protos.bytes_sent.get(i, 0) for i in range(len(finals))]))

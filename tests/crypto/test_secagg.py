@@ -209,7 +209,7 @@ def test_bench_refuses_untolerated_dropout():
     parser = argparse.ArgumentParser()
     bench.add_arguments(parser)
     args = parser.parse_args(["--clients", "10", "--dim", "4", "--dropout", "0.5", "--threshold", "6"])
-    with pytest.raises(DropoutError, match="threshold is 6"):
+    with pytest.raises(InputError, match="--dropout=0.5: drops 5 of 10 clients; threshold 6"):
         bench.run(args, progress=None)
     assert plan_survivors(10, 6, {u: 2 for u in range(4)}).summed == tuple(range(4, 10))
 

@@ -1,14 +1,19 @@
 """Every ``secure_sum`` backend agrees on degenerate inputs: the same result or the same error.
 
 The backends are read from :data:`securefl.crypto.summation.BACKENDS`, so a backend added
-there (e.g. ``"he"``) is held to the same contract without editing this file.
+there is held to the same contract without editing this file.  Two documented differences
+of ``he`` (:mod:`securefl.crypto.summation`) are the only exceptions, and each is checked
+exactly: it has no neighbour graph (``neighbours=`` is refused, naming the keyword), and it
+finishes where pairwise masking stops for want of unmasking clients, with the exact sum of
+the inputs that arrived.
 """
 
 import numpy as np
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from securefl.crypto.summation import BACKENDS, secure_sum
+from securefl.crypto.fixed_point import ring_sum
+from securefl.crypto.summation import BACKENDS, make_encoding, secure_sum
 from securefl.errors import InputError, SecureFLError
 
 DTYPES = [np.float64, np.float32, np.int64, np.int8, np.uint8, np.uint64]
@@ -50,8 +55,19 @@ def _outcome(backend, inputs, kwargs):
 def test_backends_agree_on_degenerate_inputs(case):
     inputs, kwargs = case
     outcomes = {backend: _outcome(backend, inputs, kwargs) for backend in BACKENDS}
-    event(str(outcomes[BACKENDS[0]][:2]))
-    assert len(set(outcomes.values())) == 1, outcomes
+    event(str(outcomes["plaintext"][:2]))
+    oracle = outcomes["plaintext"]
+    for backend, outcome in outcomes.items():
+        if backend == "he" and "neighbours" in kwargs and oracle[0] != "InputError":
+            assert outcome == ("InputError", "neighbours"), outcome
+        elif backend == "he" and oracle[0] == "DropoutError" and outcome[0] == "ok":
+            encoding = make_encoding(inputs, modulus_bits=kwargs["modulus_bits"])
+            survivors = outcome[3]
+            expected = encoding.decode(ring_sum([encoding.encode(inputs[u]) for u in survivors],
+                                                encoding.modulus_bits))
+            assert outcome[2] == expected.tobytes() and len(survivors) >= kwargs["threshold"]
+        else:
+            assert outcome == oracle, outcomes
 
 
 def test_zero_length_vectors_sum_to_an_empty_total_in_every_backend():

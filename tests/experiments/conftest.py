@@ -2,7 +2,8 @@
 
 ``SoftmaxSelfTraining`` is federated softmax regression with self-training: each round
 it samples clients with its own seeded generator, pseudo-labels their unlabeled points
-with the current model, runs a few local gradient steps and averages.  It is cheap but
+with the current model, runs a few local gradient steps, averages and adds a little
+noise from its crypto seed (as DP noise would be).  It is cheap but
 genuinely stateful (weights + RNG), so an interrupted-and-resumed run reproduces an
 uninterrupted one only if the runner restores state correctly.
 """
@@ -26,10 +27,11 @@ class SoftmaxSelfTraining(Method):
     name = "softmax-st"
     uses_pseudo_labels = True
 
-    def __init__(self, *, secure: str = "plaintext", seed: int = 0, lr: float = 0.5,
+    def __init__(self, *, secure: str = "plaintext", seed: int = 0,
+                 crypto_seed: int | None = None, sum_backend: str = "secagg", lr: float = 0.5,
                  clients_per_round: int = 3, local_steps: int = 5,
                  pseudo_labels: bool = True) -> None:
-        super().__init__(secure=secure, seed=seed)
+        super().__init__(secure=secure, seed=seed, crypto_seed=crypto_seed, sum_backend=sum_backend)
         self.lr = lr
         self.clients_per_round = clients_per_round
         self.local_steps = local_steps
@@ -74,6 +76,9 @@ class SoftmaxSelfTraining(Method):
                 x, y = x[y >= 0], y[y >= 0]
             updates.append(self._local(self.weights.copy(), x, y))
         self.weights = np.mean(updates, axis=0)
+        # a secret that shapes the output, as DP noise does: from the crypto seed
+        secret = np.random.default_rng(self.crypto_seed_for("noise", round_index))
+        self.weights += 0.05 * secret.standard_normal(self.weights.shape)
         seconds = time.perf_counter() - started
         return RoundResult(
             round=round_index,
@@ -98,16 +103,42 @@ class SoftmaxSelfTraining(Method):
         self.rng.bit_generator.state = state["rng"]
 
 
-def fake_factory(name: str, *, secure: str, seed: int, hyper: dict[str, Any]) -> Method:
+def fake_factory(name: str, *, secure: str, seed: int, crypto_seed: int | None = None,
+                 sum_backend: str = "secagg", hyper: dict[str, Any]) -> Method:
     """Method factory over the two fake methods (supervised = no pseudo-labels)."""
     if name not in FAKE_NAMES:
         raise ConfigError(f"method={name!r}: unknown")
     try:
         return SoftmaxSelfTraining(
-            secure=secure, seed=seed, pseudo_labels=name == "softmax-st", **hyper
+            secure=secure, seed=seed, crypto_seed=crypto_seed, sum_backend=sum_backend,
+            pseudo_labels=name == "softmax-st", **hyper
         )
     except TypeError as exc:
         raise ConfigError(f"hyper[{name}]={hyper!r}: {exc}") from None
+
+
+class FixedDraws:
+    """Stands in for ``secrets`` in the runner: every crypto seed it draws is ``value``."""
+
+    def __init__(self, value: int) -> None:
+        self.value = value
+
+    def randbits(self, bits: int) -> int:
+        return self.value % 2**bits
+
+    def randbelow(self, bound: int) -> int:
+        return self.value % bound
+
+
+@pytest.fixture
+def os_draws(monkeypatch):
+    """Make the runner's OS draws of crypto seeds predictable; change ``.value`` to make
+    the next draw differ (a resumed run must not draw again)."""
+    import securefl.experiments.runner as runner
+
+    draws = FixedDraws(2**100 + 12345)
+    monkeypatch.setattr(runner, "secrets", draws)
+    return draws
 
 
 @pytest.fixture(scope="session")

@@ -80,7 +80,7 @@ def test_secure_both_exits_1_when_pseudo_labels_differ(tmp_path, fake_config, mo
     assert comparison["digest_mismatch_rounds"] == [1]
 
 
-def test_resume_through_the_cli(tmp_path, fake_config, monkeypatch):
+def test_resume_through_the_cli(tmp_path, fake_config, monkeypatch, os_draws):
     reference = tmp_path / "ref"
     assert main(["run", "--config", str(fake_config), "--out", str(reference)]) == 0
     original = SoftmaxSelfTraining.run_round
@@ -95,6 +95,7 @@ def test_resume_through_the_cli(tmp_path, fake_config, monkeypatch):
     assert main(["run", "--config", str(fake_config), "--out", str(out)]) == 130
     assert json.loads((out / "results.json").read_text())["status"] == "interrupted"
     monkeypatch.setattr(SoftmaxSelfTraining, "run_round", original)
+    os_draws.value += 1  # the resumed part must keep the run's secrets, not draw new ones
     assert main(["run", "--resume", str(out)]) == 0
     resumed = json.loads((out / "results.json").read_text())
     expected = json.loads((reference / "results.json").read_text())

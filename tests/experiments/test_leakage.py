@@ -118,8 +118,9 @@ def test_methods_are_set_up_without_held_out_data(tmp_path, fake_config):
             seen.append((federation.test, federation.validation))
             super().setup(federation)
 
-    def factory(name, *, secure, seed, hyper):
-        return Spy(secure=secure, seed=seed, **hyper)
+    def factory(name, *, secure, seed, crypto_seed=None, sum_backend="secagg", hyper):
+        return Spy(secure=secure, seed=seed, crypto_seed=crypto_seed, sum_backend=sum_backend,
+                   **hyper)
 
     config = load_config(fake_config, methods=["softmax-st"], rounds=1)
     federation = _held_out_federation()
@@ -133,7 +134,7 @@ def _series(document, key):
 
 
 def test_test_labels_cannot_move_the_selected_round(tmp_path, fake_config):
-    config = load_config(fake_config, rounds=5)
+    config = load_config(fake_config, rounds=5, settings=["crypto_seed=11"])
     federation = _held_out_federation()
     reference = _runner(config, federation, tmp_path / "ref").run()
     other = _runner(config, relabel(federation, test=True), tmp_path / "test").run()
@@ -145,7 +146,7 @@ def test_test_labels_cannot_move_the_selected_round(tmp_path, fake_config):
 
 
 def test_validation_labels_do_not_reach_training(tmp_path, fake_config):
-    config = load_config(fake_config, rounds=3)
+    config = load_config(fake_config, rounds=3, settings=["crypto_seed=11"])
     federation = _held_out_federation()
     reference = _runner(config, federation, tmp_path / "ref").run()
     other = _runner(config, relabel(federation, validation=True), tmp_path / "val").run()

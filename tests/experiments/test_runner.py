@@ -54,7 +54,7 @@ def _series(document):
 
 @pytest.mark.parametrize("secure, job_index, round_index", [("real", 0, 1), ("both", 2, 0)])
 def test_interrupted_then_resumed_equals_uninterrupted(
-    tmp_path, fake_config, digits_federation, secure, job_index, round_index
+    tmp_path, fake_config, digits_federation, os_draws, secure, job_index, round_index
 ):
     config = load_config(fake_config, secure=secure, rounds=4)
     reference = _runner(config, digits_federation, tmp_path / "ref").run()
@@ -75,6 +75,7 @@ def test_interrupted_then_resumed_equals_uninterrupted(
     )
 
     state = load_state(out)
+    os_draws.value += 1  # the resumed part must keep the run's secrets, not draw new ones
     resumed = _runner(state_config(state), digits_federation, out, state=state).run()
     assert resumed["status"] == "complete"
     assert _series(resumed) == _series(reference)
@@ -148,7 +149,7 @@ def test_a_signal_during_a_commit_waits_for_the_files(signame):
 
 
 def test_interrupt_mid_round_cannot_leak_half_updated_state(
-    tmp_path, fake_config, digits_federation, monkeypatch
+    tmp_path, fake_config, digits_federation, monkeypatch, os_draws
 ):
     from .conftest import SoftmaxSelfTraining
 

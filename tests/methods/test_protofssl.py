@@ -136,7 +136,8 @@ def test_torch_pseudo_labels_match_numpy_oracle_and_carry_gradient(distance, tem
 
 
 def _run(federation, secure, rounds=2, **hyper):
-    method = build_method("protofssl", secure=secure, seed=5, clients_per_round=3, helpers=2, local_epochs=3, n_unlabeled=10, **hyper)
+    method = build_method("protofssl", secure=secure, seed=5, crypto_seed=7, clients_per_round=3, helpers=2,
+                          local_epochs=3, n_unlabeled=10, **hyper)
     method.setup(federation.for_training())
     return method, *play(method, federation, rounds)
 
