@@ -245,3 +245,20 @@ def test_fedavg_pl_pseudo_labels_are_the_networks_predictions(tiny_digits):
     assert (ones == 1).all()
     with pytest.raises(InputError, match="threshold"):
         build_method("fedavg-pl", threshold=1.0).setup(tiny_digits)
+
+
+@pytest.mark.parametrize("name, modes", [("fedavg-mt", ("plaintext", "plaintext")),
+                                         ("fedavg-labeled", ("plaintext", "plaintext", "real"))])
+def test_dropout_of_cnn13_is_seeded_by_the_method(name, modes):
+    """cnn13's dropout draws from the method's RNG (student and teacher): two runs, and real
+    vs plaintext, agree (an unbound dropout layer would raise)."""
+    from securefl.data import partition
+
+    federation = partition(_images(n_per_class=2, side=12), scheme="iid", num_clients=2, seed=0,
+                           labeled_fraction=0.5)
+    hyper = {"model": "cnn13", "clients_per_round": 2, "local_epochs": 1, "batch_size": 5,
+             "lr": 0.01}
+    runs = [run(name, federation, hyper, secure, rounds=1)[0] for secure in modes]
+    states = [m.state_dict()["models"]["network"] for m in runs]
+    for other in states[1:]:
+        assert all(torch.equal(states[0][k], other[k]) for k in states[0])
