@@ -26,8 +26,9 @@
   averages the local students and teachers."  The client loss is Mean Teacher's
   (Tarvainen & Valpola 2017): cross-entropy on the labeled part of each batch ``B_L u B_U``
   (summed and divided by ``|B|``, as their code does) plus
-  ``w_t mean_i ||softmax(student(x_i + n)) - softmax(teacher(x_i + n'))||^2 / C`` over the
-  whole batch, Gaussian input noise ``n, n'`` of std ``noise_std``, the sigmoid ramp-up
+  ``w_t mean_i ||softmax(student(eta(x_i))) - softmax(teacher(eta'(x_i)))||^2 / C`` over the
+  whole batch, ``eta, eta'`` independent perturbations as theirs (a random translation by the
+  augmentation's range, then Gaussian noise of std ``noise_std``), the sigmoid ramp-up
   ``w_t = consistency_weight exp(-5 (1 - t/T)^2)`` over ``T = consistency_rampup`` rounds,
   EMA decay ``ema_decay`` after every step; the teacher is evaluated.  FedProp gives no
   values; ours are Tarvainen & Valpola's (consistency weight 100, EMA 0.99 during the
@@ -88,7 +89,7 @@ from securefl.fl import (
     train_supervised,
 )
 from securefl.methods.base import Method, RoundResult, label_digest
-from securefl.methods.common import translation
+from securefl.methods.common import default_shift, perturb, translation
 from securefl.methods.consistency import ema_update
 from securefl.models import build_model, dropout_generator
 
@@ -469,12 +470,13 @@ class MeanTeacherRounds:
         generator = self.rng.torch
         weight = self._round_weight
         noise = self.noise_std
+        shift = default_shift(self.federation.input_shape) if self.max_shift is None else self.max_shift
         classes = self.federation.num_classes
 
         def consistency(student: nn.Module, x_l: torch.Tensor, x_u: torch.Tensor) -> torch.Tensor:
             x = torch.cat([x_l, x_u])
-            noisy_s = x + noise * torch.randn(x.shape, generator=generator)
-            noisy_t = x + noise * torch.randn(x.shape, generator=generator)
+            noisy_s = perturb(x, noise, shift, generator)
+            noisy_t = perturb(x, noise, shift, generator)
             with torch.no_grad():
                 target = F.softmax(teacher(noisy_t), dim=1)
             probs = F.softmax(student(noisy_s), dim=1)

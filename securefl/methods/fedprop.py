@@ -27,9 +27,9 @@ labels or individual model.
 FedProp+MT (:class:`FedPropMT`): FedProp combined with FedAvg+MT
 (:class:`securefl.methods.baselines.MeanTeacherRounds`): the server broadcasts a student
 and a mean teacher; clients train the student on FedProp's loss plus the mean-teacher
-consistency ``w_t * mean_i ||softmax(student(x_i + n)) - softmax(teacher(x_i + n'))||^2 / C``
-(Tarvainen & Valpola 2017: Gaussian input noise, sigmoid ramp-up of w_t over
-``consistency_rampup`` rounds), update the teacher as an EMA of the student after every
+consistency ``w_t * mean_i ||softmax(student(eta(x_i))) - softmax(teacher(eta'(x_i)))||^2 / C``
+(Tarvainen & Valpola 2017: independent random translations and Gaussian input noise, sigmoid
+ramp-up of w_t over ``consistency_rampup`` rounds), update the teacher as an EMA of the student after every
 step, and return both; the server averages students and teachers separately (two secure
 sums).  Pseudo-labels come from the teacher's features and the teacher is evaluated.
 

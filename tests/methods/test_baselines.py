@@ -160,18 +160,19 @@ def test_every_fedavg_family_method_gets_fedprops_translations(name):
     assert method._augmentation() is None
 
 
-@pytest.mark.parametrize("name", ["fedavg-labeled", "fedavg-locallp"])
+@pytest.mark.parametrize("name", ["fedavg-labeled", "fedavg-locallp", "fedavg-mt"])
 def test_baselines_train_on_translated_batches(name):
-    """Regression (issue 13): fedavg-labeled and fedavg-locallp trained on raw images."""
+    """Regression (issue 13): fedavg-labeled and fedavg-locallp trained on raw images.
+    FedAvg+MT's consistency inputs are translated too (Tarvainen & Valpola's perturbation)."""
     from securefl.data import partition
 
     federation = partition(_images(), scheme="iid", num_clients=4, seed=0, labeled_fraction=0.5)
     raw = {c.x[i].tobytes() for c in federation.clients for i in range(len(c))}
 
     def seen_in_training(max_shift):
+        extra = {"fedavg-locallp": {"warmup_rounds": 0}, "fedavg-mt": {"noise_std": 0.0}}
         method = build_method(name, clients_per_round=2, local_epochs=1, batch_size=5,
-                              max_shift=max_shift,
-                              **({"warmup_rounds": 0} if name == "fedavg-locallp" else {}))
+                              max_shift=max_shift, **extra.get(name, {}))
         method.setup(federation)
         inputs = []
         method.network.body.register_forward_pre_hook(
