@@ -25,6 +25,20 @@ Schemes (``scheme=``):
 ``dirichlet``
     FedAnchor's Dirichlet(α) split: for every class ``c`` proportions ``q_c ~ Dir(α·1_K)``
     split that class's samples over the clients; clients differ in size.
+``fedmatch-noniid``
+    FedMatch's class-imbalanced ("batch non-IID") split, which ProtoFSSL's non-i.i.d.
+    columns use (protofssl.md §6 and Appendix A.1: "we follow the distribution used in
+    FedMatch paper that controls the number of instances per class for each client";
+    Jeong et al. 2021, their data generator): the labels are class-balanced at every
+    label-holding client (``labeled_fraction`` of all data, dealt per class round-robin:
+    CIFAR-10 with 100 clients and 0.1 gives 5 labels per class per client, ProtoFSSL's
+    ``|D^L_{i,k}| = 5``); the unlabeled rest is split into equal shares, client ``k``
+    drawing its share's class counts from ``Multinomial(n_U, p_{k mod 10})`` with FedMatch's
+    ten imbalance types: ``p_t`` puts 0.50 on class ``t``, 0.15 on ``t - 1`` and ``t + 1``,
+    0.02 on ``t + 5`` and 0.03 on the six others (mod 10).  Defined for 10 classes, as in
+    FedMatch.  Where a class pool runs dry the shortfall is drawn from the classes with
+    samples left, in proportion to ``p_t`` (FedMatch's generator would give that client
+    fewer samples instead).
 
 **Validation split.**  ``validation_fraction`` (``f``) of the training set is held out
 *before* the split, class-stratified (each class contributes ``f`` of its points, leftover
@@ -51,13 +65,16 @@ client sizes (tiny test federations).  All randomness comes from
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 
 from securefl.data.datasets import Dataset
 from securefl.data.federation import ClientData, Federation, LabeledSet
 from securefl.errors import InputError
 
-SCHEMES = ("iid", "noniid-1", "noniid-2", "noniid-3", "fedprop-noniid", "dirichlet")
+SCHEMES = ("iid", "noniid-1", "noniid-2", "noniid-3", "fedprop-noniid", "dirichlet",
+           "fedmatch-noniid")
 
 
 def partition(dataset: Dataset, *, scheme: str = "iid", num_clients: int = 100, seed: int = 0,
@@ -84,6 +101,9 @@ def partition(dataset: Dataset, *, scheme: str = "iid", num_clients: int = 100, 
         labeled_clients = num_clients
     if not 0 <= labeled_clients <= num_clients:
         raise InputError("labeled_clients", labeled_clients, f"must lie in 0..{num_clients}")
+    if scheme == "fedmatch-noniid" and num_classes != len(FEDMATCH_IMBALANCE):
+        raise InputError("scheme", scheme, f"FedMatch's imbalance types are defined for "
+                                           f"{len(FEDMATCH_IMBALANCE)} classes, not {num_classes}")
     if scheme in ("noniid-1", "noniid-2") and not 1 <= classes_per_client <= num_classes:
         raise InputError("classes_per_client", classes_per_client,
                          f"must lie in 1..{num_classes}")
@@ -124,6 +144,9 @@ def partition(dataset: Dataset, *, scheme: str = "iid", num_clients: int = 100, 
     if scheme == "noniid-2":
         members, labeled = _noniid_2(pool, y, num_clients, num_classes, classes_per_client,
                                      labeled_fraction, holds_labels, samples_per_client, rng)
+    elif scheme == "fedmatch-noniid":
+        members, labeled = _fedmatch_noniid(pool, y, num_clients, num_classes, labeled_fraction,
+                                            holds_labels, samples_per_client, rng)
     else:
         if scheme == "iid" or scheme == "noniid-3":
             members = _deal_iid(pool, y, num_clients, num_classes)
@@ -294,12 +317,21 @@ def _fedprop_noniid(pool: np.ndarray, y: np.ndarray, num_clients: int, num_class
                     alpha: float, rng: np.random.Generator) -> list[np.ndarray]:
     """Equal-size clients whose data follow their own class distribution p_k ~ Dir(alpha),
     as far as the remaining class pools allow."""
+    return _by_distributions(pool, y, num_classes, len(pool) // num_clients,
+                             (rng.dirichlet(np.full(num_classes, alpha)) for _ in range(num_clients)),
+                             rng)
+
+
+def _by_distributions(pool: np.ndarray, y: np.ndarray, num_classes: int, size: int,
+                      distributions: Iterable[np.ndarray],
+                      rng: np.random.Generator) -> list[np.ndarray]:
+    """One client of ``size`` samples per class distribution ``p`` (drawn lazily, in
+    order): class counts ``~ Multinomial(size, p)`` capped by what is left of each class,
+    the shortfall drawn from classes with samples left in proportion to ``p``."""
     groups = [list(g) for g in _by_class(pool, y, num_classes)]
     left = np.array([len(g) for g in groups], dtype=np.int64)
-    size = len(pool) // num_clients
     members = []
-    for _ in range(num_clients):
-        p = rng.dirichlet(np.full(num_classes, alpha))
+    for p in distributions:
         want = np.minimum(rng.multinomial(size, p), left)
         short = size - int(want.sum())
         while short > 0:
@@ -316,6 +348,40 @@ def _fedprop_noniid(pool: np.ndarray, y: np.ndarray, num_clients: int, num_class
             left[c] -= want[c]
         members.append(np.array(taken, dtype=np.int64))
     return members
+
+
+# FedMatch's ten class-imbalance types (Jeong et al. 2021, data generator): row t is
+# p_t, 0.50 on class t, 0.15 on t -/+ 1, 0.02 on t + 5, 0.03 elsewhere.
+FEDMATCH_IMBALANCE = np.array([
+    [0.50 if c == t else 0.15 if (c - t) % 10 in (1, 9) else 0.02 if (c - t) % 10 == 5 else 0.03
+     for c in range(10)]
+    for t in range(10)])
+
+
+def _fedmatch_noniid(pool: np.ndarray, y: np.ndarray, num_clients: int, num_classes: int,
+                     labeled_fraction: float, holds_labels: np.ndarray,
+                     samples_per_client: int | None,
+                     rng: np.random.Generator) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """FedMatch's batch non-IID: class-balanced labels at the label holders, unlabeled
+    shares of equal size with client k's classes drawn from ``FEDMATCH_IMBALANCE[k % 10]``."""
+    holders = np.flatnonzero(holds_labels)
+    n_labeled = round(labeled_fraction * len(pool)) if len(holders) else 0
+    if samples_per_client is not None:
+        n_labeled = min(n_labeled, round(labeled_fraction * samples_per_client * len(holders)))
+    labeled_pool = _balanced_pick(pool, y, n_labeled, num_classes)
+    labeled = [np.zeros(0, np.int64) for _ in range(num_clients)]
+    if len(holders):
+        for k, part in zip(holders, _deal_iid(labeled_pool, y, len(holders), num_classes)):
+            labeled[k] = part
+    unlabeled_pool = pool[~np.isin(pool, labeled_pool)]
+    size = len(unlabeled_pool) // num_clients
+    if samples_per_client is not None:
+        size = max(0, min(size, samples_per_client - max(len(lab) for lab in labeled)))
+    unlabeled = _by_distributions(unlabeled_pool, y, num_classes, size,
+                                  (FEDMATCH_IMBALANCE[k % num_classes] for k in range(num_clients)),
+                                  rng)
+    members = [np.concatenate([lab, unl]) for lab, unl in zip(labeled, unlabeled)]
+    return members, labeled
 
 
 def _dirichlet(pool: np.ndarray, y: np.ndarray, num_clients: int, num_classes: int,

@@ -86,8 +86,11 @@ def _check_training(epochs: int, batch_size: int, prox_mu: float) -> None:
 def train_supervised(model: nn.Module, x: np.ndarray, y: np.ndarray, *,
                      weights: np.ndarray | None = None, epochs: int, batch_size: int,
                      lr: float, momentum: float = 0.9, weight_decay: float = 0.0,
-                     prox_mu: float = 0.0, generator: torch.Generator) -> int:
-    """E epochs of (weighted) cross-entropy SGD on ``(x, y)``; returns the step count."""
+                     prox_mu: float = 0.0, generator: torch.Generator,
+                     augment: Callable[[torch.Tensor], torch.Tensor] | None = None) -> int:
+    """E epochs of (weighted) cross-entropy SGD on ``(x, y)``; returns the step count.
+
+    ``augment`` maps each batch to an augmented copy before the forward pass."""
     _check_training(epochs, batch_size, prox_mu)
     if len(x) != len(y) or (weights is not None and len(weights) != len(y)):
         raise InputError("y", y, f"length must match x ({len(x)}) and weights")
@@ -101,7 +104,8 @@ def train_supervised(model: nn.Module, x: np.ndarray, y: np.ndarray, *,
     steps = 0
     for _ in range(epochs):
         for idx in batches(len(yt), batch_size, generator):
-            loss = weighted_cross_entropy(model(xt[idx]), yt[idx],
+            xb = xt[idx] if augment is None else augment(xt[idx])
+            loss = weighted_cross_entropy(model(xb), yt[idx],
                                           None if wt is None else wt[idx])
             if prox_mu > 0:
                 loss = loss + prox_term(model, anchor, prox_mu)

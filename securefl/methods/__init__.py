@@ -25,7 +25,11 @@ fedanchor              securefl.methods.fedanchor:FedAnchor        FedAnchor
 fedavg-labeled         securefl.methods.baselines:FedAvgLabeled    lower bound
 fedavg-supervised      securefl.methods.baselines:FedAvgSupervised upper bound
 fedavg-locallp         securefl.methods.baselines:FedAvgLocalLP    FedAvg+PL(localLP)
+fedavg-pl              securefl.methods.baselines:FedAvgPL         FedAvg+PL(network)
+fedavg-mt              securefl.methods.baselines:FedAvgMT         FedAvg+MT
 =====================  ==========================================  =====================
+
+The last four are FedProp's Table 1 baselines (fedprop.md §5.1).
 """
 
 from __future__ import annotations
@@ -48,6 +52,8 @@ _REGISTRY: dict[str, tuple[str, str]] = {
     "fedavg-labeled": ("securefl.methods.baselines", "FedAvgLabeled"),
     "fedavg-supervised": ("securefl.methods.baselines", "FedAvgSupervised"),
     "fedavg-locallp": ("securefl.methods.baselines", "FedAvgLocalLP"),
+    "fedavg-pl": ("securefl.methods.baselines", "FedAvgPL"),
+    "fedavg-mt": ("securefl.methods.baselines", "FedAvgMT"),
 }
 
 METHOD_NAMES: tuple[str, ...] = tuple(_REGISTRY)

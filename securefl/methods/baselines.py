@@ -9,6 +9,30 @@
   identical to FedProp except that each client runs label propagation on its *own*
   features only (:func:`securefl.protocols.label_propagation`), so no cross-client graph
   and no protocol traffic.
+* ``fedavg-pl`` (:class:`FedAvgPL`): FedProp Table 1's FedAvg+PL(network), which
+  "repeatedly uses network predictions to pseudo-label sampled client data" (§5.1):
+  Algorithm 2 with the pseudo-labels of a round taken from the broadcast model,
+  ``y^_i = argmax_c softmax(f_theta(x_i))_c``, instead of label propagation.  The paper
+  gives no threshold, weighting or warm-up for it; ours: the labeled-only warm-up of
+  FedProp (``warmup_rounds``), weight 1 per pseudo-label (§5.1 names entropy weights as
+  what FedSem+ adds), every prediction kept (Lee 2013).  ``threshold`` (keep only points
+  whose top probability exceeds it) and ``entropy_weights`` (FedProp's
+  ``omega = 1 - H(p)/log C`` on the softmax) are there to be chosen on validation, as the
+  paper chose each method's hyper-parameters.
+* ``fedavg-mt`` (:class:`FedAvgMT`): FedProp Table 1's FedAvg+MT (§5.1): "the server
+  broadcasts both a global (student) model and a teacher model to the clients. Clients
+  locally train the student model and update the teacher model as the empirical moving
+  average of the student. Clients then return both models to the server which separately
+  averages the local students and teachers."  The client loss is Mean Teacher's
+  (Tarvainen & Valpola 2017): cross-entropy on the labeled part of each batch ``B_L u B_U``
+  (summed and divided by ``|B|``, as their code does) plus
+  ``w_t mean_i ||softmax(student(eta(x_i))) - softmax(teacher(eta'(x_i)))||^2 / C`` over the
+  whole batch, ``eta, eta'`` independent perturbations as theirs (a random translation by the
+  augmentation's range, then Gaussian noise of std ``noise_std``), the sigmoid ramp-up
+  ``w_t = consistency_weight exp(-5 (1 - t/T)^2)`` over ``T = consistency_rampup`` rounds,
+  EMA decay ``ema_decay`` after every step; the teacher is evaluated.  FedProp gives no
+  values; ours are Tarvainen & Valpola's (consistency weight 100, EMA 0.99 during the
+  ramp-up) and the same as FedProp+MT's, so that FedProp+MT = FedProp + FedAvg+MT exactly.
 
 Every round: the server samples clients (:func:`securefl.fl.sample_clients`), broadcasts
 the model, the clients run ClientUpdate (E epochs SGD, momentum, weight decay, optional
@@ -17,13 +41,23 @@ FedProx mu), and ServerUpdate is FedAvg weighted by |D_k| through
 rate follows FedProp's cosine annealing ``lr_t = lr (1 + cos(pi t / lr_decay_rounds)) / 2``
 (``lr_decay_rounds=None`` or ``0``: constant).
 
+Augmentation: every method here trains on randomly translated batches
+(:func:`securefl.methods.common.translation`, ``max_shift``), the labeled-only warm-up
+and the baselines included: FedProp's Appendix A.1 applies its augmentation to all the
+methods it compares, and §5.1 calls FedAvg+PL(localLP) "otherwise identical" to FedProp.
+``max_shift=0`` turns it off (FedSemi Table 1's plain "FedAvg" row is without
+augmentation, its "FedAvg+" row with).  Models with dropout (``cnn13``) draw their masks
+from the method's simulation RNG (:func:`securefl.models.dropout_generator`).
+
 Defaults are FedProp's Appendix A (CIFAR-10): 5 clients per round, E = 5, |B| = 50,
 lr 0.1, momentum 0.9, weight decay 2e-4, cosine decay to 0 at 2000 rounds.  FedSemi's
 MNIST setting uses clients_per_round=10, batch_size=10, lr=0.01, weight_decay=1e-4,
 lr_decay_rounds=0.
 
 Who learns what: the server sees only the aggregate of the sampled clients' models (with
-``secure="real"``) and the sampled client ids; clients see the global model.
+``secure="real"``) and the sampled client ids; clients see the global model.  FedAvg+MT
+sums students and teachers in two secure aggregations; FedAvg+PL's pseudo-labels never
+leave a client.
 """
 
 from __future__ import annotations
@@ -37,6 +71,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from securefl.data.federation import ClientData, Federation
@@ -54,7 +89,9 @@ from securefl.fl import (
     train_supervised,
 )
 from securefl.methods.base import Method, RoundResult, label_digest
-from securefl.models import build_model
+from securefl.methods.common import default_shift, perturb, translation
+from securefl.methods.consistency import ema_update
+from securefl.models import build_model, dropout_generator
 
 
 class FedAvgMethod(Method):
@@ -66,7 +103,8 @@ class FedAvgMethod(Method):
                  sum_backend: str = "secagg", model: str = "auto",
                  clients_per_round: int = 5, local_epochs: int = 5, batch_size: int = 50,
                  lr: float = 0.1, momentum: float = 0.9, weight_decay: float = 2e-4,
-                 lr_decay_rounds: int | None = 2000, prox_mu: float = 0.0) -> None:
+                 lr_decay_rounds: int | None = 2000, prox_mu: float = 0.0,
+                 max_shift: int | None = None) -> None:
         super().__init__(secure=secure, seed=seed, crypto_seed=crypto_seed, sum_backend=sum_backend)
         self.model = model
         self.clients_per_round = clients_per_round
@@ -77,6 +115,7 @@ class FedAvgMethod(Method):
         self.weight_decay = weight_decay
         self.lr_decay_rounds = lr_decay_rounds
         self.prox_mu = prox_mu
+        self.max_shift = max_shift
 
     # ----------------------------------------------------------------- lifecycle
     def setup(self, federation: Federation) -> None:
@@ -141,7 +180,8 @@ class FedAvgMethod(Method):
         vectors, sizes = [], []
         for k in selected:
             local = copy.deepcopy(self.network)
-            self._client_update(local, int(k), lr, context)
+            with dropout_generator(local, self.rng.torch):
+                self._client_update(local, int(k), lr, context)
             vectors.append(model_vector(local))
             sizes.append(float(len(self.federation.clients[int(k)])))
         train_seconds = time.perf_counter() - train_start
@@ -169,7 +209,11 @@ class FedAvgMethod(Method):
         train_supervised(model, client.x[mask], client.y[mask], epochs=self.local_epochs,
                          batch_size=self.batch_size, lr=lr, momentum=self.momentum,
                          weight_decay=self.weight_decay, prox_mu=self.prox_mu,
-                         generator=self.rng.torch)
+                         generator=self.rng.torch, augment=self._augmentation())
+
+    def _augmentation(self) -> Callable[[torch.Tensor], torch.Tensor] | None:
+        """Random translations of up to ``max_shift`` pixels (see the module docstring)."""
+        return translation(self.federation.input_shape, self.max_shift, self.rng.torch)
 
     def _eval_model(self) -> nn.Module:
         """The model :meth:`predict` uses (the one the method deploys)."""
@@ -220,7 +264,7 @@ class FedAvgSupervised(FedAvgMethod):
         train_supervised(model, client.x, client.y, epochs=self.local_epochs,
                          batch_size=self.batch_size, lr=lr, momentum=self.momentum,
                          weight_decay=self.weight_decay, prox_mu=self.prox_mu,
-                         generator=self.rng.torch)
+                         generator=self.rng.torch, augment=self._augmentation())
 
 
 class PseudoLabelMethod(FedAvgMethod):
@@ -241,16 +285,14 @@ class PseudoLabelMethod(FedAvgMethod):
                  clients_per_round: int = 5, local_epochs: int = 5, batch_size: int = 50,
                  lr: float = 0.1, momentum: float = 0.9, weight_decay: float = 2e-4,
                  lr_decay_rounds: int | None = 2000, prox_mu: float = 0.0,
-                 warmup_rounds: int = 10, k: int = 10, alpha: float = 0.99) -> None:
+                 max_shift: int | None = None, warmup_rounds: int = 10) -> None:
         super().__init__(secure=secure, seed=seed, crypto_seed=crypto_seed,
                          sum_backend=sum_backend, model=model,
                          clients_per_round=clients_per_round, local_epochs=local_epochs,
                          batch_size=batch_size, lr=lr, momentum=momentum,
                          weight_decay=weight_decay, lr_decay_rounds=lr_decay_rounds,
-                         prox_mu=prox_mu)
+                         prox_mu=prox_mu, max_shift=max_shift)
         self.warmup_rounds = warmup_rounds
-        self.k = k
-        self.alpha = alpha
 
     def _setup_extra(self) -> None:
         if self.warmup_rounds < 0:
@@ -313,15 +355,27 @@ class PseudoLabelMethod(FedAvgMethod):
         """Extra keywords of :func:`train_mixed` (mean-teacher hooks)."""
         return {}
 
-    def _augmentation(self) -> Callable[[torch.Tensor], torch.Tensor] | None:
-        """Batch augmentation of ClientUpdate (none here; FedProp adds translations)."""
-        return None
-
 
 class FedAvgLocalLP(PseudoLabelMethod):
     """FedAvg+PL(localLP): per-client label propagation on plaintext local features."""
 
     name = "fedavg-locallp"
+
+    def __init__(self, *, secure: str = "plaintext", seed: int = 0, crypto_seed: int | None = None,
+                 sum_backend: str = "secagg", model: str = "auto",
+                 clients_per_round: int = 5, local_epochs: int = 5, batch_size: int = 50,
+                 lr: float = 0.1, momentum: float = 0.9, weight_decay: float = 2e-4,
+                 lr_decay_rounds: int | None = 2000, prox_mu: float = 0.0,
+                 max_shift: int | None = None, warmup_rounds: int = 10, k: int = 10,
+                 alpha: float = 0.99) -> None:
+        super().__init__(secure=secure, seed=seed, crypto_seed=crypto_seed,
+                         sum_backend=sum_backend, model=model,
+                         clients_per_round=clients_per_round, local_epochs=local_epochs,
+                         batch_size=batch_size, lr=lr, momentum=momentum,
+                         weight_decay=weight_decay, lr_decay_rounds=lr_decay_rounds,
+                         prox_mu=prox_mu, max_shift=max_shift, warmup_rounds=warmup_rounds)
+        self.k = k
+        self.alpha = alpha
 
     def _pseudo_labels(self, features: list[np.ndarray], labels: list[np.ndarray]
                        ) -> tuple[list[np.ndarray], list[np.ndarray], float]:
@@ -338,6 +392,178 @@ class FedAvgLocalLP(PseudoLabelMethod):
                 pseudo.append(np.full(len(lab), -1, dtype=np.int64))
                 weights.append(np.zeros(len(lab)))
         return pseudo, weights, 0.0
+
+
+class FedAvgPL(PseudoLabelMethod):
+    """FedAvg+PL(network): pseudo-labels from the broadcast model's own predictions."""
+
+    name = "fedavg-pl"
+
+    def __init__(self, *, secure: str = "plaintext", seed: int = 0, crypto_seed: int | None = None,
+                 sum_backend: str = "secagg", model: str = "auto",
+                 clients_per_round: int = 5, local_epochs: int = 5, batch_size: int = 50,
+                 lr: float = 0.1, momentum: float = 0.9, weight_decay: float = 2e-4,
+                 lr_decay_rounds: int | None = 2000, prox_mu: float = 0.0,
+                 max_shift: int | None = None, warmup_rounds: int = 10,
+                 threshold: float = 0.0, entropy_weights: bool = False) -> None:
+        super().__init__(secure=secure, seed=seed, crypto_seed=crypto_seed,
+                         sum_backend=sum_backend, model=model,
+                         clients_per_round=clients_per_round, local_epochs=local_epochs,
+                         batch_size=batch_size, lr=lr, momentum=momentum,
+                         weight_decay=weight_decay, lr_decay_rounds=lr_decay_rounds,
+                         prox_mu=prox_mu, max_shift=max_shift, warmup_rounds=warmup_rounds)
+        self.threshold = threshold
+        self.entropy_weights = entropy_weights
+
+    def _setup_extra(self) -> None:
+        if not 0.0 <= self.threshold < 1.0:
+            raise InputError("threshold", self.threshold, "a probability threshold must lie in [0, 1)")
+        super()._setup_extra()
+
+    def _pseudo_labels(self, features: list[np.ndarray], labels: list[np.ndarray]
+                       ) -> tuple[list[np.ndarray], list[np.ndarray], float]:
+        """Each client's own computation: softmax of the head on its (eval-mode) features."""
+        pseudo, weights = [], []
+        classes = self.federation.num_classes
+        for feats in features:
+            with torch.no_grad():
+                probs = F.softmax(self._feature_model().head(torch.from_numpy(feats)), dim=1).double().numpy()
+            confident = probs.max(axis=1) > self.threshold
+            pseudo.append(np.where(confident, probs.argmax(axis=1), -1).astype(np.int64))
+            if self.entropy_weights:
+                entropy = -(probs * np.log(np.clip(probs, 1e-300, None))).sum(axis=1)
+                weights.append(np.clip(1.0 - entropy / np.log(classes), 0.0, 1.0))
+            else:
+                weights.append(np.ones(len(feats)))
+        return pseudo, weights, 0.0
+
+
+class MeanTeacherRounds:
+    """Mean-teacher rounds for a :class:`FedAvgMethod` subclass (FedAvg+MT, FedProp+MT).
+
+    The subclass sets ``ema_decay``, ``consistency_weight``, ``consistency_rampup`` and
+    ``noise_std``; clients train the student with :func:`train_mixed` plus the consistency
+    term and an EMA teacher update after every step, and return both models, which the
+    server averages separately (two secure sums).  The teacher is evaluated.
+    """
+
+    ema_decay: float
+    consistency_weight: float
+    consistency_rampup: int
+    noise_std: float
+
+    def _setup_extra(self) -> None:
+        if not 0.0 <= self.ema_decay < 1.0:
+            raise InputError("ema_decay", self.ema_decay, "must lie in [0, 1)")
+        if self.consistency_weight < 0 or self.noise_std < 0 or self.consistency_rampup < 0:
+            raise InputError("consistency_weight", self.consistency_weight,
+                             "consistency_weight, consistency_rampup, noise_std must be >= 0")
+        super()._setup_extra()
+        self.teacher = teacher_copy(self.network)
+        self._round_weight = 0.0
+
+    def _models(self) -> dict[str, nn.Module]:
+        models = {"network": self.network}
+        if hasattr(self, "teacher"):
+            models["teacher"] = self.teacher
+        return models
+
+    def consistency_ramp(self, round_index: int) -> float:
+        """Tarvainen's sigmoid ramp-up exp(-5 (1 - t/T)^2), 1 after T rounds."""
+        if self.consistency_rampup == 0:
+            return 1.0
+        phase = 1.0 - min(round_index, self.consistency_rampup) / self.consistency_rampup
+        return math.exp(-5.0 * phase * phase)
+
+    def _mixed_extras(self, model: nn.Module, lr: float) -> dict[str, Any]:
+        teacher = self._local_teacher
+        generator = self.rng.torch
+        weight = self._round_weight
+        noise = self.noise_std
+        shift = default_shift(self.federation.input_shape) if self.max_shift is None else self.max_shift
+        classes = self.federation.num_classes
+
+        def consistency(student: nn.Module, x_l: torch.Tensor, x_u: torch.Tensor) -> torch.Tensor:
+            x = torch.cat([x_l, x_u])
+            noisy_s = perturb(x, noise, shift, generator)
+            noisy_t = perturb(x, noise, shift, generator)
+            with torch.no_grad():
+                target = F.softmax(teacher(noisy_t), dim=1)
+            probs = F.softmax(student(noisy_s), dim=1)
+            return weight * ((probs - target) ** 2).sum(dim=1).mean() / classes
+
+        return {"extra_loss": consistency,
+                "after_step": lambda: ema_update(teacher, model, self.ema_decay)}
+
+    def _fedavg_round(self, selected: np.ndarray, lr: float, context: dict[str, Any]
+                      ) -> tuple[float, float, float]:
+        if context.get("warmup"):
+            return super()._fedavg_round(selected, lr, context)
+        train_start = time.perf_counter()
+        students, teachers, sizes = [], [], []
+        for k in selected:
+            local = copy.deepcopy(self.network)
+            self._local_teacher = copy.deepcopy(self.teacher)
+            with dropout_generator(local, self.rng.torch), \
+                    dropout_generator(self._local_teacher, self.rng.torch):
+                self._client_update(local, int(k), lr, context)
+            students.append(model_vector(local))
+            teachers.append(model_vector(self._local_teacher))
+            sizes.append(float(len(self.federation.clients[int(k)])))
+        train_seconds = time.perf_counter() - train_start
+        student_avg, report_s = aggregate(students, sizes, secure=self.secure,
+                                          sum_backend=self.sum_backend)
+        teacher_avg, report_t = aggregate(teachers, sizes, secure=self.secure,
+                                          sum_backend=self.sum_backend)
+        load_model_vector(self.network, student_avg)
+        load_model_vector(self.teacher, teacher_avg)
+        return (train_seconds, report_s.crypto_seconds + report_t.crypto_seconds,
+                report_s.protocol_bytes_per_client + report_t.protocol_bytes_per_client)
+
+    def _eval_model(self) -> nn.Module:
+        return self.teacher
+
+    def run_round(self, round_index: int) -> RoundResult:
+        self._round_weight = self.consistency_weight * self.consistency_ramp(round_index)
+        return super().run_round(round_index)
+
+
+class FedAvgMT(MeanTeacherRounds, FedAvgMethod):
+    """FedAvg+MT: FedAvg of a mean-teacher student and teacher (FedProp §5.1)."""
+
+    name = "fedavg-mt"
+
+    def __init__(self, *, secure: str = "plaintext", seed: int = 0, crypto_seed: int | None = None,
+                 sum_backend: str = "secagg", model: str = "auto",
+                 clients_per_round: int = 5, local_epochs: int = 5, batch_size: int = 50,
+                 lr: float = 0.1, momentum: float = 0.9, weight_decay: float = 2e-4,
+                 lr_decay_rounds: int | None = 2000, prox_mu: float = 0.0,
+                 max_shift: int | None = None, ema_decay: float = 0.99,
+                 consistency_weight: float = 100.0, consistency_rampup: int = 5,
+                 noise_std: float = 0.1) -> None:
+        super().__init__(secure=secure, seed=seed, crypto_seed=crypto_seed,
+                         sum_backend=sum_backend, model=model,
+                         clients_per_round=clients_per_round, local_epochs=local_epochs,
+                         batch_size=batch_size, lr=lr, momentum=momentum,
+                         weight_decay=weight_decay, lr_decay_rounds=lr_decay_rounds,
+                         prox_mu=prox_mu, max_shift=max_shift)
+        self.ema_decay = ema_decay
+        self.consistency_weight = consistency_weight
+        self.consistency_rampup = consistency_rampup
+        self.noise_std = noise_std
+
+    def _client_update(self, model: nn.Module, client_index: int, lr: float,
+                       context: dict[str, Any]) -> None:
+        """Cross-entropy on B_L (zero weight on B_U) plus the consistency over B_L u B_U."""
+        client = self.federation.clients[client_index]
+        lab = client.labeled
+        unlabeled = int((~lab).sum())
+        train_mixed(model, client.x[lab], client.y[lab], client.x[~lab],
+                    np.zeros(unlabeled, dtype=np.int64), np.zeros(unlabeled),
+                    epochs=self.local_epochs, batch_size=self.batch_size, lr=lr,
+                    momentum=self.momentum, weight_decay=self.weight_decay,
+                    prox_mu=self.prox_mu, generator=self.rng.torch,
+                    augment=self._augmentation(), **self._mixed_extras(model, lr))
 
 
 def teacher_copy(model: nn.Module) -> nn.Module:

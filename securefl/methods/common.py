@@ -1,6 +1,13 @@
-"""Pieces shared by ProtoFSSL, FedSemi and FedAnchor: building the network for a
-federation, a network's state cut into layers (FedSemi's unit of upload), and weak input
-perturbation.
+"""Pieces shared by the methods: building the network for a federation, a network's state
+cut into layers (FedSemi's unit of upload), weak input perturbation, and the translation
+augmentation every FedAvg-family method and FedAnchor train with.
+
+Translation augmentation (FedProp Appendix A.1, "standard data augmentation following
+Tarvainen & Valpola (2017)", applied to all methods of its comparison): a random shift of
+up to ``max_shift`` pixels per image; ``max_shift=None`` picks 2 pixels on images of side
+>= 28 (Tarvainen & Valpola's 2 pixels on 32x32) and none on smaller ones (the 8x8
+digits, where 2 pixels are a quarter of the image).  Horizontal flips are not applied
+(digits and clothing are not mirror-symmetric).
 
 Byte accounting follows :class:`securefl.fl.aggregation.AggregationReport`: *model* bytes
 are what plain FedAvg would move (float32 down and up); *protocol* bytes are what privacy
@@ -10,7 +17,7 @@ anchor latents).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,9 +29,26 @@ from securefl.errors import InputError
 from securefl.models import build_model
 
 
-def build_network(name: str, federation, *, seed: int) -> nn.Module:
+def build_network(name: str, federation, *, seed: int, **options) -> nn.Module:
     """``securefl.models.build_model`` for ``federation``'s input shape and classes."""
-    return build_model(name, input_shape=tuple(federation.input_shape), num_classes=federation.num_classes, seed=seed)
+    return build_model(name, input_shape=tuple(federation.input_shape), num_classes=federation.num_classes,
+                       seed=seed, **options)
+
+
+def default_shift(input_shape: Sequence[int]) -> int:
+    """The translation range ``max_shift=None`` stands for (see the module docstring)."""
+    return 2 if len(input_shape) == 3 and min(input_shape[1:]) >= 28 else 0
+
+
+def translation(input_shape: Sequence[int], max_shift: int | None,
+                generator: torch.Generator) -> Callable[[torch.Tensor], torch.Tensor] | None:
+    """Batch augmentation by random translations (``None`` when the range is 0)."""
+    shift = default_shift(input_shape) if max_shift is None else max_shift
+    if not isinstance(shift, (int, np.integer)) or isinstance(shift, bool) or shift < 0:
+        raise InputError("max_shift", max_shift, "must be a non-negative integer or None")
+    if shift == 0:
+        return None
+    return lambda batch: perturb(batch, 0.0, int(shift), generator)
 
 
 @dataclass(frozen=True)

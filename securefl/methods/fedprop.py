@@ -26,39 +26,29 @@ and the aggregate model; client j learns the columns S_L^(j) of the propagation 
 for its own labeled points and its own pseudo-labels.  No party sees another's data,
 labels or individual model.
 
-FedProp+MT (:class:`FedPropMT`): the server broadcasts a student and a mean teacher;
-clients train the student on FedProp's loss plus the mean-teacher consistency
-``w_t * mean_i ||softmax(student(x_i + n)) - softmax(teacher(x_i + n'))||^2 / C``
-(Tarvainen & Valpola 2017: Gaussian input noise, sigmoid ramp-up of w_t over
-``consistency_rampup`` rounds), update the teacher as an EMA of the student after every
+FedProp+MT (:class:`FedPropMT`): FedProp combined with FedAvg+MT
+(:class:`securefl.methods.baselines.MeanTeacherRounds`): the server broadcasts a student
+and a mean teacher; clients train the student on FedProp's loss plus the mean-teacher
+consistency ``w_t * mean_i ||softmax(student(eta(x_i))) - softmax(teacher(eta'(x_i)))||^2 / C``
+(Tarvainen & Valpola 2017: independent random translations and Gaussian input noise, sigmoid
+ramp-up of w_t over ``consistency_rampup`` rounds), update the teacher as an EMA of the student after every
 step, and return both; the server averages students and teachers separately (two secure
 sums).  Pseudo-labels come from the teacher's features and the teacher is evaluated.
 
 Defaults: FedProp Appendix A (L = 4096, k = 10, alpha = 0.99, E = 5, |B_L| <= 50,
 lr 0.1, momentum 0.9, weight decay 2e-4, 5 clients per round, cosine decay over 2000
-rounds, random translations as augmentation: ``max_shift``).  The paper does not state the
-number of warm-up rounds; ``warmup_rounds=10``.
+rounds, random translations as augmentation: ``max_shift``, applied to the warm-up too).
+The paper does not state the number of warm-up rounds; ``warmup_rounds=10``.
 """
 
 from __future__ import annotations
 
-import copy
-import math
-import time
-from collections.abc import Callable
-from typing import Any
-
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from securefl.errors import InputError
-from securefl.fl import aggregate, load_model_vector, model_vector
-from securefl.methods.baselines import PseudoLabelMethod, teacher_copy
-from securefl.methods.base import RoundResult
-from securefl.methods.common import perturb
-from securefl.methods.consistency import ema_update
+from securefl.methods.baselines import MeanTeacherRounds, PseudoLabelMethod
 
 
 class FedProp(PseudoLabelMethod):
@@ -78,24 +68,10 @@ class FedProp(PseudoLabelMethod):
                          clients_per_round=clients_per_round, local_epochs=local_epochs,
                          batch_size=batch_size, lr=lr, momentum=momentum,
                          weight_decay=weight_decay, lr_decay_rounds=lr_decay_rounds,
-                         prox_mu=prox_mu, warmup_rounds=warmup_rounds, k=k, alpha=alpha)
+                         prox_mu=prox_mu, max_shift=max_shift, warmup_rounds=warmup_rounds)
+        self.k = k
+        self.alpha = alpha
         self.L = L
-        self.max_shift = max_shift
-
-    def _augmentation(self) -> Callable[[torch.Tensor], torch.Tensor] | None:
-        """Random translations of up to ``max_shift`` pixels (Appendix A: "standard data
-        augmentation following Tarvainen & Valpola"); ``None`` means 2 pixels on images of
-        side >= 28 and none on smaller ones (the 8x8 digits).  Horizontal flips are not applied."""
-        shape = self.federation.input_shape
-        shift = self.max_shift
-        if shift is None:
-            shift = 2 if len(shape) == 3 and min(shape[1:]) >= 28 else 0
-        if not isinstance(shift, (int, np.integer)) or shift < 0:
-            raise InputError("max_shift", self.max_shift, "must be a non-negative integer or None")
-        if shift == 0:
-            return None
-        generator = self.rng.torch
-        return lambda batch: perturb(batch, 0.0, int(shift), generator)
 
     def _pseudo_labels(self, features: list[np.ndarray], labels: list[np.ndarray]
                        ) -> tuple[list[np.ndarray], list[np.ndarray], float]:
@@ -114,7 +90,7 @@ class FedProp(PseudoLabelMethod):
         return pseudo, weights, float(np.mean(list(traffic.values()))) if traffic else 0.0
 
 
-class FedPropMT(FedProp):
+class FedPropMT(MeanTeacherRounds, FedProp):
     """FedProp + mean teacher (§5.1)."""
 
     name = "fedprop-mt"
@@ -139,77 +115,5 @@ class FedPropMT(FedProp):
         self.consistency_rampup = consistency_rampup
         self.noise_std = noise_std
 
-    def _setup_extra(self) -> None:
-        if not 0.0 <= self.ema_decay < 1.0:
-            raise InputError("ema_decay", self.ema_decay, "must lie in [0, 1)")
-        if self.consistency_weight < 0 or self.noise_std < 0 or self.consistency_rampup < 0:
-            raise InputError("consistency_weight", self.consistency_weight,
-                             "consistency_weight, consistency_rampup, noise_std must be >= 0")
-        super()._setup_extra()
-        self.teacher = teacher_copy(self.network)
-        self._round_weight = 0.0
-
     def _feature_model(self) -> nn.Module:
         return self.teacher
-
-    def _models(self) -> dict[str, nn.Module]:
-        models = {"network": self.network}
-        if hasattr(self, "teacher"):
-            models["teacher"] = self.teacher
-        return models
-
-    def consistency_ramp(self, round_index: int) -> float:
-        """Tarvainen's sigmoid ramp-up exp(-5 (1 - t/T)^2), 1 after T rounds."""
-        if self.consistency_rampup == 0:
-            return 1.0
-        phase = 1.0 - min(round_index, self.consistency_rampup) / self.consistency_rampup
-        return math.exp(-5.0 * phase * phase)
-
-    def _mixed_extras(self, model: nn.Module, lr: float) -> dict[str, Any]:
-        teacher = self._local_teacher
-        generator = self.rng.torch
-        weight = self._round_weight
-        noise = self.noise_std
-        classes = self.federation.num_classes
-
-        def consistency(student: nn.Module, x_l: torch.Tensor, x_u: torch.Tensor) -> torch.Tensor:
-            x = torch.cat([x_l, x_u])
-            noisy_s = x + noise * torch.randn(x.shape, generator=generator)
-            noisy_t = x + noise * torch.randn(x.shape, generator=generator)
-            with torch.no_grad():
-                target = F.softmax(teacher(noisy_t), dim=1)
-            probs = F.softmax(student(noisy_s), dim=1)
-            return weight * ((probs - target) ** 2).sum(dim=1).mean() / classes
-
-        return {"extra_loss": consistency,
-                "after_step": lambda: ema_update(teacher, model, self.ema_decay)}
-
-    def _fedavg_round(self, selected: np.ndarray, lr: float, context: dict[str, Any]
-                      ) -> tuple[float, float, float]:
-        if context.get("warmup"):
-            return super()._fedavg_round(selected, lr, context)
-        train_start = time.perf_counter()
-        students, teachers, sizes = [], [], []
-        for k in selected:
-            local = copy.deepcopy(self.network)
-            self._local_teacher = copy.deepcopy(self.teacher)
-            self._client_update(local, int(k), lr, context)
-            students.append(model_vector(local))
-            teachers.append(model_vector(self._local_teacher))
-            sizes.append(float(len(self.federation.clients[int(k)])))
-        train_seconds = time.perf_counter() - train_start
-        student_avg, report_s = aggregate(students, sizes, secure=self.secure,
-                                          sum_backend=self.sum_backend)
-        teacher_avg, report_t = aggregate(teachers, sizes, secure=self.secure,
-                                          sum_backend=self.sum_backend)
-        load_model_vector(self.network, student_avg)
-        load_model_vector(self.teacher, teacher_avg)
-        return (train_seconds, report_s.crypto_seconds + report_t.crypto_seconds,
-                report_s.protocol_bytes_per_client + report_t.protocol_bytes_per_client)
-
-    def _eval_model(self) -> nn.Module:
-        return self.teacher
-
-    def run_round(self, round_index: int) -> RoundResult:
-        self._round_weight = self.consistency_weight * self.consistency_ramp(round_index)
-        return super().run_round(round_index)

@@ -21,6 +21,13 @@ a sample is classified by its distance to class prototypes.  Per round ``r``:
 
 Distances are squared Euclidean (``distance``; see :mod:`securefl.methods.prototypical`).
 
+**Normalisation.**  ``norm="none"`` (default): the paper's main ProtoFSSL (Table 3's
+"ProtoFSSL-FedAvg/-FedProx", Table 4's ResNet8 "None" row) has no normalisation layers;
+``norm="bn"`` is its "ProtoFSSL (with BN)" ablation (Tables 3, 4 and 9) and ``"gn"`` Table
+4's group-normalisation row.  The option applies to the ResNet8 backbone (CIFAR-sized
+inputs); the MLP and the MNIST CNN have no normalisation layers, so only ``"none"``
+is accepted with them.
+
 **Optimiser.**  RMSprop (Appendix A.1) with the constants of the authors' Keras code
 (``rho = rmsprop_alpha = 0.9``, ``epsilon = rmsprop_eps = 1e-7``, no momentum):
 
@@ -88,6 +95,7 @@ from securefl.fl.sampling import sample_clients
 from securefl.fl.training import prox_term
 from securefl.methods.base import Method, RoundResult, label_digest
 from securefl.methods.common import build_network
+from securefl.models import resolve_model_name
 from securefl.methods.prototypical import (
     DISTANCES,
     class_prototypes,
@@ -101,6 +109,7 @@ from securefl.protocols.prototype_sharing import PrototypeStore, Prototypes, agg
 from securefl.protocols.prototype_sharing import class_prototypes as exact_prototypes
 
 AGGREGATIONS = ("fedavg", "fedprox")
+NORMS = ("none", "bn", "gn")
 
 
 class ProtoFSSL(Method):
@@ -137,6 +146,7 @@ class ProtoFSSL(Method):
         clip: float | None = None,
         min_class_count: int = 1,
         dp_delta: float = 1e-5,
+        norm: str = "none",
     ) -> None:
         super().__init__(secure=secure, seed=seed, crypto_seed=crypto_seed, sum_backend=sum_backend)
         self.model = model
@@ -160,6 +170,7 @@ class ProtoFSSL(Method):
         self.clip = clip
         self.min_class_count = min_class_count
         self.dp_delta = dp_delta
+        self.norm = norm
 
     # ------------------------------------------------------------------ setup
     def _validate(self) -> None:
@@ -194,7 +205,7 @@ class ProtoFSSL(Method):
         self.federation = federation
         self.num_classes = federation.num_classes
         self.rng = SimulationRNG.from_seed(self.seed)
-        self.network = build_network(self.model, federation, seed=self.seed).body
+        self.network = build_network(self.model, federation, seed=self.seed, **self._model_options(federation)).body
         self.clients = []
         for c in federation.clients:
             x = torch.from_numpy(np.ascontiguousarray(c.x, dtype=np.float32))
@@ -206,6 +217,17 @@ class ProtoFSSL(Method):
         self.global_prototypes = np.zeros((self.num_classes, 1))
         self.global_mask = np.zeros(self.num_classes, dtype=bool)
         self.releases = np.zeros(federation.num_clients, dtype=np.int64)
+
+    def _model_options(self, federation: Any) -> dict[str, Any]:
+        """``norm`` for the ResNet backbone; other backbones have no normalisation to switch."""
+        if self.norm not in NORMS:
+            raise InputError("norm", self.norm, f"must be one of {NORMS}")
+        concrete = resolve_model_name(self.model, tuple(federation.input_shape))
+        if concrete in ("resnet8", "resnet9"):
+            return {"norm": self.norm}
+        if self.norm != "none":
+            raise InputError("norm", self.norm, f"model {concrete!r} has no normalisation layers; use 'none'")
+        return {}
 
     # ------------------------------------------------------------------ client side
     def _embed_all(self, network: torch.nn.Module, x: torch.Tensor) -> np.ndarray:

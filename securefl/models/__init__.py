@@ -5,10 +5,13 @@ Public API::
     build_model(name, *, input_shape, num_classes, seed=0, **options) -> SplitNet
         name in MODEL_NAMES: "mlp" (digits; option hidden=(128, 64)), "cnn" (FedSemi's
         MNIST CNN), "resnet9" / "resnet8" (ProtoFSSL Table 6; option norm="bn"|"gn"|"none"),
-        or "auto" (mlp for inputs of at most 16x16 pixels, cnn for 1-channel images,
-        resnet9 otherwise).  model.features(x) -> (n, model.feature_dim), model.head(z)
-        -> logits, model(x) = head(features(x)).
+        "cnn13" (Tarvainen & Valpola's 13-layer CNN, FedProp's CIFAR network; option
+        dropout=0.5), or "auto" (mlp for inputs of at most 16x16 pixels, cnn for 1-channel
+        images, resnet9 otherwise).  model.features(x) -> (n, model.feature_dim),
+        model.head(z) -> logits, model(x) = head(features(x)).
     resolve_model_name(name, input_shape) -> the concrete name "auto" picks.
+    dropout_generator(model, generator): context binding the generator that the model's
+        dropout layers (cnn13) draw their masks from while training.
 
 Initialisation is reproducible: the weights are drawn inside ``torch.random.fork_rng``
 after ``torch.manual_seed(seed)``, so the global torch RNG is left untouched.
@@ -21,9 +24,9 @@ from typing import Any
 import torch
 
 from securefl.errors import InputError
-from securefl.models.nets import SplitNet, fedsemi_cnn, mlp, resnet
+from securefl.models.nets import SeededDropout, SplitNet, cnn13, dropout_generator, fedsemi_cnn, mlp, resnet
 
-MODEL_NAMES = ("mlp", "cnn", "resnet9", "resnet8", "auto")
+MODEL_NAMES = ("mlp", "cnn", "resnet9", "resnet8", "cnn13", "auto")
 
 
 def resolve_model_name(name: str, input_shape: tuple[int, ...]) -> str:
@@ -44,11 +47,14 @@ def build_model(name: str, *, input_shape: tuple[int, ...], num_classes: int, se
     if num_classes < 2:
         raise InputError("num_classes", num_classes, "must be >= 2")
     concrete = resolve_model_name(name, input_shape)
-    if concrete in ("cnn", "resnet9", "resnet8") and len(input_shape) != 3:
+    if concrete in ("cnn", "resnet9", "resnet8", "cnn13") and len(input_shape) != 3:
         raise InputError("input_shape", input_shape, f"{concrete} needs (channels, H, W)")
     if concrete == "cnn" and min(input_shape[1:]) < 16:
         raise InputError("input_shape", input_shape, "cnn needs images of at least 16x16")
-    allowed = {"mlp": {"hidden"}, "cnn": set(), "resnet9": {"norm"}, "resnet8": {"norm"}}
+    if concrete == "cnn13" and min(input_shape[1:]) < 12:
+        raise InputError("input_shape", input_shape, "cnn13 needs images of at least 12x12")
+    allowed = {"mlp": {"hidden"}, "cnn": set(), "resnet9": {"norm"}, "resnet8": {"norm"},
+               "cnn13": {"dropout"}}
     unknown = set(options) - allowed[concrete]
     if unknown:
         raise InputError(sorted(unknown)[0], options[sorted(unknown)[0]],
@@ -61,7 +67,10 @@ def build_model(name: str, *, input_shape: tuple[int, ...], num_classes: int, se
             return mlp(input_shape, num_classes, **options)
         if concrete == "cnn":
             return fedsemi_cnn(input_shape, num_classes)
+        if concrete == "cnn13":
+            return cnn13(input_shape, num_classes, **options)
         return resnet(input_shape, num_classes, with_head=concrete == "resnet9", **options)
 
 
-__all__ = ["MODEL_NAMES", "SplitNet", "build_model", "resolve_model_name"]
+__all__ = ["MODEL_NAMES", "SeededDropout", "SplitNet", "build_model", "dropout_generator",
+           "resolve_model_name"]

@@ -13,14 +13,34 @@ label propagation and ProtoFSSL's prototypes use), ``head(z)`` is f_psi and
   followed by a normalisation (``norm``: "bn", "gn", "none") and ReLU; ResNet9 adds a
   bias-free 512xC linear head, ResNet8 has none (``head`` is the identity and the
   512-d features are the output, for prototype-based classifiers).
+* ``cnn13`` -- the 13-layer "ConvLarge" CNN of Tarvainen & Valpola (2017, Mean Teacher),
+  FedProp's CIFAR network (fedprop.md §5.1: "13-layer CNNs ... embeddings have dimension
+  128"): three 3x3 convolutions of 128 channels, max-pool 2, dropout; three of 256,
+  max-pool 2, dropout; a valid 3x3 convolution of 512, 1x1 convolutions of 256 and 128,
+  global average pooling (6x6 on 32x32 inputs) -> f_phi(x) in R^128 | linear 128xC.
+  Every convolution is followed by batch normalisation and LeakyReLU(0.1); dropout
+  ``p = 0.5`` as in the reference.  3,123,850 parameters for CIFAR-10: 2 x 4 bytes x that
+  = 23.8 MiB per round trip, the "24MB of payload per client" of fedprop.md §4.2.  The
+  reference's weight normalisation is left out: it reparametrises the same function
+  (w = g v/|v|), and FedAvg would average g and v rather than w.
+
+Dropout draws its masks from a ``torch.Generator`` that the training code binds with
+:func:`dropout_generator` (the method's simulation RNG), so that runs are seeded, real and
+plaintext runs identical, and resumed runs exact; a dropout layer in training mode
+without a bound generator raises instead of falling back to torch's global RNG.
 
 Written by hand because these exact small architectures are not in torchvision.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import torch
 from torch import nn
+
+from securefl.errors import InputError
 
 
 class SplitNet(nn.Module):
@@ -103,3 +123,61 @@ def resnet(input_shape: tuple[int, ...], num_classes: int, *, with_head: bool,
     )
     head: nn.Module = nn.Linear(512, num_classes, bias=False) if with_head else nn.Identity()
     return SplitNet(body, head, 512)
+
+
+class SeededDropout(nn.Module):
+    """Element-wise dropout ``x * m / (1 - p)``, ``m ~ Bernoulli(1 - p)``, with the masks
+    drawn from the generator bound by :func:`dropout_generator` (identity in eval mode)."""
+
+    def __init__(self, p: float) -> None:
+        super().__init__()
+        if not 0.0 <= p < 1.0:
+            raise InputError("dropout", p, "must lie in [0, 1)")
+        self.p = p
+        self.generator: torch.Generator | None = None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.training or self.p == 0.0:
+            return x
+        if self.generator is None:
+            raise InputError("generator", None, "dropout in training mode needs a seeded generator: "
+                             "train inside securefl.models.dropout_generator(model, generator)")
+        keep = torch.rand(x.shape, generator=self.generator, dtype=x.dtype) >= self.p
+        return x * keep / (1.0 - self.p)
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}"
+
+
+@contextmanager
+def dropout_generator(model: nn.Module, generator: torch.Generator) -> Iterator[nn.Module]:
+    """Bind ``generator`` to every :class:`SeededDropout` of ``model`` for the duration of
+    the block (models without dropout are unaffected and draw nothing from it)."""
+    layers = [m for m in model.modules() if isinstance(m, SeededDropout)]
+    previous = [m.generator for m in layers]
+    for layer in layers:
+        layer.generator = generator
+    try:
+        yield model
+    finally:
+        for layer, old in zip(layers, previous):
+            layer.generator = old
+
+
+def _conv_bn_lrelu(cin: int, cout: int, kernel: int, padding: int) -> nn.Sequential:
+    return nn.Sequential(nn.Conv2d(cin, cout, kernel, padding=padding), nn.BatchNorm2d(cout),
+                         nn.LeakyReLU(0.1))
+
+
+def cnn13(input_shape: tuple[int, ...], num_classes: int, *, dropout: float = 0.5) -> SplitNet:
+    channels = input_shape[0]
+    body = nn.Sequential(
+        _conv_bn_lrelu(channels, 128, 3, 1), _conv_bn_lrelu(128, 128, 3, 1),
+        _conv_bn_lrelu(128, 128, 3, 1), nn.MaxPool2d(2), SeededDropout(dropout),
+        _conv_bn_lrelu(128, 256, 3, 1), _conv_bn_lrelu(256, 256, 3, 1),
+        _conv_bn_lrelu(256, 256, 3, 1), nn.MaxPool2d(2), SeededDropout(dropout),
+        _conv_bn_lrelu(256, 512, 3, 0), _conv_bn_lrelu(512, 256, 1, 0),
+        _conv_bn_lrelu(256, 128, 1, 0),
+        nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+    )
+    return SplitNet(body, nn.Linear(128, num_classes), 128)

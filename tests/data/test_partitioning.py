@@ -143,7 +143,53 @@ def test_dirichlet(clients, seed, alpha):
 
 
 @PROPS
-@given(scheme=st.sampled_from(["iid", "noniid-1", "noniid-2", "dirichlet", "fedprop-noniid"]),
+@given(clients=st.integers(2, 20), labeled_clients=st.integers(1, 20), seed=st.integers(0, 99),
+       gamma=st.floats(0.02, 0.3))
+def test_fedmatch_noniid(clients, labeled_clients, seed, gamma):
+    labeled_clients = min(labeled_clients, clients)
+    fed = partition(DATA, scheme="fedmatch-noniid", num_clients=clients, seed=seed,
+                    labeled_clients=labeled_clients, labeled_fraction=gamma)
+    check_disjoint(fed, len(DATA.y_train))
+    budget = round(gamma * len(DATA.y_train))
+    assert sum(c.num_labeled for c in fed.clients) == budget
+    holders = [c for c in fed.clients if c.num_labeled]
+    assert len(holders) <= labeled_clients
+    labels = np.array([np.bincount(c.y[c.labeled], minlength=10) for c in holders])
+    assert labels.max() - labels.min() <= 1  # class-balanced at every holder, as FedMatch
+    unlabeled = [int((~c.labeled).sum()) for c in fed.clients]
+    assert max(unlabeled) == min(unlabeled) == (len(DATA.y_train) - budget) // clients
+
+
+FEDMATCH_TYPE_0 = [0.50, 0.15, 0.03, 0.03, 0.03, 0.02, 0.03, 0.03, 0.03, 0.15]  # generator.py, type 0
+
+
+def test_fedmatch_noniid_follows_fedmatchs_ten_imbalance_types():
+    y = np.repeat(np.arange(10), 1000)
+    x = np.arange(len(y), dtype=np.float32)[:, None, None, None] * np.ones((1, 1, 2, 2), np.float32)
+    data = Dataset("balanced", x, y, x[:10], y[:10], 10)
+    fed = partition(data, scheme="fedmatch-noniid", num_clients=20, seed=0, labeled_fraction=0.1)
+    assert all((np.bincount(c.y[c.labeled], minlength=10) == 5).all() for c in fed.clients)
+    shares = np.array([np.bincount(c.y[~c.labeled], minlength=10) / (~c.labeled).sum()
+                       for c in fed.clients])
+    # the first ten clients (one of each type) draw from half-full class pools: no top-up
+    for t, share in enumerate(shares[:10]):
+        assert share.argmax() == t and 0.42 < share[t] < 0.58
+        assert 0.09 < share[(t + 1) % 10] < 0.21 and 0.09 < share[(t - 1) % 10] < 0.21
+        np.testing.assert_allclose(np.roll(share, -t), FEDMATCH_TYPE_0, atol=0.07)
+    assert all(shares[:, :].max(axis=1) > 0.25)  # every client stays dominated by one class
+    again = partition(data, scheme="fedmatch-noniid", num_clients=20, seed=0, labeled_fraction=0.1)
+    assert all(np.array_equal(a.x, b.x) for a, b in zip(fed.clients, again.clients))
+
+
+def test_fedmatch_noniid_needs_ten_classes():
+    three = Dataset("three", DATA.x_train, DATA.y_train % 3, DATA.x_test, DATA.y_test % 3, 3)
+    with pytest.raises(InputError, match="scheme"):
+        partition(three, scheme="fedmatch-noniid", num_clients=4)
+
+
+@PROPS
+@given(scheme=st.sampled_from(["iid", "noniid-1", "noniid-2", "dirichlet", "fedprop-noniid",
+                               "fedmatch-noniid"]),
        budget=st.integers(10, 100), seed=st.integers(0, 99))
 def test_labels_at_server(scheme, budget, seed):
     fed = partition(DATA, scheme=scheme, num_clients=5, seed=seed, labels_at="server",

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from securefl.errors import ConfigError, InputError
-from securefl.methods import build_method
+from securefl.methods import build_method, hyper_parameters
 from securefl.methods.anchoring import anchor_class_scores, anchor_pseudo_labels, fix_and_mix, label_contrastive_loss
 
 from .conftest import play
@@ -114,3 +114,41 @@ def test_needs_anchor_set(tiny_digits):
         build_method("fedanchor").setup(tiny_digits)
     with pytest.raises(InputError, match="threshold"):
         build_method("fedanchor", threshold=2.0).setup(tiny_digits)
+    with pytest.raises(InputError, match="max_shift"):
+        build_method("fedanchor", max_shift=-1).setup(tiny_digits)
+
+
+def test_defaults_are_the_papers_method():
+    """Appendix C and §5.1; Table 2's FedAnchor trains with client mixup (Appendix B)."""
+    hyper = hyper_parameters("fedanchor")
+    assert hyper["client_mixup"] is True and hyper["server_mixup"] is False
+    assert (hyper["threshold"], hyper["mixup_alpha"], hyper["mix_weight"]) == (0.6, 0.75, 1.0)
+    assert (hyper["lr"], hyper["server_lr"], hyper["momentum"], hyper["weight_decay"]) == (0.03, 0.03, 0.9, 5e-4)
+    assert (hyper["pretrain_epochs"], hyper["pretrain_lr"]) == (5, 0.05)
+    assert (hyper["clients_per_round"], hyper["local_epochs"], hyper["anchor_dim"]) == (10, 5, 128)
+
+
+def test_default_run_trains_on_the_fix_and_mix_sets(tiny_digits_server, monkeypatch):
+    import securefl.methods.fedanchor as module
+
+    calls = []
+
+    def spy(scores, threshold, rng):
+        calls.append(threshold)
+        return fix_and_mix(scores, threshold, rng)
+
+    monkeypatch.setattr(module, "fix_and_mix", spy)
+    _run(tiny_digits_server, "plaintext", rounds=1)
+    assert calls == [0.6, 0.6, 0.6]  # one fix/mix split per client, t = 0.6
+
+
+def test_empty_fix_set_means_no_client_training(tiny_digits_server):
+    """Appendix B: "local training will be stopped if the client has an empty fix dataset"."""
+    method, _ = _run(tiny_digits_server, "plaintext", rounds=0, threshold=1.0)
+    before = [p.detach().clone() for p in method.network.parameters()]
+    anchor_z = method._latents(method.anchor_x, method.network)
+    trained, _ = method._client_update(0, anchor_z)
+    assert all(torch.equal(a, b) for a, b in zip(before, trained.parameters()))
+    method.client_mixup = False
+    trained, _ = method._client_update(0, anchor_z)
+    assert not all(torch.equal(a, b) for a, b in zip(before, trained.parameters()))

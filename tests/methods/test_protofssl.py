@@ -269,3 +269,34 @@ def test_bad_configuration(tiny_digits, tiny_digits_server):
         build_method("protofssl", aggregation="scaffold").setup(tiny_digits)
     with pytest.raises(ConfigError):
         build_method("protofssl").setup(tiny_digits_server)
+
+
+def _cifar_shaped_federation():
+    from securefl.data import Dataset, partition
+
+    rng = np.random.default_rng(0)
+    y = np.repeat(np.arange(10), 4)
+    x = rng.random((len(y), 3, 32, 32), dtype=np.float32)
+    return partition(Dataset("rgb32", x, y, x[:10], y[:10], 10), scheme="iid", num_clients=2,
+                     seed=0, labeled_fraction=0.5)
+
+
+def test_normalisation_is_none_by_default_and_bn_is_the_ablation():
+    """Table 3's ProtoFSSL has no normalisation; "with BN" (and Table 4's GN) is the ablation."""
+    federation = _cifar_shaped_federation()
+    layers = {}
+    for norm in ("none", "bn", "gn"):
+        method = build_method("protofssl", **({} if norm == "none" else {"norm": norm}))
+        method.setup(federation)
+        layers[norm] = {type(m) for m in method.network.modules()}
+    assert not layers["none"] & {torch.nn.BatchNorm2d, torch.nn.GroupNorm}
+    assert torch.nn.BatchNorm2d in layers["bn"] and torch.nn.GroupNorm not in layers["bn"]
+    assert torch.nn.GroupNorm in layers["gn"]
+
+
+def test_normalisation_option_is_checked(tiny_digits):
+    with pytest.raises(InputError, match="norm"):
+        build_method("protofssl", norm="bn").setup(tiny_digits)  # the digits MLP has none
+    with pytest.raises(InputError, match="norm"):
+        build_method("protofssl", norm="sbn").setup(tiny_digits)
+    build_method("protofssl", norm="none").setup(tiny_digits)
