@@ -53,7 +53,7 @@ PROGRAM = "pilot-fedavg"
 DEFAULTS: dict[str, Any] = {
     "dataset": "digits", "seed": 0, "scheme": "iid", "labeled-fraction": 0.1,
     "num-partitions": 3, "labels": "labeled", "rounds": 2, "clients-per-round": 3,
-    "local-epochs": 1, "batch-size": 10, "lr": 0.05, "momentum": 0.9, "weight-decay": 0.0,
+    "local-epochs": 5, "batch-size": 10, "lr": 0.1, "momentum": 0.9, "weight-decay": 0.0,
     "model": "auto", "threshold": 0, "timeout": 0.0, "threads": 1,
 }
 

@@ -339,27 +339,31 @@ class InProcessTransport(Transport):
     """Client halves called in this process with Flower's discipline (see module docstring).
 
     ``nodes``: one :class:`NodeContext` per client, indexed by ``partition``;
-    ``dropouts``: ``{client: step}`` -- from the first exchange of ``step`` on, the client
-    never answers (it is reported in ``dropped``, as a timed-out Flower reply is);
+    ``dropouts``: ``{client: step}`` or ``{client: (step, k)}`` -- from the first (or the
+    k-th, 0-based) exchange of ``step`` on, the client never answers (it is reported in
+    ``dropped``, as a timed-out Flower reply is);
     ``intercept``: test hook ``(client, stamped request) -> request`` applied to every
     request before delivery (a tampering server).
     """
 
     def __init__(self, half: ClientHalf, nodes: Sequence[NodeContext], *,
-                 dropouts: Mapping[int, str] | None = None, session: bytes | None = None,
+                 dropouts: Mapping[int, str | tuple[str, int]] | None = None,
+                 session: bytes | None = None,
                  intercept: Callable[[int, Record], Record] | None = None) -> None:
         super().__init__(program=half.program, session=session)
         self.half = half
         self.nodes = {int(n.partition): n for n in nodes}
         if len(self.nodes) != len(nodes):
             raise InputError("nodes", [n.partition for n in nodes], "partitions must be distinct")
-        self.dropouts = dict(dropouts or {})
+        self.dropouts = {int(c): (v, 0) if isinstance(v, str) else (str(v[0]), int(v[1]))
+                         for c, v in (dropouts or {}).items()}
         unknown = set(self.dropouts) - set(self.nodes)
         if unknown:
-            raise InputError("dropouts", self.dropouts, f"clients {sorted(unknown)} unknown")
+            raise InputError("dropouts", dropouts, f"clients {sorted(unknown)} unknown")
         self.intercept = intercept
         self.states: dict[int, Record] = {c: Record() for c in self.nodes}
         self._gone: set[int] = set()
+        self._occurrences: dict[str, int] = {}
 
     @property
     def clients(self) -> tuple[int, ...]:
@@ -368,8 +372,10 @@ class InProcessTransport(Transport):
     def _exchange(self, step: str, requests: dict[int, Record], timeout: float | None) -> Exchange:
         result = Exchange(step, {})
         dropped = []
+        occurrence = self._occurrences.get(step, 0)
+        self._occurrences[step] = occurrence + 1
         for client in sorted(requests):
-            if self.dropouts.get(client) == step:
+            if self.dropouts.get(client) == (step, occurrence):
                 self._gone.add(client)
             request = requests[client].copy()
             if self.intercept is not None:

@@ -260,10 +260,13 @@ class LocalFederation:
         if done.returncode != 0 or "Successfully started run" not in done.stdout:
             raise ConfigError(f"flwr run failed: {done.stdout[-2000:]} {done.stderr[-2000:]}")
 
-    def run(self, run_config: dict[str, Any], *, name: str, timeout: float = 600.0,
-            server_app: str = "securefl.fl.flower.app:server_app",
-            extra_files: dict[str, str] | None = None) -> dict[str, Any]:
-        """Run one program; returns ``result.json`` (raises ConfigError on error.json/timeout)."""
+    def launch(self, run_config: dict[str, Any], *, name: str,
+               server_app: str = "securefl.fl.flower.app:server_app",
+               extra_files: dict[str, str] | None = None) -> Path:
+        """Submit one program run; returns its ``out`` directory (see :func:`wait_result`).
+
+        ``extra_files`` are written into the app directory (the FAB), e.g. a modified
+        ServerApp named by ``server_app``."""
         assert self.workdir is not None, "start() first"
         out = self.workdir / "runs" / name
         config = {"num-partitions": self.nodes, "poll": self.poll, **run_config, "out": str(out)}
@@ -271,15 +274,28 @@ class LocalFederation:
         for filename, text in (extra_files or {}).items():
             (app_dir / filename).write_text(text)
         self.submit(app_dir)
-        return wait_result(out, timeout, processes=self.processes)
+        return out
 
-    def progress(self, name: str) -> list[dict[str, Any]]:
-        """The progress events a run has written so far."""
-        assert self.workdir is not None
-        path = self.workdir / "runs" / name / "progress.jsonl"
-        if not path.exists():
-            return []
-        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    def run(self, run_config: dict[str, Any], *, name: str, timeout: float = 600.0,
+            **options: Any) -> dict[str, Any]:
+        """:meth:`launch` and wait; returns ``result.json`` (ConfigError on error/timeout)."""
+        return wait_result(self.launch(run_config, name=name, **options), timeout,
+                           processes=self.processes)
+
+
+
+def progress(out: Path) -> list[dict[str, Any]]:
+    """The progress events a run has written to ``out`` so far."""
+    path = Path(out) / "progress.jsonl"
+    if not path.exists():
+        return []
+    events = []
+    for line in path.read_text().splitlines():
+        try:
+            events.append(json.loads(line))
+        except json.JSONDecodeError:  # a line being written right now
+            break
+    return events
 
 
 def wait_result(out: Path, timeout: float, *, processes: dict[str, subprocess.Popen] | None = None
