@@ -16,5 +16,6 @@ BENCHMARKS = {
     "secagg": "securefl.bench.secagg",
     "lp": "securefl.bench.lp",
     "crossclient": "securefl.bench.crossclient",
+    "flower-secagg": "securefl.bench.flower_secagg",
 }
 """Benchmark name -> module implementing it."""
