@@ -24,8 +24,8 @@ Both sums are checked against the plain sum of the survivors' vectors (securefl'
 its fixed-point bound; Flower's within its quantisation error).
 
 **Flower's server time from its components** (``flower.model``, always recorded): the
-unmask stage does one Shamir reconstruction per client (``combine_shares`` of t shares,
-pure-Python GF(2^128) in pycryptodome), one self-mask per survivor, and for every dropped
+unmask stage does one Shamir reconstruction per client (``combine_shares`` of all the
+shares the survivors returned, not just t; pure-Python GF(2^128) in pycryptodome), one self-mask per survivor, and for every dropped
 client one X25519 agreement and one mask per other client (Flower loops over all of the
 dropped client's neighbours); each mask is a Mersenne-Twister expansion of D entries
 (``pseudo_rand_gen``) plus one vector addition; the masked vectors are summed.  Each
@@ -301,11 +301,12 @@ def _flower_model(clients: int, dim: int, threshold: int, dropped: int) -> dict[
     from flwr.common.secure_aggregation.secaggplus_utils import pseudo_rand_gen
     from flwr.supercore.primitives.asymmetric import generate_key_pairs
 
+    survivors = clients - dropped
     secret = os.urandom(32)
     shares = create_shares(secret, threshold, clients)
     begin, repeats = time.process_time(), 3
-    for _ in range(repeats):
-        if combine_shares(shares[:threshold]) != secret:
+    for _ in range(repeats):  # the server combines every share it collected, not just t
+        if combine_shares(shares[:survivors]) != secret:
             raise AssertionError("Flower's Shamir did not reconstruct its secret")
     combine = (time.process_time() - begin) / repeats
     (private, _), (_, public) = generate_key_pairs(), generate_key_pairs()
@@ -321,7 +322,6 @@ def _flower_model(clients: int, dim: int, threshold: int, dropped: int) -> dict[
     for _ in range(5):
         vector = parameters_addition(vector, mask)
     add = (time.process_time() - begin) / 5
-    survivors = clients - dropped
     # unmask: one reconstruction per client; a survivor's self mask; for a dropped client,
     # one key agreement and one mask per other client (Flower loops over all neighbours);
     # plus the sum of the masked vectors
