@@ -94,12 +94,15 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from securefl.crypto.channel import Message
 from securefl.errors import InputError, ProtocolError
+
+if TYPE_CHECKING:
+    import torch
 
 ConfigValue = int | float | bool | str | bytes
 CONFIG_VALUE_LIMIT = 256
@@ -412,7 +415,7 @@ class ServerHalf(ABC):
         """Run the whole program (all rounds) and return a JSON-able result."""
 
 
-def client_generator(seed: int, round_index: int, client: int) -> "Any":
+def client_generator(seed: int, round_index: int, client: int) -> "torch.Generator":
     """The torch Generator of ``client`` in round ``round_index``: seeded from
     SeedSequence((seed, round, client)), independent of the order clients run in."""
     import torch

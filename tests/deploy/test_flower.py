@@ -69,40 +69,35 @@ def stopped(federation: LocalFederation) -> list[int]:
     return [p for p in pids if _alive(p)]
 
 
-@pytest.fixture(scope="module")
-def federation():
-    fed = LocalFederation(nodes=3, mode="fast", poll=0.1)
+def test_pilot_equals_in_process_and_a_modified_server_app_is_caught():
+    """One federation (its start-up is the expensive part) for both checks."""
+    from tests.fl.tampering import expected_failures
+
+    federation = LocalFederation(nodes=3, mode="fast", poll=0.1)
+    files = {"tampering.py": (Path(__file__).parent.parent / "fl" / "tampering.py").read_text(),
+             "tamper_app.py": TAMPER_APP}
     try:
-        fed.start()
-        yield fed
+        federation.start()
+        result = federation.run(PILOT, name="pilot", timeout=600)
+        tampered = federation.run({"program": "link-check", "rounds": 3, "frames": 2,
+                                   "payload-bytes": 256, "timeout": 120.0},
+                                  name="tamper", server_app="tamper_app:app", extra_files=files)
     finally:
-        assert not stopped(fed)
-
-
-def test_pilot_on_flower_equals_in_process(federation):
-    result = federation.run(PILOT, name="pilot", timeout=600)
+        assert not stopped(federation)
+    # the pilot: round for round identical to the in-process transport
     same_rounds(result, in_process(PILOT))
     assert result["final_accuracy"] > 0.5
     assert all(r["failed"] == {} and r["survivors"] == [0, 1, 2] for r in result["rounds"])
-    # the split: every round's time is compute + crypto + messaging (+ evaluation), measured
-    for r in result["rounds"]:
+    for r in result["rounds"]:  # the split of a round's time is measured, and adds up
         parts = r["compute_seconds"] + r["crypto_seconds"] + r["messaging_seconds"]
         assert 0 < parts <= r["seconds"] + 0.5
-
-
-def test_modified_server_app_is_caught_by_the_clients(federation):
-    files = {"tampering.py": (Path(__file__).parent.parent / "fl" / "tampering.py").read_text(),
-             "tamper_app.py": TAMPER_APP}
-    from tests.fl.tampering import expected_failures
-
-    result = federation.run({"program": "link-check", "rounds": 3, "frames": 2,
-                             "payload-bytes": 256, "timeout": 120.0},
-                            name="tamper", server_app="tamper_app:app", extra_files=files)
-    assert not result["verified"]
+    # the modified ServerApp: each attacked client raised ProtocolError; untouched links verified
+    assert not tampered["verified"]
     for key, text in expected_failures().items():
-        assert "ProtocolError" in result["failed"][key] and text in result["failed"][key], \
-            (key, result["failed"])
-    assert result["links"]["0/1->2"] and result["links"]["0/2->0"] and result["links"]["1/1->0"]
+        assert "ProtocolError" in tampered["failed"][key] and text in tampered["failed"][key], \
+            (key, tampered["failed"])
+    links = tampered["links"]
+    assert links["0/1->2"] and links["0/2->0"] and links["1/1->0"] and not links["0/0->1"]
 
 
 def test_killed_supernode_is_a_secure_aggregation_dropout():

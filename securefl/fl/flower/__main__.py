@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from securefl.errors import SecureFLError
+from securefl.errors import InputError, SecureFLError
 
 
 def _assignments(pairs: Sequence[str]) -> dict[str, Any]:
@@ -38,7 +38,7 @@ def _assignments(pairs: Sequence[str]) -> dict[str, Any]:
     for pair in pairs:
         key, sep, text = pair.partition("=")
         if not sep or not key:
-            raise SecureFLError(f"--set {pair!r}: expected KEY=VALUE")
+            raise InputError("--set", pair, "expected KEY=VALUE")
         try:
             values[key] = tomllib.loads(f"v = {text}")["v"]
         except tomllib.TOMLDecodeError:
@@ -69,9 +69,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         from securefl.fl.flower.deploy import LocalFederation, write_app
 
         if args.program not in PROGRAMS:
-            raise SecureFLError(f"--program {args.program!r}: must be one of {sorted(PROGRAMS)}")
+            raise InputError("--program", args.program, f"must be one of {sorted(PROGRAMS)}")
         if args.nodes < 1:
-            raise SecureFLError(f"--nodes {args.nodes}: must be >= 1")
+            raise InputError("--nodes", args.nodes, "must be >= 1")
         settings = {"program": args.program, **_assignments(args.set)}
         if args.command == "app":
             target = write_app(args.directory, {"num-partitions": args.nodes, **settings,
