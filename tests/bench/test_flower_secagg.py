@@ -42,7 +42,7 @@ def test_large_workloads_use_the_component_model():
 
 @pytest.mark.parametrize("overrides, name", [
     ({"clients": 2}, "clients"), ({"dim": 0}, "dim"), ({"dropout": 1.0}, "dropout"),
-    ({"threshold": 10}, "threshold"), ({"clients": 6, "dropout": 0.5}, "dropout"),
+    ({"clients": 6, "threshold": 10}, "threshold"), ({"clients": 6, "dropout": 0.5}, "dropout"),
 ])
 def test_bad_options_are_refused_before_any_work(overrides, name):
     with pytest.raises(InputError, match=name):
