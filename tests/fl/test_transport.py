@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from securefl.crypto.channel import Message
 from securefl.crypto.fixed_point import ring_sum
-from securefl.crypto.secagg import ROUNDS, TAGS, SecAggClient, SecAggServer
+from securefl.crypto.secagg import ROUNDS, TAGS, SecAggClient, SecAggConfig, SecAggServer
 from securefl.crypto.summation import secure_sum
 from securefl.errors import DropoutError, InputError, ProtocolError
 from securefl.fl import links, secure_sum_steps, state_codec
@@ -264,7 +264,7 @@ class Summand(ClientHalf):
     def handle(self, step, request, state, node):
         reply = Record()
         if step == "input":
-            config = secure_sum_steps.SecAggConfig(
+            config = SecAggConfig(
                 bytes(request.config["session"]), int(request.config["n"]),
                 int(request.config["t"]), int(request.config["dim"]), 64)
             value = np.asarray(node.run_config["values"][node.partition], dtype=np.uint64)
