@@ -34,5 +34,7 @@ BENCHMARKS = {
     "secagg": "securefl.bench.secagg",
     "lp": "securefl.bench.lp",
     "crossclient": "securefl.bench.crossclient",
+    "flower-secagg": "securefl.bench.flower_secagg",
+    "flower-rounds": "securefl.bench.flower_rounds",
 }
 """Benchmark name -> module implementing it."""

@@ -144,7 +144,7 @@ def test_default_run_trains_on_the_fix_and_mix_sets(tiny_digits_server, monkeypa
 
 def test_empty_fix_set_means_no_client_training(tiny_digits_server):
     """Appendix B: "local training will be stopped if the client has an empty fix dataset"."""
-    method, _ = _run(tiny_digits_server, "plaintext", rounds=0, threshold=1.0)
+    method, _, _ = _run(tiny_digits_server, "plaintext", rounds=0, threshold=1.0)
     before = [p.detach().clone() for p in method.network.parameters()]
     anchor_z = method._latents(method.anchor_x, method.network)
     trained, _ = method._client_update(0, anchor_z)

@@ -1,0 +1,218 @@
+"""Client-to-client links relayed by the server, authenticated end to end.
+
+**Keys.**  Client j draws an X25519 key pair (OS CSPRNG) and sends the public key to the
+server, which relays the table of public keys to every client (:func:`key_table`).  Two
+clients j, k derive the same 32-byte link key
+
+    K_jk = HKDF-SHA256(X25519(sk_j, pk_k), salt = session, info = "securefl/link/min/max")
+
+(:func:`securefl.protocols.keys.pairwise_secret`).  The server sees pk_j and pk_k only;
+under CDH on Curve25519 K_jk is pseudorandom to it.
+
+**Frames.**  All protocol messages client j sends to k in one step form one *batch*:
+the messages are serialised as :class:`~securefl.crypto.channel.Network` frames on the
+link j -> k with key K_jk and the 8-byte session id
+
+    batch_session(j, k, b) = SHA-256("securefl/link-batch" || session || j || k || b)[:8]
+
+where b counts the batches j has sent to k (kept in j's state; k keeps the count it has
+received).  Each frame carries sender, receiver, tag and sequence number in its header
+and a GMAC under a one-time key derived from K_jk, so the receiver checks, for every
+frame, that it comes from j, is for k, is the next frame of the next batch of this
+session, and is unaltered.  The batch travels as one ``uint8`` array::
+
+    count u32 | per frame: tag length u16 | tag (utf-8) | frame length u64 | frame bytes
+
+(the tag is repeated outside the frame only so the receiver knows what to ask the
+channel for; the channel compares it with the MAC-covered tag in the frame header).
+
+**What a relay can do.**  Alter a byte: the GMAC fails.  Replay an old batch, or drop one
+and deliver the next: the batch session differs from the one the receiver expects.
+Reorder frames within a batch: the sequence check fails.  Deliver j's batch to another
+client or claim it came from another sender: the header endpoints or the key differ.
+Each raises :class:`~securefl.errors.ProtocolError` at the receiving client; the link's
+receive counter moves only when the whole batch verified.  Links give integrity, not
+confidentiality: protocols whose relayed content is not already pseudorandom to the server
+encrypt it themselves (see :mod:`securefl.fl.transport`).
+
+State (in the client's state :class:`~securefl.fl.transport.Record`): ``links/private``
+(32 bytes), ``links/ids`` and ``links/keys`` (the relayed public-key table), and config
+``links/sent/<peer>``, ``links/received/<peer>``.
+
+Server side: :func:`relay` moves every ``relay/to/<k>`` array of j's reply into k's next
+request as ``relay/from/<j>``; the halves put and take batches with :func:`send_batch` /
+:func:`receive_batch`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
+
+from securefl.crypto.channel import Frame, Message, Network
+from securefl.errors import InputError, ProtocolError
+from securefl.fl.transport import Record
+from securefl.protocols.keys import PUBLIC_KEY_BYTES, KeyPair, pairwise_secret
+
+_PRIVATE = "links/private"
+_IDS = "links/ids"
+_KEYS = "links/keys"
+_SENT = "links/sent/"
+_RECEIVED = "links/received/"
+TO = "relay/to/"
+FROM = "relay/from/"
+
+
+def advertise(state: Record) -> np.ndarray:
+    """Draw this client's X25519 key pair (kept in ``state``); returns the (32,) public key."""
+    pair = KeyPair.generate()
+    state.arrays[_PRIVATE] = np.frombuffer(pair.private.private_bytes_raw(), np.uint8).copy()
+    return pair.public_array()
+
+
+def key_table(public_keys: Mapping[int, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Server side: the ``(ids, keys)`` table to relay, from each client's public key."""
+    ids = np.array(sorted(int(c) for c in public_keys), dtype=np.int64)
+    rows = []
+    for c in ids:
+        key = np.asarray(public_keys[int(c)])
+        if key.shape != (PUBLIC_KEY_BYTES,) or key.dtype != np.uint8:
+            raise ProtocolError(f"client {c}: public key must be ({PUBLIC_KEY_BYTES},) uint8")
+        rows.append(key)
+    keys = np.stack(rows) if rows else np.zeros((0, PUBLIC_KEY_BYTES), np.uint8)
+    return ids, keys
+
+
+def install(state: Record, ids: np.ndarray, keys: np.ndarray, *, me: int) -> None:
+    """Store the relayed public-key table; this client's own key must be in it unaltered."""
+    ids, keys = np.asarray(ids), np.asarray(keys)
+    if ids.ndim != 1 or ids.dtype.kind not in "iu" or keys.shape != (len(ids), PUBLIC_KEY_BYTES) \
+            or keys.dtype != np.uint8 or len(set(ids.tolist())) != len(ids):
+        raise ProtocolError("public-key table must be distinct ids and (m, 32) uint8 keys")
+    if _PRIVATE not in state.arrays:
+        raise ProtocolError(f"client {me}: key table before advertising a key")
+    private = _private_key(state)
+    own = private.public_key().public_bytes_raw()
+    listed = {int(i): bytes(k) for i, k in zip(ids, keys)}
+    if listed.get(int(me)) != own:
+        raise ProtocolError(f"client {me}: own public key missing or altered in the key table")
+    state.arrays[_IDS] = ids.astype(np.int64)
+    state.arrays[_KEYS] = keys.copy()
+
+
+def peers(state: Record) -> tuple[int, ...]:
+    """Clients in the installed key table."""
+    return tuple(int(i) for i in state.arrays.get(_IDS, np.zeros(0, np.int64)))
+
+
+def _private_key(state: Record) -> X25519PrivateKey:
+    return X25519PrivateKey.from_private_bytes(bytes(state.arrays[_PRIVATE]))
+
+
+def _link_key(state: Record, me: int, peer: int) -> bytes:
+    ids = state.arrays.get(_IDS)
+    if ids is None:
+        raise ProtocolError(f"client {me}: no key table installed")
+    where = np.flatnonzero(ids == peer)
+    if where.size != 1 or peer == me:
+        raise ProtocolError(f"client {me}: no link to client {peer}")
+    return pairwise_secret(_private_key(state), state.arrays[_KEYS][int(where[0])],
+                           session=_session(state), me=me, peer=peer, label="link")
+
+
+def _session(state: Record) -> bytes:
+    session = state.config.get("_session")
+    if not isinstance(session, bytes):
+        raise ProtocolError("links need the transport session in the client state")
+    return session
+
+
+def batch_session(session: bytes, sender: int, receiver: int, batch: int) -> bytes:
+    """The 8-byte channel session of batch ``batch`` on the link sender -> receiver."""
+    info = b"securefl/link-batch" + session + struct.pack(">iiQ", sender, receiver, batch)
+    return hashlib.sha256(info).digest()[:8]
+
+
+def seal(state: Record, messages: Sequence[Message], *, me: int, peer: int) -> np.ndarray:
+    """One authenticated batch of ``messages`` (all from ``me`` to ``peer``) as uint8."""
+    for message in messages:
+        if (message.sender, message.receiver) != (me, peer):
+            raise InputError("messages", message.tag, f"must all go from {me} to {peer}")
+    counter = f"{_SENT}{peer}"
+    batch = int(state.config.get(counter, 0))
+    network = Network(session=batch_session(_session(state), me, peer, batch),
+                      key=_link_key(state, me, peer))
+    parts = [struct.pack(">I", len(messages))]
+    for message in messages:
+        network.send(message)
+        frame = bytes(network.queue(me, peer).popleft())
+        tag = message.tag.encode()
+        parts.append(struct.pack(">H", len(tag)) + tag + struct.pack(">Q", len(frame)) + frame)
+    state.config[counter] = batch + 1
+    return np.frombuffer(b"".join(parts), dtype=np.uint8).copy()
+
+
+def open_batch(state: Record, blob: np.ndarray, *, me: int, peer: int) -> list[Message]:
+    """Verify and decode the next batch from ``peer``; any fault: ProtocolError."""
+    data = np.asarray(blob)
+    if data.dtype != np.uint8 or data.ndim != 1:
+        raise ProtocolError(f"client {me}: batch from {peer} must be a 1-D uint8 array")
+    raw = data.tobytes()
+    counter = f"{_RECEIVED}{peer}"
+    batch = int(state.config.get(counter, 0))
+    network = Network(session=batch_session(_session(state), peer, me, batch),
+                      key=_link_key(state, me, peer))
+    messages = []
+    try:
+        (count,) = struct.unpack_from(">I", raw, 0)
+        offset = 4
+        for _ in range(count):
+            (tag_len,) = struct.unpack_from(">H", raw, offset)
+            tag = raw[offset + 2: offset + 2 + tag_len].decode()
+            offset += 2 + tag_len
+            (frame_len,) = struct.unpack_from(">Q", raw, offset)
+            offset += 8
+            if offset + frame_len > len(raw):
+                raise ProtocolError(f"client {me}: batch from {peer} truncated")
+            network.queue(peer, me).append(Frame.from_bytes(raw[offset: offset + frame_len]))
+            offset += frame_len
+            messages.append(network.receive(me, peer, tag))
+    except (struct.error, UnicodeDecodeError) as exc:
+        raise ProtocolError(f"client {me}: malformed batch from {peer}: {exc}") from None
+    if offset != len(raw):
+        raise ProtocolError(f"client {me}: {len(raw) - offset} trailing bytes in batch from {peer}")
+    state.config[counter] = batch + 1
+    return messages
+
+
+def send_batch(reply: Record, state: Record, messages: Sequence[Message], *, me: int,
+               peer: int) -> None:
+    """Seal ``messages`` for ``peer`` into ``reply`` (the server relays it)."""
+    reply.arrays[f"{TO}{peer}"] = seal(state, messages, me=me, peer=peer)
+
+
+def receive_batch(request: Record, state: Record, *, me: int, peer: int) -> list[Message]:
+    """The batch ``peer`` sent this client, relayed in ``request``; missing: ProtocolError."""
+    blob = request.arrays.get(f"{FROM}{peer}")
+    if blob is None:
+        raise ProtocolError(f"client {me}: no batch from client {peer} in this request")
+    return open_batch(state, blob, me=me, peer=peer)
+
+
+def relay(replies: Mapping[int, Record]) -> dict[int, dict[str, np.ndarray]]:
+    """Server side: route every ``relay/to/<k>`` of sender j to k as ``relay/from/<j>``."""
+    routed: dict[int, dict[str, np.ndarray]] = {}
+    for sender, reply in replies.items():
+        for name, blob in reply.arrays.items():
+            if not name.startswith(TO):
+                continue
+            try:
+                receiver = int(name[len(TO):])
+            except ValueError:
+                raise ProtocolError(f"client {sender}: bad relay address {name!r}") from None
+            routed.setdefault(receiver, {})[f"{FROM}{sender}"] = blob
+    return routed

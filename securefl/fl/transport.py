@@ -1,0 +1,426 @@
+"""Transports: one code path for a method, run in one process or on Flower.
+
+Design
+======
+
+**A method is two halves.**  A *server half* (:class:`ServerHalf`) drives the rounds: it
+decides which clients take part, what each is sent and what to do with the replies.  A
+*client half* (:class:`ClientHalf`) answers one request at a time.  Neither half knows how
+requests travel; a :class:`Transport` moves them:
+
+* :class:`InProcessTransport` (this module) calls the client halves in this process, one
+  after another, with exactly the serialisation discipline of a real deployment;
+* :class:`securefl.fl.flower.FlowerTransport` sends them as Flower messages through a
+  SuperLink to SuperNodes, where :mod:`securefl.fl.flower.app` (the ClientApp) serves them.
+
+The same two halves, the same seed and the same node configuration give bit-identical
+results on both transports; ``tests/deploy`` checks it on a real SuperLink.
+
+**Everything that crosses is a** :class:`Record`: named numpy arrays plus a small config of
+scalars (int, float, bool, str, short bytes).  Bulk data (models, protocol frames) is
+always an array; :meth:`Record.check` refuses config strings or bytes longer than
+:data:`CONFIG_VALUE_LIMIT` so a frame cannot slip into config bytes.  On Flower a Record is
+one ``ArrayRecord`` and one ``ConfigRecord`` (:func:`securefl.fl.flower.records`).
+
+**Client state lives in a Record, never in objects.**  Flower starts a fresh ClientApp
+process for every message; what a client must remember between messages (model, protocol
+party state, link keys and counters) is a :class:`Record` the client half reads and
+updates in place.  The transport stores it (``Context.state`` on Flower, a dict here) and
+keeps the update only if the handler returns: a handler that raises leaves the state as
+it was, on both transports.  :class:`InProcessTransport` copies every request, reply and
+state array on the way in and out, so a half that shares an object with its peer fails
+here the way it would fail on Flower.
+
+**One exchange = one message round.**  :meth:`Transport.exchange` sends one request to each
+addressed client and collects the replies: ``replies`` (client -> Record), ``dropped``
+(no reply before ``timeout``) and ``failed`` (the client raised; its error text, e.g.
+``ProtocolError: ...``).  A protocol step that needs a round trip costs one exchange;
+client-to-client steps cost one exchange per hop, so the halves batch everything that can
+travel together (per destination, per step).  On Flower an exchange costs seconds
+(process start, polling; see ``docs/flower.md``), in process microseconds.
+
+**Every request carries** ``_program``, ``_session`` (16 random bytes per program run),
+``_seq`` (per client, strictly increasing) and ``_step``, stamped by the transport.  The
+client-side dispatcher (:func:`serve`) rejects with :class:`ProtocolError` a request of
+another session unless it opens one (``_seq == 0``) and any ``_seq`` not above the last it
+accepted: a replayed or reordered request is refused; a gap (a request that timed out) is
+allowed, so a client that missed a round can rejoin the next one.
+
+**Client-to-client frames** (SHADE's OT traffic, the LWE backend's ciphertexts) are relayed
+by the server half but authenticated end to end: :mod:`securefl.fl.links` derives a key
+per pair of clients from their X25519 agreement (the server relays the public keys and
+cannot compute the keys), and seals each batch of protocol messages for one destination
+as :class:`~securefl.crypto.channel.Network` frames (GMAC per frame, sequence numbers per
+batch, a batch counter per link), carried as one ``uint8`` array.  A relay that alters,
+drops, replays, reorders or misroutes a frame makes the receiving client raise
+:class:`ProtocolError`.  Payloads that are not pseudorandom to the server are also
+encrypted by the protocol that sends them (secure aggregation's key shares, the LSH seed
+shares: AES-GCM under the same kind of pairwise keys).
+
+**Protocol frames map onto messages** as follows: a sans-I/O party's
+:class:`~securefl.crypto.channel.Message` to or from the server is put into a Record
+(:func:`put_message` / :func:`take_message`: its arrays under ``<slot>/<i>``, its tag and
+endpoints in config); client-to-client messages go through the links.  The protocol
+parties keep their own checks (round tags, stage order, AES-GCM on relayed secrets), so a
+step out of order still raises :class:`ProtocolError` in the party itself.
+
+**Dropouts are replies that time out.**  A client that does not answer an exchange within
+``timeout`` is reported in ``dropped``; the server half treats it as a protocol dropout
+at that step (for secure aggregation: :data:`securefl.crypto.secagg.ROUNDS`).  In process,
+:class:`InProcessTransport` takes the same dropouts as ``{client: step}``, so a dropout
+test runs in milliseconds and the Flower test checks that a killed SuperNode gives the
+same outcome.
+
+Converting a method (phase 2) is mechanical: (1) move what one client does in
+``run_round`` (local training, its protocol parties) into a :class:`ClientHalf` whose
+steps read the client's data from :class:`NodeContext` and keep models, optimiser and
+party state in the state Record; (2) keep sampling, aggregation and evaluation in the
+:class:`ServerHalf`; (3) replace each in-process protocol runner (``run_secagg``,
+``agree_seed``, ``secure_hamming_matrix``'s pair loop) by one exchange per protocol round;
+(4) derive every client's simulation randomness from ``(seed, round, client)``
+(:func:`client_generator`), never from one stream shared by all clients in sequence, so
+that the order in which clients run cannot change a result.
+
+Who learns what: the transport adds nothing to a protocol's view.  The server half sees
+what the protocol gives the server (its messages and relayed ciphertexts) and the
+transport metadata (which client answered which step, sizes, times); a client sees only
+requests addressed to it.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+
+from securefl.crypto.channel import Message
+from securefl.errors import InputError, ProtocolError
+
+if TYPE_CHECKING:
+    import torch
+
+ConfigValue = int | float | bool | str | bytes
+CONFIG_VALUE_LIMIT = 256
+"""Longest str (characters) or bytes value a Record's config may hold; bulk goes in arrays."""
+
+RESERVED = ("_program", "_session", "_seq", "_step")
+"""Config keys the transport stamps on every request."""
+
+SESSION_BYTES = 16
+
+
+@dataclass
+class Record:
+    """What crosses a transport or persists between messages: arrays plus small config."""
+
+    arrays: dict[str, np.ndarray] = field(default_factory=dict)
+    config: dict[str, ConfigValue] = field(default_factory=dict)
+
+    def check(self) -> "Record":
+        """Validate names and types; returns ``self``."""
+        for name, array in self.arrays.items():
+            if not isinstance(name, str) or not name:
+                raise InputError("arrays", name, "array names must be non-empty strings")
+            if not isinstance(array, np.ndarray) or array.dtype.hasobject:
+                raise InputError(f"arrays[{name!r}]", array, "must be a numpy array of a plain dtype")
+        for name, value in self.config.items():
+            if not isinstance(name, str) or not name:
+                raise InputError("config", name, "config names must be non-empty strings")
+            if isinstance(value, (bool, int, float, np.integer, np.floating)):
+                continue
+            if isinstance(value, (str, bytes)):
+                if len(value) > CONFIG_VALUE_LIMIT:
+                    raise InputError(
+                        f"config[{name!r}]", value,
+                        f"longer than {CONFIG_VALUE_LIMIT}: bulk data must travel as an array",
+                    )
+                continue
+            raise InputError(f"config[{name!r}]", value, "must be int, float, bool, str or bytes")
+        return self
+
+    def copy(self, *, writable: bool = False) -> "Record":
+        """A deep copy (arrays copied, C-contiguous, read-only unless ``writable``)."""
+        arrays = {}
+        for name, array in self.arrays.items():
+            copied = np.array(array, copy=True, order="C")
+            copied.setflags(write=writable)
+            arrays[name] = copied
+        return Record(arrays, dict(self.config))
+
+    @property
+    def nbytes(self) -> int:
+        """Payload bytes: array data plus config values (what a transport must move)."""
+        total = sum(int(a.nbytes) for a in self.arrays.values())
+        for name, value in self.config.items():
+            total += len(name) + (len(value) if isinstance(value, (str, bytes)) else 8)
+        return total
+
+
+def put_message(record: Record, slot: str, message: Message) -> None:
+    """Store a protocol message under ``slot`` (arrays ``slot/0..``, header in config)."""
+    for i, array in enumerate(message.arrays):
+        record.arrays[f"{slot}/{i}"] = np.asarray(array)
+    record.config[f"{slot}/tag"] = message.tag
+    record.config[f"{slot}/sender"] = int(message.sender)
+    record.config[f"{slot}/receiver"] = int(message.receiver)
+    record.config[f"{slot}/count"] = len(message.arrays)
+
+
+def take_message(record: Record, slot: str) -> Message:
+    """The protocol message stored under ``slot``; a missing or partial one: ProtocolError."""
+    try:
+        count = int(record.config[f"{slot}/count"])
+        arrays = tuple(record.arrays[f"{slot}/{i}"] for i in range(count))
+        return Message(int(record.config[f"{slot}/sender"]), int(record.config[f"{slot}/receiver"]),
+                       str(record.config[f"{slot}/tag"]), arrays)
+    except KeyError as missing:
+        raise ProtocolError(f"message slot {slot!r} incomplete: {missing} missing") from None
+
+
+def has_message(record: Record, slot: str) -> bool:
+    return f"{slot}/count" in record.config
+
+
+@dataclass(frozen=True)
+class NodeContext:
+    """What a client half knows about the node it runs on.
+
+    ``partition``: the client index (Flower node config ``partition-id``); ``node_config``:
+    the node's own settings (``num-partitions``, ``data-dir``); ``run_config``: the
+    program's public settings (dataset, seed, hyper-parameters), the same at every node.
+    """
+
+    partition: int
+    node_config: Mapping[str, Any]
+    run_config: Mapping[str, Any]
+
+
+class ClientHalf(ABC):
+    """What one client runs.  Stateless object; per-client state is the ``state`` Record."""
+
+    program: ClassVar[str]
+
+    @abstractmethod
+    def handle(self, step: str, request: Record, state: Record, node: NodeContext) -> Record:
+        """Answer ``request`` of ``step``; update ``state`` in place; return the reply."""
+
+
+@dataclass
+class Exchange:
+    """Outcome of one message round: replies, clients that timed out, clients that raised."""
+
+    step: str
+    replies: dict[int, Record]
+    dropped: tuple[int, ...] = ()
+    failed: dict[int, str] = field(default_factory=dict)
+    seconds: float = 0.0
+    client_seconds: dict[int, float] = field(default_factory=dict)
+
+    @property
+    def answered(self) -> tuple[int, ...]:
+        return tuple(sorted(self.replies))
+
+
+@dataclass
+class TransportStats:
+    """Bytes moved per client (down = server to client) and time per step name."""
+
+    bytes_down: dict[int, int] = field(default_factory=dict)
+    bytes_up: dict[int, int] = field(default_factory=dict)
+    exchanges: int = 0
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    def add(self, client: int, down: int, up: int) -> None:
+        self.bytes_down[client] = self.bytes_down.get(client, 0) + down
+        self.bytes_up[client] = self.bytes_up.get(client, 0) + up
+
+
+class Transport(ABC):
+    """Moves requests of a server half to client halves and their replies back."""
+
+    def __init__(self, *, program: str, session: bytes | None = None) -> None:
+        self.program = program
+        self.session = secrets.token_bytes(SESSION_BYTES) if session is None else session
+        if len(self.session) != SESSION_BYTES:
+            raise InputError("session", self.session, f"must be {SESSION_BYTES} bytes")
+        self.stats = TransportStats()
+        self._seq: dict[int, int] = {}
+        self.events: list[dict[str, Any]] = []
+        self.on_event: Callable[[dict[str, Any]], None] | None = None
+
+    @property
+    @abstractmethod
+    def clients(self) -> tuple[int, ...]:
+        """Client indices reachable through this transport."""
+
+    def stamp(self, client: int, step: str, request: Record) -> Record:
+        """``request`` with the transport's reserved config keys (next ``_seq`` of client)."""
+        if any(key in request.config for key in RESERVED):
+            raise InputError("request", sorted(request.config), f"keys {RESERVED} are reserved")
+        seq = self._seq.get(client, 0)
+        self._seq[client] = seq + 1
+        stamped = Record(dict(request.arrays), dict(request.config))
+        stamped.config.update({"_program": self.program, "_session": self.session,
+                               "_seq": seq, "_step": step})
+        return stamped.check()
+
+    def exchange(self, step: str, requests: Mapping[int, Record], *,
+                 timeout: float | None = None) -> Exchange:
+        """Send ``requests[c]`` to every client ``c`` and collect the replies."""
+        unknown = set(requests) - set(self.clients)
+        if unknown:
+            raise InputError("requests", sorted(unknown), f"not among the clients {self.clients}")
+        self.log({"event": "send", "step": step, "clients": sorted(int(c) for c in requests)})
+        start = time.perf_counter()
+        result = self._exchange(step, {c: self.stamp(c, step, r) for c, r in requests.items()},
+                                timeout)
+        result.seconds = time.perf_counter() - start
+        self.stats.exchanges += 1
+        self.stats.seconds[step] = self.stats.seconds.get(step, 0.0) + result.seconds
+        self.log({"event": "received", "step": step, "answered": list(result.answered),
+                  "dropped": list(result.dropped), "failed": sorted(result.failed)})
+        return result
+
+    @abstractmethod
+    def _exchange(self, step: str, requests: dict[int, Record], timeout: float | None) -> Exchange:
+        """Deliver stamped requests; meter bytes into ``self.stats``."""
+
+    def log(self, event: dict[str, Any]) -> None:
+        """Record a progress event (and pass it to ``on_event``)."""
+        event = {"time": time.time(), **event}
+        self.events.append(event)
+        if self.on_event is not None:
+            self.on_event(event)
+
+
+# ----------------------------------------------------------------------------- client side
+
+_STATE_SESSION = "_session"
+_STATE_SEQ = "_seq"
+
+
+def serve(half: ClientHalf, request: Record, state: Record, node: NodeContext
+          ) -> tuple[Record, Record, float]:
+    """Client-side dispatch shared by every transport: check the reserved keys, run the
+    half on a copy of ``state``; returns ``(reply, new_state, handler_seconds)``.
+
+    ``state`` itself is never modified, so a handler that raises leaves it unchanged.
+    """
+    config = request.config
+    for key in RESERVED:
+        if key not in config:
+            raise ProtocolError(f"request lacks {key!r}")
+    if config["_program"] != half.program:
+        raise ProtocolError(f"request for program {config['_program']!r} sent to {half.program!r}")
+    session, seq = bytes(config["_session"]), int(config["_seq"])
+    work = state.copy(writable=True)
+    if work.config.get(_STATE_SESSION) != session:
+        if seq != 0:
+            raise ProtocolError(f"request {seq} of a session this client never opened")
+        work = Record(config={_STATE_SESSION: session, _STATE_SEQ: -1})
+    if seq <= int(work.config[_STATE_SEQ]):
+        raise ProtocolError(
+            f"replayed or reordered request: sequence {seq}, last accepted {work.config[_STATE_SEQ]}")
+    work.config[_STATE_SEQ] = seq
+    body = Record({k: v for k, v in request.arrays.items()},
+                  {k: v for k, v in config.items() if k not in RESERVED})
+    start = time.perf_counter()
+    reply = half.handle(str(config["_step"]), body, work, node)
+    seconds = time.perf_counter() - start
+    return reply.check(), work.check(), seconds
+
+
+# ----------------------------------------------------------------------------- in process
+
+
+class InProcessTransport(Transport):
+    """Client halves called in this process with Flower's discipline (see module docstring).
+
+    ``nodes``: one :class:`NodeContext` per client, indexed by ``partition``;
+    ``dropouts``: ``{client: step}`` or ``{client: (step, k)}`` -- from the first (or the
+    k-th, 0-based) exchange of ``step`` on, the client never answers (it is reported in
+    ``dropped``, as a timed-out Flower reply is);
+    ``intercept``: test hook ``(client, stamped request) -> request`` applied to every
+    request before delivery (a tampering server).
+    """
+
+    def __init__(self, half: ClientHalf, nodes: Sequence[NodeContext], *,
+                 dropouts: Mapping[int, str | tuple[str, int]] | None = None,
+                 session: bytes | None = None,
+                 intercept: Callable[[int, Record], Record] | None = None) -> None:
+        super().__init__(program=half.program, session=session)
+        self.half = half
+        self.nodes = {int(n.partition): n for n in nodes}
+        if len(self.nodes) != len(nodes):
+            raise InputError("nodes", [n.partition for n in nodes], "partitions must be distinct")
+        self.dropouts = {int(c): (v, 0) if isinstance(v, str) else (str(v[0]), int(v[1]))
+                         for c, v in (dropouts or {}).items()}
+        unknown = set(self.dropouts) - set(self.nodes)
+        if unknown:
+            raise InputError("dropouts", dropouts, f"clients {sorted(unknown)} unknown")
+        self.intercept = intercept
+        self.states: dict[int, Record] = {c: Record() for c in self.nodes}
+        self._gone: set[int] = set()
+        self._occurrences: dict[str, int] = {}
+
+    @property
+    def clients(self) -> tuple[int, ...]:
+        return tuple(sorted(self.nodes))
+
+    def _exchange(self, step: str, requests: dict[int, Record], timeout: float | None) -> Exchange:
+        result = Exchange(step, {})
+        dropped = []
+        occurrence = self._occurrences.get(step, 0)
+        self._occurrences[step] = occurrence + 1
+        for client in sorted(requests):
+            if self.dropouts.get(client) == (step, occurrence):
+                self._gone.add(client)
+            request = requests[client].copy()
+            if self.intercept is not None:
+                request = self.intercept(client, request)
+            self.stats.add(client, request.nbytes, 0)
+            if client in self._gone:
+                dropped.append(client)
+                continue
+            try:
+                reply, state, seconds = serve(self.half, request, self.states[client],
+                                              self.nodes[client])
+            except Exception as exc:  # noqa: BLE001 -- reported like a Flower error reply
+                result.failed[client] = f"{type(exc).__name__}: {exc}"
+                continue
+            self.states[client] = state.copy()
+            reply = reply.copy()
+            self.stats.add(client, 0, reply.nbytes)
+            result.replies[client] = reply
+            result.client_seconds[client] = seconds
+        result.dropped = tuple(dropped)
+        return result
+
+
+# ----------------------------------------------------------------------------- server side
+
+
+class ServerHalf(ABC):
+    """What the server runs: drives a program over a transport and returns its results."""
+
+    program: ClassVar[str]
+
+    @abstractmethod
+    def run(self, transport: Transport, run_config: Mapping[str, Any]) -> dict[str, Any]:
+        """Run the whole program (all rounds) and return a JSON-able result."""
+
+
+def client_generator(seed: int, round_index: int, client: int) -> "torch.Generator":
+    """The torch Generator of ``client`` in round ``round_index``: seeded from
+    SeedSequence((seed, round, client)), independent of the order clients run in."""
+    import torch
+
+    entropy = np.random.SeedSequence([int(seed), int(round_index), int(client)])
+    generator = torch.Generator()
+    generator.manual_seed(int(entropy.generate_state(1, np.uint64)[0] >> np.uint64(1)))
+    return generator

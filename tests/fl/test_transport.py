@@ -1,0 +1,387 @@
+"""The transport layer in process: records, request sequencing, end-to-end client links,
+secure aggregation as exchanges, party state round trips, and the FedAvg pilot.
+
+The same halves run on Flower in ``tests/deploy``; here every property is checked in
+milliseconds, including the attacks of a modified server.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from securefl.crypto.channel import Message
+from securefl.crypto.fixed_point import ring_sum
+from securefl.crypto.secagg import ROUNDS, TAGS, SecAggClient, SecAggConfig, SecAggServer
+from securefl.crypto.summation import secure_sum
+from securefl.errors import DropoutError, InputError, ProtocolError
+from securefl.fl import links, secure_sum_steps, state_codec
+from securefl.fl.linkcheck import LinkCheckClient, LinkCheckServer
+from securefl.fl.transport import (
+    CONFIG_VALUE_LIMIT,
+    ClientHalf,
+    InProcessTransport,
+    NodeContext,
+    Record,
+    client_generator,
+    put_message,
+    serve,
+    take_message,
+)
+
+from .tampering import TamperingLinkCheck, expected_failures, reorder
+
+
+def nodes(count: int, run_config: dict | None = None) -> list[NodeContext]:
+    run = run_config or {}
+    return [NodeContext(i, {"partition-id": i, "num-partitions": count}, run) for i in range(count)]
+
+
+# ----------------------------------------------------------------------------- records
+
+
+def test_config_refuses_bulk_bytes_and_objects():
+    Record(config={"key": b"x" * CONFIG_VALUE_LIMIT}).check()
+    with pytest.raises(InputError, match="must travel as an array"):
+        Record(config={"frame": b"x" * (CONFIG_VALUE_LIMIT + 1)}).check()
+    with pytest.raises(InputError, match="plain dtype"):
+        Record(arrays={"a": np.array([object()])}).check()
+    with pytest.raises(InputError, match="int, float, bool, str or bytes"):
+        Record(config={"a": [1, 2]}).check()
+
+
+def test_message_slots_round_trip_and_refuse_partial_messages():
+    record = Record()
+    message = Message(3, -1, "secagg/masked", (np.arange(4, dtype=np.uint64), np.ones((2, 2))))
+    put_message(record, "up", message)
+    back = take_message(record, "up")
+    assert (back.sender, back.receiver, back.tag) == (3, -1, "secagg/masked")
+    assert all(np.array_equal(a, b) for a, b in zip(back.arrays, message.arrays))
+    del record.arrays["up/1"]
+    with pytest.raises(ProtocolError, match="incomplete"):
+        take_message(record, "up")
+
+
+# ----------------------------------------------------------------------------- sequencing
+
+
+class Counter(ClientHalf):
+    """Counts requests in its state; raises on step 'boom' after touching the state."""
+
+    program = "counter"
+
+    def handle(self, step, request, state, node):
+        state.config["count"] = int(state.config.get("count", 0)) + 1
+        if step == "boom":
+            raise ProtocolError("boom")
+        return Record(config={"count": state.config["count"]})
+
+
+def stamped(transport, client, step="tick"):
+    return transport.stamp(client, step, Record())
+
+
+def test_replayed_reordered_and_foreign_requests_are_refused():
+    transport = InProcessTransport(Counter(), nodes(1))
+    first, second = stamped(transport, 0), stamped(transport, 0)
+    node = transport.nodes[0]
+    _, state, _ = serve(Counter(), first, Record(), node)
+    _, state, _ = serve(Counter(), second, state, node)
+    with pytest.raises(ProtocolError, match="replayed or reordered"):
+        serve(Counter(), second, state, node)          # replay
+    with pytest.raises(ProtocolError, match="replayed or reordered"):
+        serve(Counter(), first, state, node)           # an older request after a newer one
+    other = InProcessTransport(Counter(), nodes(1))
+    stamped(other, 0)
+    with pytest.raises(ProtocolError, match="never opened"):
+        serve(Counter(), stamped(other, 0), state, node)  # mid-session request of another session
+    third = stamped(transport, 0)
+    stamped(transport, 0)                              # a request that timed out: a gap is fine
+    reply, _, _ = serve(Counter(), stamped(transport, 0), state, node)
+    assert reply.config["count"] == 3 and third.config["_seq"] == 2
+
+
+def test_a_raising_handler_leaves_the_state_unchanged():
+    transport = InProcessTransport(Counter(), nodes(2))
+    assert transport.exchange("tick", {0: Record(), 1: Record()}).replies[0].config["count"] == 1
+    failed = transport.exchange("boom", {0: Record()})
+    assert failed.failed == {0: "ProtocolError: boom"} and not failed.replies
+    assert transport.exchange("tick", {0: Record()}).replies[0].config["count"] == 2
+
+
+def test_dropouts_are_replies_that_never_come():
+    transport = InProcessTransport(Counter(), nodes(3), dropouts={1: "second"})
+    assert transport.exchange("first", {c: Record() for c in range(3)}).answered == (0, 1, 2)
+    second = transport.exchange("second", {c: Record() for c in range(3)})
+    assert second.answered == (0, 2) and second.dropped == (1,)
+    assert transport.exchange("first", {c: Record() for c in range(3)}).dropped == (1,)
+
+
+def test_client_generators_do_not_depend_on_the_order_clients_run_in():
+    import torch
+
+    forward = [torch.randn(3, generator=client_generator(7, 2, c)) for c in range(3)]
+    backward = [torch.randn(3, generator=client_generator(7, 2, c)) for c in reversed(range(3))]
+    assert all(torch.equal(a, b) for a, b in zip(forward, backward[::-1]))
+    assert not torch.equal(forward[0], forward[1])
+    assert not torch.equal(forward[0], torch.randn(3, generator=client_generator(7, 3, 0)))
+
+
+# ----------------------------------------------------------------------------- links
+
+
+def link_states(count: int) -> list[Record]:
+    """Clients that advertised keys and installed the relayed table (one session)."""
+    session = secrets.token_bytes(16)
+    states = [Record(config={"_session": session}) for _ in range(count)]
+    ids, keys = links.key_table({c: links.advertise(states[c]) for c in range(count)})
+    for c in range(count):
+        links.install(states[c], ids, keys, me=c)
+    return states
+
+
+def payloads(sender, receiver, count=2):
+    return [Message(sender, receiver, f"t/{i}", (np.arange(5 + i, dtype=np.int32),))
+            for i in range(count)]
+
+
+def test_link_batches_arrive_intact_in_order_and_only_once():
+    states = link_states(3)
+    sent = [links.seal(states[0], payloads(0, 1), me=0, peer=1) for _ in range(2)]
+    for batch in sent:
+        received = links.open_batch(states[1], batch, me=1, peer=0)
+        assert [m.tag for m in received] == ["t/0", "t/1"]
+        assert np.array_equal(received[1].arrays[0], np.arange(6, dtype=np.int32))
+    with pytest.raises(ProtocolError, match="another session"):
+        links.open_batch(states[1], sent[0], me=1, peer=0)
+
+
+@pytest.mark.parametrize("attack, match", [
+    ("flip", "MAC check failed"),
+    ("reorder", "out-of-order"),
+    ("skip", "another session"),
+    ("misroute", "another session|delivered on link|MAC"),
+    ("truncate", "truncated|malformed"),
+])
+def test_a_relay_that_alters_a_batch_makes_the_receiver_raise(attack, match):
+    states = link_states(3)
+    batch = links.seal(states[0], payloads(0, 1), me=0, peer=1)
+    if attack == "flip":
+        batch = batch.copy()
+        batch[-5] ^= 0x80
+    elif attack == "reorder":
+        batch = reorder(batch)
+    elif attack == "skip":  # batch 0 withheld, batch 1 delivered
+        batch = links.seal(states[0], payloads(0, 1), me=0, peer=1)
+    elif attack == "truncate":
+        batch = batch[:-7]
+    receiver = 2 if attack == "misroute" else 1
+    state_before = states[receiver].copy()
+    with pytest.raises(ProtocolError, match=match):
+        links.open_batch(states[receiver], batch, me=receiver, peer=0)
+    assert states[receiver].config == state_before.config  # the receive counter did not move
+
+
+def test_a_relay_cannot_substitute_a_public_key():
+    session = secrets.token_bytes(16)
+    states = [Record(config={"_session": session}) for _ in range(2)]
+    public = {c: links.advertise(states[c]) for c in range(2)}
+    ids, keys = links.key_table({0: public[0], 1: links.advertise(Record())})
+    with pytest.raises(ProtocolError, match="own public key"):
+        links.install(states[1], ids, keys, me=1)
+
+
+def test_link_check_verifies_every_link_in_process():
+    transport = InProcessTransport(LinkCheckClient(), nodes(4, {"rounds": 2, "frames": 3}))
+    result = LinkCheckServer().run(transport, {"rounds": 2, "frames": 3})
+    assert result["verified"] and len(result["links"]) == 2 * 4 * 3 and not result["failed"]
+
+
+def test_tampering_server_is_caught_by_the_targeted_clients_only():
+    run = {"rounds": 3, "frames": 2, "payload-bytes": 256}
+    transport = InProcessTransport(LinkCheckClient(), nodes(3, run))
+    result = TamperingLinkCheck().run(transport, run)
+    assert not result["verified"]
+    for key, text in expected_failures().items():
+        assert text in result["failed"][key], (key, result["failed"])
+    # links the server did not touch, into clients that had not been attacked, verified
+    assert result["links"]["0/1->2"] and result["links"]["0/2->0"] and result["links"]["1/1->0"]
+    assert not result["links"]["0/0->1"]
+
+
+# ----------------------------------------------------------------------------- party state
+
+
+@settings(max_examples=5, deadline=None)
+@given(n=st.integers(2, 5), dim=st.integers(1, 20), seed=st.integers(0, 1000))
+def test_secagg_parties_survive_a_round_trip_through_their_state_at_every_round(n, dim, seed):
+    rng = np.random.default_rng(seed)
+    values = [rng.integers(0, 2**32, dim, dtype=np.uint64) for _ in range(n)]
+    config = secure_sum_steps.new_config(list(range(n)), threshold=n // 2 + 1, dim=dim)
+    server = SecAggServer(config)
+    records = []
+    for u in range(n):
+        record = Record()
+        party = SecAggClient(u, config, values[u])
+        server.handle(party.advertise())
+        state_codec.save(party, record, "p/", skip=("rng",))
+        records.append(record.copy())
+    for _ in range(3):
+        outgoing = server.close_round()
+        for message in outgoing:
+            u = message.receiver
+            party = state_codec.load(SecAggClient, records[u], "p/", rng=secrets.token_bytes)
+            server.handle(party.handle(message))
+            records[u] = Record()
+            state_codec.save(party, records[u], "p/", skip=("rng",))
+    server.close_round()
+    assert np.array_equal(server.total, ring_sum(values, 64))
+
+
+def test_state_codec_refuses_types_it_cannot_store():
+    from dataclasses import dataclass
+
+    @dataclass
+    class Odd:
+        handle: object
+
+    with pytest.raises(InputError, match="no state encoding"):
+        state_codec.save(Odd(object()), Record(), "x/")
+
+
+# ----------------------------------------------------------------------------- secure sum
+
+
+class Summand(ClientHalf):
+    """Submits a fixed integer vector (from run config) to a secure sum."""
+
+    program = "summand"
+
+    def handle(self, step, request, state, node):
+        reply = Record()
+        if step == "input":
+            config = SecAggConfig(
+                bytes(request.config["session"]), int(request.config["n"]),
+                int(request.config["t"]), int(request.config["dim"]), 64)
+            value = np.asarray(node.run_config["values"][node.partition], dtype=np.uint64)
+            secure_sum_steps.start(state, reply, index=int(request.config["index"]),
+                                   config=config, encoded=value)
+        else:
+            secure_sum_steps.answer(request, state, reply)
+        return reply
+
+
+STEP_OF_ROUND = {"advertise": "input", "share": "secagg/keys",
+                 "masked_input": "secagg/ciphertexts", "unmask": "secagg/survivors"}
+
+
+def summed(values, members, threshold, dropouts=None, intercept=None):
+    run = {"values": values}
+    transport = InProcessTransport(Summand(), nodes(len(values), run),
+                                   dropouts={c: STEP_OF_ROUND[r] for c, r in (dropouts or {}).items()},
+                                   intercept=intercept)
+    config = secure_sum_steps.new_config(members, threshold=threshold, dim=len(values[0]))
+    requests = {c: Record(config={"session": config.session, "n": len(members), "t": threshold,
+                                  "dim": len(values[0]), "index": i})
+                for i, c in enumerate(members)}
+    first = transport.exchange("input", requests)
+    return secure_sum_steps.aggregate_steps(transport, config, members, first)
+
+
+@settings(max_examples=8, deadline=None)
+@given(seed=st.integers(0, 10_000), n=st.integers(3, 6),
+       drops=st.lists(st.sampled_from(ROUNDS), min_size=0, max_size=2))
+def test_secure_sum_over_a_transport_equals_the_in_process_protocol(seed, n, drops):
+    rng = np.random.default_rng(seed)
+    values = [rng.integers(0, 2**20, 6, dtype=np.uint64) for _ in range(n)]
+    majority = n // 2 + 1  # secure_sum's rule n/2 < t
+    dropouts = {int(c): r for c, r in zip(rng.permutation(n), drops[: n - majority])}
+    threshold = n - len(dropouts)
+    reference = secure_sum(values, threshold=threshold, backend="plaintext", dropouts=dropouts)
+    outcome = summed(values, list(range(n)), threshold, dropouts)
+    assert outcome.survivors == reference.survivors
+    assert np.array_equal(outcome.total.astype(np.uint64), reference.total.astype(np.uint64))
+    for client, round_name in dropouts.items():
+        assert client in outcome.dropped[round_name]
+
+
+def test_secure_sum_over_a_transport_refuses_too_many_dropouts():
+    values = [np.arange(3, dtype=np.uint64)] * 4
+    with pytest.raises(DropoutError):
+        summed(values, [0, 1, 2, 3], 3, {0: "masked_input", 1: "share"})
+
+
+def test_a_tampered_share_ciphertext_makes_its_receiver_raise_and_drop():
+    values = [np.full(4, c + 1, dtype=np.uint64) for c in range(4)]
+
+    def tamper(client, request):
+        if client == 2 and request.config["_step"] == "secagg/ciphertexts":
+            blob = request.arrays["secagg/in/1"].copy()
+            blob[0, 20] ^= 1
+            request.arrays["secagg/in/1"] = blob
+        return request
+
+    outcome = summed(values, [0, 1, 2, 3], 3, intercept=tamper)
+    assert "ProtocolError" in outcome.failed[2] and "AES-GCM" in outcome.failed[2]
+    assert outcome.survivors == (0, 1, 3)
+    assert list(outcome.total) == [1 + 2 + 4] * 4
+
+
+def test_a_server_sending_a_later_rounds_message_is_refused_by_the_client():
+    values = [np.full(3, c + 1, dtype=np.uint64) for c in range(3)]
+
+    def skip_ahead(client, request):
+        if client == 0 and request.config["_step"] == "secagg/keys":
+            put_message(request, secure_sum_steps.SLOT_DOWN,
+                        Message(-1, 0, TAGS["survivors"], (np.arange(3, dtype=np.int32),)))
+        return request
+
+    outcome = summed(values, [0, 1, 2], 2, intercept=skip_ahead)
+    assert "ProtocolError" in outcome.failed[0] and "expected round" in outcome.failed[0]
+    assert outcome.survivors == (1, 2) and list(outcome.total) == [5, 5, 5]
+
+
+# ----------------------------------------------------------------------------- pilot
+
+
+def test_pilot_partitions_match_the_simulator_and_fedavg_matches_aggregate():
+    from securefl.data import load_dataset, partition
+    from securefl.fl import aggregate, load_model_vector, model_vector
+    from securefl.fl.pilot import PilotClient, PilotServer, _model, federation, local_update, model_digest
+    from securefl.fl.pilot import settings as pilot_settings
+
+    run = {"rounds": 1, "num-partitions": 3, "seed": 5, "local-epochs": 1}
+    simulator = partition(load_dataset("digits"), scheme="iid", num_clients=3, seed=5,
+                          labeled_fraction=0.1)
+    fed = federation(pilot_settings(run))
+    for k in range(3):
+        assert np.array_equal(fed.clients[k].x, simulator.clients[k].x)
+        assert np.array_equal(fed.clients[k].labeled, simulator.clients[k].labeled)
+    result = PilotServer().run(InProcessTransport(PilotClient(), nodes(3, run)), run)
+    settled = pilot_settings(run)
+    start = model_vector(_model(settled, fed))
+    updates = [local_update(settled, fed, k, 0, start) for k in range(3)]
+    average, _ = aggregate([u[0] for u in updates], [u[1] for u in updates], secure="plaintext")
+    model = _model(settled, fed)
+    load_model_vector(model, average)
+    assert result["rounds"][0]["model_digest"] == model_digest(model_vector(model))
+
+
+def test_pilot_dropouts_follow_secure_aggregation():
+    from securefl.fl.pilot import PilotClient, PilotServer
+
+    run = {"rounds": 1, "num-partitions": 3}
+    full = PilotServer().run(InProcessTransport(PilotClient(), nodes(3, run)), run)
+    late = PilotServer().run(InProcessTransport(PilotClient(), nodes(3, run),
+                                                dropouts={1: "secagg/survivors"}), run)
+    early = PilotServer().run(InProcessTransport(PilotClient(), nodes(3, run),
+                                                 dropouts={1: "secagg/ciphertexts"}), run)
+    assert late["rounds"][0]["survivors"] == [0, 1, 2]       # input already in the sum
+    assert late["model_digest"] == full["model_digest"]
+    assert early["rounds"][0]["survivors"] == [0, 2]         # masked input never sent
+    assert early["model_digest"] != full["model_digest"]
+    assert early["rounds"][0]["dropped"] == {"masked_input": [1]}
