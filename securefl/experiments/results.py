@@ -11,7 +11,9 @@ cannot disagree):
 - ``seconds`` = setup (warm-up / pre-training) + the sum of round wall-clock seconds,
   ``crypto_seconds`` = the sum of the rounds' cryptography seconds;
 - ``bytes_per_client_per_round`` = mean over rounds of model + protocol bytes per
-  participating client (split fields give each part).
+  participating client (split fields give each part);
+- ``seconds_at_bandwidth_by_round`` = each round projected onto real links where the
+  method reports it (FedProp; ``None`` elsewhere).
 
 With ``--secure both`` :func:`compare_jobs` pairs each method's real and plaintext jobs:
 the final-accuracy difference, the per-round pseudo-label digest comparison (identical
@@ -91,6 +93,7 @@ class JobLog:
             "pseudo_label_digest_by_round": [r.get("pseudo_label_digest") for r in rounds],
             "seconds_by_round": round_seconds,
             "crypto_seconds_by_round": [r["crypto_seconds"] for r in rounds],
+            "seconds_at_bandwidth_by_round": [r.get("seconds_at_bandwidth") for r in rounds],
             "hyper": self.hyper,
             "error": self.error,
         }

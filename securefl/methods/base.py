@@ -33,6 +33,10 @@ class RoundResult:
     averaged over the round's participating clients.  ``pseudo_label_digest`` is the
     SHA-256 of the round's pseudo-labels (in client order) or ``None`` where the method
     has none; real and plaintext runs with the same seed must give the same digest.
+    ``seconds_at_bandwidth`` (FedProp) projects the round onto 100 Mbit/s, 1 Gbit/s and
+    10 Gbit/s links: ``seconds + 8 * link_bytes / bandwidth`` with ``link_bytes`` the
+    busiest client's CrossClientLP bytes in its busier direction plus one model transfer
+    (:func:`securefl.crypto.seconds_at_bandwidth`); ``None`` where a method does not report it.
     """
 
     round: int
@@ -44,6 +48,7 @@ class RoundResult:
     bytes_protocol_per_client: float
     pseudo_label_accuracy: float | None = None
     pseudo_label_digest: str | None = None
+    seconds_at_bandwidth: dict[str, float] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

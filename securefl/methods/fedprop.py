@@ -12,8 +12,9 @@ FedProp:
    B_L u B_U (|B_U| = |B_L| = min(batch_size, #labels)); ServerUpdate is FedAvg
    (secure aggregation when ``secure="real"``).
 
-With ``secure="real"`` CrossClientLP runs SHADE secure Hamming distances on the LSH codes
-and secure sums of the label scores; with ``secure="plaintext"`` its placeholder computes
+With ``secure="real"`` CrossClientLP runs secure Hamming distances on the LSH codes (SHADE,
+or the linear-communication LWE backend with ``hamming_backend="lwe"``; the same H either
+way) and secure sums of the label scores; with ``secure="plaintext"`` its placeholder computes
 the same Hamming matrix and sums directly.  The LSH hyperplane seed -- which the clients
 agree on by key exchange in a deployment -- is drawn from the method's simulation RNG so
 that both modes use the same hyperplanes and give identical pseudo-labels.
@@ -51,6 +52,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from securefl.crypto.projection import seconds_at_bandwidth
 from securefl.errors import InputError
 from securefl.fl import aggregate, load_model_vector, model_vector
 from securefl.methods.baselines import PseudoLabelMethod, teacher_copy
@@ -69,7 +71,8 @@ class FedProp(PseudoLabelMethod):
                  lr: float = 0.1, momentum: float = 0.9, weight_decay: float = 2e-4,
                  lr_decay_rounds: int | None = 2000, prox_mu: float = 0.0,
                  warmup_rounds: int = 10, k: int = 10, alpha: float = 0.99,
-                 L: int = 4096, max_shift: int | None = None) -> None:
+                 L: int = 4096, max_shift: int | None = None,
+                 hamming_backend: str = "shade") -> None:
         super().__init__(secure=secure, seed=seed, model=model,
                          clients_per_round=clients_per_round, local_epochs=local_epochs,
                          batch_size=batch_size, lr=lr, momentum=momentum,
@@ -77,6 +80,7 @@ class FedProp(PseudoLabelMethod):
                          prox_mu=prox_mu, warmup_rounds=warmup_rounds, k=k, alpha=alpha)
         self.L = L
         self.max_shift = max_shift
+        self.hamming_backend = hamming_backend
 
     def _augmentation(self) -> Callable[[torch.Tensor], torch.Tensor] | None:
         """Random translations of up to ``max_shift`` pixels (Appendix A: "standard data
@@ -101,11 +105,21 @@ class FedProp(PseudoLabelMethod):
             raise InputError("L", self.L, "must be a positive integer")
         result = cross_client_lp(features, labels, num_classes=self.federation.num_classes,
                                  k=self.k, alpha=self.alpha, L=self.L, backend=self.secure,
-                                 seed=self.rng.draw_seed(), workers=torch.get_num_threads())
+                                 seed=self.rng.draw_seed(), workers=torch.get_num_threads(),
+                                 hamming_backend=self.hamming_backend)
+        self._round_link_bytes = result.link_bytes()
         pseudo = [np.asarray(p, dtype=np.int64) for p, _ in result]
         weights = [np.asarray(w, dtype=np.float64) for _, w in result]
         traffic = result.bytes_per_client()
         return pseudo, weights, float(np.mean(list(traffic.values()))) if traffic else 0.0
+
+    def run_round(self, round_index: int) -> RoundResult:
+        """A round, with its projection onto real links (:class:`RoundResult`)."""
+        self._round_link_bytes = 0
+        result = super().run_round(round_index)
+        link_bytes = self._round_link_bytes + result.bytes_model_per_client / 2
+        result.seconds_at_bandwidth = seconds_at_bandwidth(result.seconds, link_bytes)
+        return result
 
 
 class FedPropMT(FedProp):
@@ -119,13 +133,14 @@ class FedPropMT(FedProp):
                  lr_decay_rounds: int | None = 2000, prox_mu: float = 0.0,
                  warmup_rounds: int = 10, k: int = 10, alpha: float = 0.99, L: int = 4096,
                  max_shift: int | None = None, ema_decay: float = 0.99, consistency_weight: float = 100.0,
-                 consistency_rampup: int = 5, noise_std: float = 0.1) -> None:
+                 consistency_rampup: int = 5, noise_std: float = 0.1,
+                 hamming_backend: str = "shade") -> None:
         super().__init__(secure=secure, seed=seed, model=model,
                          clients_per_round=clients_per_round, local_epochs=local_epochs,
                          batch_size=batch_size, lr=lr, momentum=momentum,
                          weight_decay=weight_decay, lr_decay_rounds=lr_decay_rounds,
                          prox_mu=prox_mu, warmup_rounds=warmup_rounds, k=k, alpha=alpha, L=L,
-                         max_shift=max_shift)
+                         max_shift=max_shift, hamming_backend=hamming_backend)
         self.ema_decay = ema_decay
         self.consistency_weight = consistency_weight
         self.consistency_rampup = consistency_rampup

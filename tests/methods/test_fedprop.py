@@ -33,6 +33,24 @@ def test_real_and_plaintext_give_identical_pseudo_labels(name, tiny_digits, tiny
     assert plain[0].pseudo_label_digest != plain[1].pseudo_label_digest
 
 
+def test_lwe_hamming_backend_gives_the_same_pseudo_labels_and_a_link_projection(tiny_digits, tiny_hyper):
+    """hamming_backend is a hyper-parameter: LWE real rounds equal plaintext ones; every round
+    carries its projection onto 100 Mbit/s, 1 Gbit/s and 10 Gbit/s links."""
+    hyper = {**tiny_hyper, **FAST, "hamming_backend": "lwe"}
+    _, plain = run("fedprop", tiny_digits, hyper, "plaintext", rounds=1)
+    method, real = run("fedprop", tiny_digits, hyper, "real", rounds=1)
+    assert real[0].pseudo_label_digest == plain[0].pseudo_label_digest
+    assert real[0].accuracy == plain[0].accuracy
+    projection = real[0].seconds_at_bandwidth
+    assert list(projection) == ["100Mbit/s", "1Gbit/s", "10Gbit/s"]
+    link = method._round_link_bytes + real[0].bytes_model_per_client / 2
+    assert link > real[0].bytes_model_per_client / 2
+    assert projection["1Gbit/s"] == pytest.approx(real[0].seconds + 8 * link / 1e9)
+    assert projection["100Mbit/s"] > projection["1Gbit/s"] > projection["10Gbit/s"] > real[0].seconds
+    with pytest.raises(InputError, match="hamming_backend"):
+        run("fedprop", tiny_digits, {**tiny_hyper, **FAST, "hamming_backend": "ot"}, "plaintext", rounds=1)
+
+
 def test_round_result_accounting(tiny_digits, tiny_hyper):
     method, results = run("fedprop", tiny_digits, {**tiny_hyper, **FAST}, "plaintext", rounds=1)
     result = results[0]
