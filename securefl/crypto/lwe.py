@@ -241,7 +241,8 @@ def check_session(sizes: list[int] | tuple[int, ...], length: int) -> None:
 
 
 _gemm = np.matmul
-"""The float64 matrix product every step uses (checked exact by :func:`check_exact_gemm`)."""
+"""The float64 matrix product every step uses, ``_gemm(a, b, out=None)`` (checked exact by
+:func:`check_exact_gemm`)."""
 
 
 def check_exact_gemm(inner: int = max(LWE_DIMENSION, BLOCK_ROWS)) -> None:
@@ -322,19 +323,21 @@ def _pack(g0: np.ndarray, g1: np.ndarray, g2: np.ndarray) -> Planes:
     return planes
 
 
-def _unpack(planes: Planes, *, limb_first: bool) -> np.ndarray:
+def _unpack(planes: Planes, *, limb_first: bool, out: np.ndarray | None = None) -> np.ndarray:
     """Wire planes ``(outer, inner)`` -> float64 limbs ``(3, outer, inner)`` if ``limb_first``
-    else ``(outer, 3, inner)``."""
+    else ``(outer, 3, inner)`` (into ``out`` when given)."""
     outer, inner = planes[0].shape
-    out = np.empty((3, outer, inner) if limb_first else (outer, 3, inner), dtype=np.float64)
+    if out is None:
+        out = np.empty((3, outer, inner) if limb_first else (outer, 3, inner), dtype=np.float64)
     kernels.lwe_unpack_into(*(np.ascontiguousarray(p) for p in planes), out, limb_first)
     return out
 
 
-def _uniform_planes(seed: bytes, nonce: int, shape: tuple[int, int]) -> Planes:
-    """Uniform elements of ``Z_(2^104)``: 13 AES-CTR bytes each, cut into the three planes."""
+def _uniform_planes(seed: bytes, nonce: int, shape: tuple[int, int], out: np.ndarray | None = None) -> Planes:
+    """Uniform elements of ``Z_(2^104)``: 13 AES-CTR bytes each (into the byte buffer ``out``
+    when given), cut into the three planes."""
     count = shape[0] * shape[1]
-    raw = prg.expand(seed, 13 * count, np.uint8, nonce=nonce)
+    raw = prg.expand(seed, 13 * count, np.uint8, nonce=nonce, out=None if out is None else out[: 13 * count])
     return (
         raw[: 8 * count].view(np.uint64).reshape(shape),
         raw[8 * count : 12 * count].view(np.uint32).reshape(shape),
@@ -428,10 +431,19 @@ class LWEParty:
     _next_block: dict[int, int] = field(default_factory=dict, repr=False)
     _hints: dict[int, Planes] = field(default_factory=dict, repr=False)
     _shares: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
+    _buffers: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
 
     @property
     def length(self) -> int:
         return self.codes.shape[1]
+
+    def _buffer(self, name: str, shape: tuple[int, ...], dtype: type = np.float64) -> np.ndarray:
+        """A scratch array reused from block to block (fresh large arrays would page-fault anew)."""
+        size = int(np.prod(shape, dtype=np.int64))
+        buffer = self._buffers.get(name)
+        if buffer is None or buffer.size < size or buffer.dtype != dtype:
+            buffer = self._buffers[name] = np.empty(size, dtype=dtype)
+        return buffer[:size].reshape(shape)
 
     def public_key(self) -> Message:
         """Round 0: draw this session's randomness; broadcast the X25519 public key."""
@@ -489,17 +501,23 @@ class LWEParty:
             hint = np.zeros((n_own, 3 * LWE_DIMENSION), dtype=np.float64)
         for block, (start, stop) in enumerate(_blocks(length) if encrypting or evaluating else []):
             rows = stop - start
-            public = _unpack(_uniform_planes(self._m_seed, block, (rows, LWE_DIMENSION)), limb_first=False)
+            raw = self._buffer("M bytes", (13 * rows * LWE_DIMENSION,), np.uint8)
+            public = _unpack(
+                _uniform_planes(self._m_seed, block, (rows, LWE_DIMENSION), out=raw),
+                limb_first=False,
+                out=self._buffer("M", (rows, 3, LWE_DIMENSION)),
+            )
             if evaluating:
-                hint += _gemm(self._evaluation[:, start:stop], public.reshape(rows, 3 * LWE_DIMENSION))
+                partial = self._buffer("hint block", hint.shape)
+                hint += _gemm(self._evaluation[:, start:stop], public.reshape(rows, 3 * LWE_DIMENSION), out=partial)
             if encrypting:
-                products = _gemm(self._secret, public.reshape(3 * rows, LWE_DIMENSION).T).reshape(n_own, rows, 3)
-                low = products[..., 0] + _binomial(self._seed, f"E/{block}", (n_own, rows))
-                high = products[..., 2]
+                products = self._buffer("C block", (n_own, 3 * rows))
+                _gemm(self._secret, public.reshape(3 * rows, LWE_DIMENSION).T, out=products)
+                products = products.reshape(n_own, rows, 3)
+                products[..., 0] += _binomial(self._seed, f"E/{block}", (n_own, rows))
                 if start < length:
-                    high = high.copy()
-                    high[:, : min(stop, length) - start] += plaintext[:, start : min(stop, length)]
-                planes = _pack(low, products[..., 1], high)
+                    products[:, : min(stop, length) - start, 2] += plaintext[:, start : min(stop, length)]
+                planes = _pack(products[..., 0], products[..., 1], products[..., 2])
                 tags = np.stack([self._tag("C", self.index, peer, block, planes) for peer in self.encrypts_for])
                 yield Message(self.index, SERVER, f"lwe/C/{self.index}/{block}", (*planes, tags))
         if evaluating:
@@ -525,8 +543,10 @@ class LWEParty:
             start, stop = _blocks(self.length)[block]
             *planes, tag = _expect(message, _planes_spec((self.sizes[peer], stop - start)), message.tag)
             self._verify(tag, "C", peer, self.index, block, planes)
-            limbs = _unpack(planes, limb_first=True).reshape(3 * self.sizes[peer], stop - start)
-            self._accumulators[peer] += _gemm(limbs, self._evaluation[:, start:stop].T)
+            limbs = _unpack(planes, limb_first=True, out=self._buffer("C limbs", (3, self.sizes[peer], stop - start)))
+            accumulator = self._accumulators[peer]
+            partial = self._buffer("C evaluated", accumulator.shape)
+            accumulator += _gemm(limbs.reshape(3 * self.sizes[peer], stop - start), self._evaluation[:, start:stop].T, out=partial)
             self._next_block[peer] = block + 1
         elif kind == "H" and block is None and peer in self.encrypts_for and peer not in self._hints:
             *planes, tag = _expect(message, _planes_spec((self.sizes[peer], LWE_DIMENSION)), message.tag)

@@ -230,7 +230,9 @@ def test_bad_backend_seed_workers_and_codes_name_the_parameter():
 
 
 def test_inexact_float_products_are_refused_before_any_message(monkeypatch):
-    monkeypatch.setattr(lwe, "_gemm", lambda a, b: (a.astype(np.float32) @ b.astype(np.float32)).astype(np.float64))
+    monkeypatch.setattr(
+        lwe, "_gemm", lambda a, b, out=None: (a.astype(np.float32) @ b.astype(np.float32)).astype(np.float64)
+    )
     network = Network()
     with pytest.raises(PlatformError, match="not exact"):
         secure_hamming_matrix([np.zeros((2, 5), int), np.ones((1, 5), int)], backend="lwe", network=network)
