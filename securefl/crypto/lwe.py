@@ -520,6 +520,8 @@ class LWEParty:
                 planes = _pack(products[..., 0], products[..., 1], products[..., 2])
                 tags = np.stack([self._tag("C", self.index, peer, block, planes) for peer in self.encrypts_for])
                 yield Message(self.index, SERVER, f"lwe/C/{self.index}/{block}", (*planes, tags))
+        for name in ("M bytes", "M", "hint block", "C block"):
+            self._buffers.pop(name, None)
         if evaluating:
             limbs = hint.reshape(n_own, 3, LWE_DIMENSION)
             low = limbs[:, 0, :] + _binomial(self._seed, "G", (n_own, LWE_DIMENSION))
@@ -564,6 +566,9 @@ class LWEParty:
         accumulator = self._accumulators.pop(peer, None)
         if accumulator is None or self._next_block[peer] != len(_blocks(self.length)):
             raise ProtocolError(f"party {self.index}: party {peer}'s ciphertext is incomplete")
+        if not self._accumulators:
+            self._buffers.clear()
+            self._evaluation = None
         n_peer, n_own = self.sizes[peer], self.codes.shape[0]
         sums = accumulator.reshape(3, n_peer, n_own)
         l0, l1, l2 = _normalize(sums[0], sums[1], sums[2])
@@ -713,6 +718,7 @@ def _session(
             keys[delivered.receiver].append(delivered)
     for p, party in parties.items():
         meter.run(p, party.receive_keys, keys[p])
+    streamed: set[int] = set()
     for p, party in parties.items():
         stream = party.broadcasts()
         while True:
@@ -723,13 +729,17 @@ def _session(
                 meter.run(delivered.receiver, parties[delivered.receiver].absorb, delivered)
             if progress is not None:
                 progress(1)
-    for encryptor, evaluator in pairs:
-        response = meter.run(evaluator, parties[evaluator].answer, encryptor)
-        meter.send(response)
-        delivered = network.receive(encryptor, evaluator, response.tag)
-        meter.run(encryptor, parties[encryptor].decrypt, delivered)
-        if progress is not None:
-            progress(1)
+        streamed.add(p)
+        # Answer every pair whose two broadcasts are complete, so that hints and running
+        # products do not pile up over the session.
+        for encryptor, evaluator in pairs:
+            if p in (encryptor, evaluator) and {encryptor, evaluator} <= streamed:
+                response = meter.run(evaluator, parties[evaluator].answer, encryptor)
+                meter.send(response)
+                delivered = network.receive(encryptor, evaluator, response.tag)
+                meter.run(encryptor, parties[encryptor].decrypt, delivered)
+                if progress is not None:
+                    progress(1)
     return parties, meter
 
 
