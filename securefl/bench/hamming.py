@@ -6,7 +6,7 @@ computes the N x N matrix the FedProp server receives and verifies it against th
 plaintext kernel.  Every backend reports ``cpu_seconds`` (process CPU time of all
 parties, worker threads included), the bytes each party sent and received, and
 ``seconds_at_bandwidth``: the run projected onto 100 Mbit/s, 1 Gbit/s and 10 Gbit/s
-links as ``seconds + 8 * link_bytes_max_party / bandwidth``
+links as ``cpu_seconds + 8 * link_bytes_max_party / bandwidth``
 (:mod:`securefl.crypto.projection`; ``link_bytes_max_party`` is the busiest client's
 traffic in its busier direction).  ``bytes_clients_sent`` counts every message once, at
 the client that sends it: SHADE's client-to-client frames are metered once, and so are
@@ -143,7 +143,7 @@ def run(args: argparse.Namespace, progress) -> dict:
     lower_bound = result.prg_bytes / (prg_gbps * 1e9) if shade else 0.0
     client_bytes = [v for k, v in result.bytes_sent.items() if k >= 0]
     link_bytes = busiest_link_bytes(result.bytes_sent, result.bytes_received)
-    projected = seconds_at_bandwidth(seconds, link_bytes)
+    projected = seconds_at_bandwidth(cpu_seconds, link_bytes)
     model = {"shade": cost_model_bytes, "lwe": lwe_cost_model_bytes}.get(args.backend)
     return {
         "n": args.n,

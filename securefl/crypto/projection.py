@@ -5,12 +5,14 @@ network.  A run is projected onto a link of ``bandwidth`` bits per second as
 
     seconds_at_bandwidth = compute_seconds + 8 * link_bytes / bandwidth
 
-where ``compute_seconds`` is the measured wall time of the whole simulated run (all
-parties on one machine, one after another: an upper bound on a deployment's compute,
-where parties work in parallel) and ``link_bytes`` is the busiest client's traffic in
-its busier direction, ``max_j max(sent_j, received_j)`` (full-duplex links of equal
-speed both ways; the server's link is taken to be faster than any client's).  Compute
-and transfer are not overlapped, so the projection is conservative on both counts.
+where ``compute_seconds`` is the measured CPU time of the whole simulated run (all
+parties in one process, worker threads included: what one core needs to do everyone's
+work, an upper bound on a deployment's compute, where parties work in parallel; and,
+unlike wall time, nearly independent of the load of a shared machine) and
+``link_bytes`` is the busiest client's traffic in its busier direction,
+``max_j max(sent_j, received_j)`` (full-duplex links of equal speed both ways; the
+server's link is taken to be faster than any client's).  Compute and transfer are not
+overlapped, so the projection is conservative on both counts.
 """
 
 from __future__ import annotations

@@ -34,8 +34,9 @@ class RoundResult:
     SHA-256 of the round's pseudo-labels (in client order) or ``None`` where the method
     has none; real and plaintext runs with the same seed must give the same digest.
     ``seconds_at_bandwidth`` (FedProp) projects the round onto 100 Mbit/s, 1 Gbit/s and
-    10 Gbit/s links: ``seconds + 8 * link_bytes / bandwidth`` with ``link_bytes`` the
-    busiest client's CrossClientLP bytes in its busier direction plus one model transfer
+    10 Gbit/s links: ``cpu_seconds + 8 * link_bytes / bandwidth`` with ``cpu_seconds`` the
+    round's process CPU time (all clients and the server) and ``link_bytes`` the busiest
+    client's CrossClientLP bytes in its busier direction plus one model transfer
     (:func:`securefl.crypto.seconds_at_bandwidth`); ``None`` where a method does not report it.
     """
 

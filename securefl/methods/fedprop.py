@@ -116,9 +116,10 @@ class FedProp(PseudoLabelMethod):
     def run_round(self, round_index: int) -> RoundResult:
         """A round, with its projection onto real links (:class:`RoundResult`)."""
         self._round_link_bytes = 0
+        cpu_start = time.process_time()
         result = super().run_round(round_index)
         link_bytes = self._round_link_bytes + result.bytes_model_per_client / 2
-        result.seconds_at_bandwidth = seconds_at_bandwidth(result.seconds, link_bytes)
+        result.seconds_at_bandwidth = seconds_at_bandwidth(time.process_time() - cpu_start, link_bytes)
         return result
 
 

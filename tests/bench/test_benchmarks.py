@@ -44,7 +44,7 @@ def test_bench_crossclient_record_fields():
     )
     projected = record["seconds_at_bandwidth"]
     assert projected["1Gbit/s"] == pytest.approx(
-        record["seconds_real"] + 8 * record["link_bytes_max_client"] / 1e9
+        record["cpu_seconds_real"] + 8 * record["link_bytes_max_client"] / 1e9
     )
     assert record["seconds_at_100Mbit/s"] == projected["100Mbit/s"]
     assert record["hamming_backend"] == "shade"
@@ -98,7 +98,7 @@ def test_bench_hamming_lwe_record_fields():
     assert record["bytes_total"] > 1.9 * record["bytes_cost_model"]  # broadcasts relayed
     for label, bits in (("100Mbit/s", 1e8), ("1Gbit/s", 1e9), ("10Gbit/s", 1e10)):
         assert record["seconds_at_bandwidth"][label] == pytest.approx(
-            record["seconds"] + 8 * record["link_bytes_max_party"] / bits
+            record["cpu_seconds"] + 8 * record["link_bytes_max_party"] / bits
         )
     assert set(record["bytes_by_message"]) >= {"C", "H", "D", "share", "own", "relay/C", "relay/H"}
 
