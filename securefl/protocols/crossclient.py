@@ -91,6 +91,7 @@ import scipy.sparse as sp
 from securefl.crypto.channel import SERVER, Message, Network
 from securefl.crypto.fixed_point import FixedPoint
 from securefl.crypto.prg import SEED_BYTES, expand, random_seed
+from securefl.crypto.projection import busiest_link_bytes
 from securefl.errors import DropoutError, InputError, ProtocolError
 from securefl.protocols.keys import deterministic_bytes
 from securefl.protocols.propagation import (
@@ -384,8 +385,6 @@ class CrossClientLPResult:
     def link_bytes(self) -> int:
         """The busiest client's bytes in its busier direction, ``max_j max(sent_j, received_j)``
         summed over the phases (what :func:`securefl.crypto.seconds_at_bandwidth` projects)."""
-        from securefl.crypto.projection import busiest_link_bytes
-
         sent = {c.party: sum(phase.get(c.party, 0) for phase in self.bytes_sent.values()) for c in self.clients}
         received = {c.party: sum(phase.get(c.party, 0) for phase in self.bytes_received.values()) for c in self.clients}
         return busiest_link_bytes(sent, received)
