@@ -37,6 +37,12 @@ class DropoutError(SecureFLError):
     survivors); no partial result is returned."""
 
 
+class PlatformError(SecureFLError):
+    """This machine cannot run a protocol exactly (e.g. its float64 matrix product is not
+    exact on integers below 2^53); the protocol refuses to start rather than risk a wrong
+    result."""
+
+
 class DataError(SecureFLError):
     """A dataset file is missing, truncated, corrupted or fails its checksum."""
 

@@ -3,15 +3,19 @@
 N points of a Gaussian mixture (see :mod:`securefl.bench.lp`) are split evenly over
 ``--parties`` clients, each revealing ``--labels-per-client`` random labels.  The same
 round runs twice with the same seed: ``backend="real"`` (X25519/AES-GCM seed agreement,
-SHADE Hamming matrix, padded Bonawitz secure sum) and ``backend="plaintext"``.
+secure Hamming matrix by ``--hamming-backend`` SHADE or LWE, padded Bonawitz secure sum)
+and ``backend="plaintext"``.
 
 Reported: pseudo-label agreement and the largest score / weight differences between
 the two (must be 1.0 and 0: the plaintext backend sums the same fixed-point encodings),
 wall seconds of both runs and the real run's split (crypto, server, clients), bytes per
 client per phase (sent + received; the secure-sum phase counts what the client sends,
 its downlink is in ``sum_server_bytes_sent``), the paper's ~2.5 MB per client for the
-CIFAR-10 round (5 clients x 500 points, L = 4096) beside ours, and the agreement of the
-LSH-based pseudo-labels with Algorithm 1 on the exact cosine of the raw features.
+CIFAR-10 round (5 clients x 500 points, L = 4096) beside ours, the agreement of the
+LSH-based pseudo-labels with Algorithm 1 on the exact cosine of the raw features, and the
+real round projected onto 100 Mbit/s, 1 Gbit/s and 10 Gbit/s links
+(``seconds_at_bandwidth`` = ``cpu_seconds_real + 8 * link_bytes_max_client / bandwidth``,
+:mod:`securefl.crypto.projection`).
 """
 
 from __future__ import annotations
@@ -24,9 +28,11 @@ from rich.progress import Progress
 
 from securefl.bench.common import add_workers_argument, peak_memory_mb
 from securefl.bench.lp import synthetic_clusters
+from securefl.crypto import lwe
 from securefl.crypto.channel import SERVER
+from securefl.crypto.projection import seconds_at_bandwidth
 from securefl.errors import InputError
-from securefl.protocols.crossclient import PHASES, cross_client_lp
+from securefl.protocols.crossclient import HAMMING_BACKENDS, PHASES, cross_client_lp
 from securefl.protocols.propagation import label_propagation
 
 PAPER = {
@@ -54,7 +60,44 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--solver", choices=("sparse", "dense"), default="sparse", help="server solver for S_L"
     )
     parser.add_argument("--seed", type=int, default=0, help="data and protocol seed")
+    parser.add_argument(
+        "--hamming-backend",
+        choices=HAMMING_BACKENDS,
+        default="shade",
+        help="secure Hamming protocol of the real run",
+    )
     add_workers_argument(parser)
+
+
+def validate(args: argparse.Namespace) -> None:
+    """Check every flag before any work; :class:`InputError` names the flag."""
+    if args.parties < 1:
+        raise InputError("--parties", args.parties, "must be >= 1")
+    if args.n < 2 * args.parties:
+        raise InputError(
+            "--n", args.n, f"must give every one of the {args.parties} parties at least 2 points"
+        )
+    if not 1 <= args.L < 1 << 16:
+        raise InputError("--L", args.L, "must be a code length in [1, 2^16)")
+    checks = [
+        ("--classes", args.classes, args.classes >= 2, "must be at least 2"),
+        ("--labels-per-client", args.labels_per_client, args.labels_per_client >= 0, "must be >= 0"),
+        ("--dim", args.dim, args.dim >= 1, "must be >= 1"),
+        ("--k", args.k, args.k >= 1, "must be >= 1"),
+        ("--alpha", args.alpha, 0.0 < args.alpha < 1.0, "must lie strictly between 0 and 1"),
+        ("--workers", args.workers, args.workers >= 1, "must be >= 1"),
+        ("--seed", args.seed, args.seed >= 0, "must be non-negative"),
+    ]
+    for flag, value, ok, problem in checks:
+        if not ok:
+            raise InputError(flag, value, problem)
+    if args.hamming_backend == "lwe":
+        bounds = np.linspace(0, args.n, args.parties + 1).astype(int)
+        bound = lwe.statistical_distance(np.diff(bounds).tolist(), args.L)
+        if bound > lwe.STATISTICAL_BOUND:
+            raise InputError(
+                "--n", args.n, f"too many points for one LWE session (statistical bound 2^{np.log2(bound):.1f} > 2^-40)"
+            )
 
 
 def _federation(args: argparse.Namespace):
@@ -87,12 +130,7 @@ def _mean_per_client(table: dict[str, dict[int, int]], parties: int) -> dict[str
 
 def run(args: argparse.Namespace, progress: Progress) -> dict:
     """Run the round with both backends, compare, return the JSON record."""
-    if args.parties < 1:
-        raise InputError("parties", args.parties, "must be >= 1")
-    if args.n < 2 * args.parties:
-        raise InputError(
-            "n", args.n, f"must give every one of the {args.parties} parties at least 2 points"
-        )
+    validate(args)
     features, labels, truth = _federation(args)
     kwargs = dict(
         num_classes=args.classes,
@@ -109,9 +147,12 @@ def run(args: argparse.Namespace, progress: Progress) -> dict:
     plain = cross_client_lp(features, labels, backend="plaintext", **kwargs)
     seconds_plaintext = time.perf_counter() - start
     progress.advance(task)
-    start = time.perf_counter()
-    real = cross_client_lp(features, labels, backend="real", **kwargs)
+    start, cpu_start = time.perf_counter(), time.process_time()
+    real = cross_client_lp(
+        features, labels, backend="real", hamming_backend=args.hamming_backend, **kwargs
+    )
     seconds_real = time.perf_counter() - start
+    cpu_seconds_real = time.process_time() - cpu_start
     progress.advance(task)
     exact = label_propagation(
         np.vstack(features),
@@ -137,6 +178,7 @@ def run(args: argparse.Namespace, progress: Progress) -> dict:
     received = _mean_per_client(real.bytes_received, args.parties)
     mean_bytes = float(np.mean(list(per_client.values())))
     agreement = float(np.mean(pl_real == pl_plain))
+    projected = seconds_at_bandwidth(cpu_seconds_real, real.link_bytes())
     return {
         "n": args.n,
         "parties": args.parties,
@@ -149,10 +191,12 @@ def run(args: argparse.Namespace, progress: Progress) -> dict:
         "k": args.k,
         "alpha": args.alpha,
         "solver": args.solver,
+        "hamming_backend": args.hamming_backend,
         "pseudo_label_agreement": agreement,
         "max_abs_score_diff": score_diff,
         "max_abs_weight_diff": weight_diff,
         "seconds_real": seconds_real,
+        "cpu_seconds_real": cpu_seconds_real,
         "seconds_plaintext": seconds_plaintext,
         "real_over_plaintext": seconds_real / seconds_plaintext,
         "crypto_seconds_real": real.crypto_seconds,
@@ -160,6 +204,9 @@ def run(args: argparse.Namespace, progress: Progress) -> dict:
         "client_seconds_real": real.client_seconds,
         "bytes_per_client": mean_bytes,
         "bytes_per_client_max": int(max(per_client.values())),
+        "link_bytes_max_client": real.link_bytes(),
+        "seconds_at_bandwidth": projected,
+        **{f"seconds_at_{label}": value for label, value in projected.items()},
         "bytes_per_client_by_phase": {phase: sent[phase] + received[phase] for phase in PHASES},
         "bytes_per_client_excluding_hamming": float(
             sum(sent[phase] + received[phase] for phase in PHASES if phase != "hamming")

@@ -1,15 +1,24 @@
-"""Secure all-pairs Hamming matrix (SHADE over IKNP OT) vs plaintext, on random codes.
+"""Secure all-pairs Hamming matrix (SHADE over IKNP OT, or LWE) vs plaintext, on random codes.
 
-``securefl bench hamming --n N --L L [--parties P] [--backend shade|plaintext]``
+``securefl bench hamming --n N --L L [--parties P] [--backend shade|lwe|plaintext]``
 draws random 0/1 codes for N points (``--seed``), splits them evenly over P parties,
 computes the N x N matrix the FedProp server receives and verifies it against the
-plaintext kernel.  Besides the contract fields it records the AES throughput of this
-machine measured in the same run (``prg_gbps``) and ``seconds_lower_bound``: the AES
-output bytes the run needed (OT extension, hashing and the expansion of every OT
-message) divided by that throughput, i.e. the time of the AES work alone on one core;
-``seconds_over_lower_bound_per_worker`` compares against that work spread perfectly over
-``--workers`` threads (the fair bound when several cores run).  The compiled kernels are
-loaded by a tiny warm-up run before the clock starts.
+plaintext kernel.  Every backend reports ``cpu_seconds`` (process CPU time of all
+parties, worker threads included), the bytes each party sent and received, and
+``seconds_at_bandwidth``: the run projected onto 100 Mbit/s, 1 Gbit/s and 10 Gbit/s
+links as ``cpu_seconds + 8 * link_bytes_max_party / bandwidth``
+(:mod:`securefl.crypto.projection`; ``link_bytes_max_party`` is the busiest client's
+traffic in its busier direction).  ``bytes_clients_sent`` counts every message once, at
+the client that sends it: SHADE's client-to-client frames are metered once, and so are
+LWE's broadcasts, which ``bytes_total`` counts twice (the client's upload and the
+server's forwards).
+
+SHADE also records the AES throughput of this machine measured in the same run
+(``prg_gbps``) and ``seconds_lower_bound``: the AES output bytes the run needed divided
+by that throughput; ``seconds_over_lower_bound_per_worker`` compares against that work
+spread over ``--workers`` threads.  LWE also records the CPU seconds of each party and
+the bytes of each message kind.  The compiled kernels are loaded by a tiny warm-up run
+before the clock starts.
 """
 
 from __future__ import annotations
@@ -20,8 +29,9 @@ import time
 import numpy as np
 
 from securefl.bench.common import add_workers_argument, peak_memory_mb
-from securefl.crypto import prg
-from securefl.crypto.shade import BACKENDS, ot_roles, secure_hamming_matrix
+from securefl.crypto import lwe, prg
+from securefl.crypto.hamming import BACKENDS, SHARE_BITS, pair_roles, secure_hamming_matrix
+from securefl.crypto.projection import busiest_link_bytes, seconds_at_bandwidth
 from securefl.errors import InputError
 
 
@@ -35,47 +45,89 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_workers_argument(parser)
 
 
+def validate(args: argparse.Namespace) -> None:
+    """Check every flag before any work; :class:`InputError` names the flag."""
+    if args.parties < 2:
+        raise InputError("--parties", args.parties, "must be at least 2 (a secure matrix needs two parties)")
+    if not 1 <= args.L < 1 << SHARE_BITS:
+        raise InputError("--L", args.L, f"must be a code length in [1, 2^{SHARE_BITS})")
+    if args.n < args.parties:
+        raise InputError("--n", args.n, f"must give every one of the --parties={args.parties} parties a point")
+    if args.workers < 1:
+        raise InputError("--workers", args.workers, "must be a positive number of threads")
+    if args.seed < 0:
+        raise InputError("--seed", args.seed, "must be non-negative")
+    if args.backend == "lwe":
+        sizes = _split(args.n, args.parties)
+        bound = lwe.statistical_distance(sizes, args.L)
+        if bound > lwe.STATISTICAL_BOUND:
+            raise InputError(
+                "--n", args.n, f"too many points for one LWE session (statistical bound 2^{np.log2(bound):.1f} > 2^-40)"
+            )
+
+
 def _split(n: int, parties: int) -> list[int]:
     base, extra = divmod(n, parties)
     return [base + (1 if p < extra else 0) for p in range(parties)]
 
 
 def cost_model_bytes(sizes: list[int], length: int) -> int:
-    """Bytes SHADE must move: per pair (OT sender ``s``, receiver ``r``, :func:`ot_roles`)
+    """Bytes SHADE must move: per pair (OT sender ``s``, receiver ``r``, :func:`pair_roles`)
     ``n_r * L`` OTs of ``16 * ceil(n_s / 8)`` bytes plus 16 bytes of IKNP matrix per OT,
     then two ``n_s x n_r`` uint16 shares per pair and the ``n_j x n_j`` own blocks to the
     server (frame headers and base OTs excluded)."""
     total = sum(2 * n * n for n in sizes)
     for a in range(len(sizes)):
         for b in range(a + 1, len(sizes)):
-            n_s, n_r = (sizes[p] for p in ot_roles(a, b))
+            n_s, n_r = (sizes[p] for p in pair_roles(a, b))
             total += n_r * length * (16 * -(-n_s // 8) + 16) + 2 * 2 * n_s * n_r
+    return total
+
+
+def lwe_cost_model_bytes(sizes: list[int], length: int) -> int:
+    """Bytes the clients of the LWE backend send, each message once: ``13 n_a (L + L')`` for
+    each encryptor's ``C`` and ``13 n n_b`` for each evaluator's hint (once per session),
+    ``3 n_a n_b + 16`` per pair's answer, two ``n_a x n_b`` uint16 shares per pair and the own
+    blocks (frame headers, tags and the 32-byte public keys excluded; the server's forwards
+    of the broadcasts are not counted)."""
+    pairs = [pair_roles(a, b) for a in range(len(sizes)) for b in range(a + 1, len(sizes))]
+    encryptors, evaluators = {a for a, _ in pairs}, {b for _, b in pairs}
+    total = sum(2 * n * n for n in sizes)
+    total += sum(lwe.ELEMENT_BYTES * sizes[a] * (length + lwe.RERANDOMISATION) for a in encryptors)
+    total += sum(lwe.ELEMENT_BYTES * lwe.LWE_DIMENSION * sizes[b] for b in evaluators)
+    total += sum(sizes[a] * sizes[b] * (3 + 4) + 16 for a, b in pairs)
     return total
 
 
 def total_ots(sizes: list[int], length: int) -> int:
     """OTs of all pairs: ``L`` per point of each pair's OT receiver."""
     return sum(
-        sizes[ot_roles(a, b)[1]] * length for a in range(len(sizes)) for b in range(a + 1, len(sizes))
+        sizes[pair_roles(a, b)[1]] * length for a in range(len(sizes)) for b in range(a + 1, len(sizes))
     )
+
+
+def _progress_total(backend: str, sizes: list[int], length: int) -> int:
+    if backend == "shade":
+        return total_ots(sizes, length)
+    if backend == "lwe":
+        return lwe.progress_total(len(sizes), length)
+    return 1
 
 
 def run(args: argparse.Namespace, progress) -> dict:
     """Run the benchmark and return its JSON record."""
-    if args.n < args.parties:
-        raise InputError("n", args.n, f"must be at least --parties={args.parties}")
-    if args.parties < 1:
-        raise InputError("parties", args.parties, "must be positive")
+    validate(args)
     sizes = _split(args.n, args.parties)
     rng = np.random.default_rng(args.seed)
     codes = [rng.integers(0, 2, size=(size, args.L), dtype=np.uint8) for size in sizes]
-    gbps_before = prg.measure_throughput()
+    shade = args.backend == "shade"
+    gbps_before = prg.measure_throughput() if shade else None
     start = time.perf_counter()
     plain = secure_hamming_matrix(codes, backend="plaintext")
     plaintext_seconds = time.perf_counter() - start
-    if args.backend == "shade":
-        secure_hamming_matrix([c[:8, :64] for c in codes], workers=args.workers)  # compiles the kernels
-    task = progress.add_task(f"{args.backend} {args.n}x{args.n}", total=max(total_ots(sizes, args.L), 1))
+    if args.backend != "plaintext":  # compiles or loads the kernels
+        secure_hamming_matrix([c[:2, :64] for c in codes[:2]], backend=args.backend, workers=args.workers)
+    task = progress.add_task(f"{args.backend} {args.n}x{args.n}", total=max(_progress_total(args.backend, sizes, args.L), 1))
     start, cpu_start = time.perf_counter(), time.process_time()
     result = secure_hamming_matrix(
         codes,
@@ -85,11 +137,14 @@ def run(args: argparse.Namespace, progress) -> dict:
     )
     seconds = time.perf_counter() - start
     cpu_seconds = time.process_time() - cpu_start
-    gbps_after = prg.measure_throughput()
-    prg_gbps = max(gbps_before, gbps_after)
+    gbps_after = prg.measure_throughput() if shade else None
+    prg_gbps = max(gbps_before, gbps_after) if shade else None
     verified = bool(np.array_equal(result.matrix, plain.matrix))
-    lower_bound = result.prg_bytes / (prg_gbps * 1e9)
+    lower_bound = result.prg_bytes / (prg_gbps * 1e9) if shade else 0.0
     client_bytes = [v for k, v in result.bytes_sent.items() if k >= 0]
+    link_bytes = busiest_link_bytes(result.bytes_sent, result.bytes_received)
+    projected = seconds_at_bandwidth(cpu_seconds, link_bytes)
+    model = {"shade": cost_model_bytes, "lwe": lwe_cost_model_bytes}.get(args.backend)
     return {
         "n": args.n,
         "L": args.L,
@@ -99,14 +154,21 @@ def run(args: argparse.Namespace, progress) -> dict:
         "workers": args.workers,
         "seconds": seconds,
         "cpu_seconds": cpu_seconds,
+        "cpu_seconds_by_party": {str(k): v for k, v in sorted(result.cpu_seconds_by_party.items())},
         "plaintext_seconds": plaintext_seconds,
         "ratio": seconds / plaintext_seconds,
         "ots": result.ots,
         "ots_per_second": result.ots / seconds if result.ots else 0.0,
         "bytes_total": result.bytes_total,
+        "bytes_clients_sent": sum(client_bytes),
         "bytes_max_party": max(client_bytes, default=0),
+        "link_bytes_max_party": link_bytes,
         "bytes_sent": {str(k): v for k, v in sorted(result.bytes_sent.items())},
-        "bytes_cost_model": cost_model_bytes(sizes, args.L) if args.backend == "shade" else 0,
+        "bytes_received": {str(k): v for k, v in sorted(result.bytes_received.items())},
+        "bytes_by_message": dict(sorted(result.bytes_by_message.items())),
+        "bytes_cost_model": model(sizes, args.L) if model else 0,
+        "seconds_at_bandwidth": projected,
+        **{f"seconds_at_{label}": value for label, value in projected.items()},
         "prg_bytes": result.prg_bytes,
         "prg_gbps": prg_gbps,
         "prg_gbps_before_after": [gbps_before, gbps_after],

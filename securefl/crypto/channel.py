@@ -83,8 +83,9 @@ SERVER = -1
 _FIXED = struct.Struct(">4s8sQiiH")
 _MAC_BYTES = 16
 MAX_NDIM = 32
-MAX_DIMENSION = 2**63 - 1
-"""Largest length of one axis numpy can index (an empty array may still declare one)."""
+MAX_ARRAY_BYTES = 2**63 - 1
+"""numpy refuses a shape whose non-zero axes span more bytes than this, even when another
+axis is 0 and the array is empty."""
 """Most dimensions a frame may declare for one array."""
 
 _ALLOWED_DTYPES: dict[str, np.dtype] = {
@@ -207,9 +208,10 @@ def _decode_header(header: bytes) -> tuple[bytes, int, int, int, str, list[_Arra
                     f"malformed frame header: {ndim} dimensions (at most {MAX_NDIM})"
                 )
             shape = tuple(int(d) for d in struct.unpack_from(f">{ndim}Q", header, offset + 1))
-            if any(d > MAX_DIMENSION for d in shape):
+            if math.prod(d for d in shape if d) * dtype.itemsize > MAX_ARRAY_BYTES:
                 raise ProtocolError(
-                    f"malformed frame header: dimension above {MAX_DIMENSION} in {shape}"
+                    f"malformed frame header: shape {shape} of {name} exceeds what numpy "
+                    "can index (even an empty array)"
                 )
             offset += 1 + 8 * ndim
             elements = math.prod(shape)

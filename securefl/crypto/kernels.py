@@ -1,4 +1,4 @@
-"""Compiled inner loops of OT extension and SHADE (numba, ``nogil``).
+"""Compiled inner loops of OT extension, SHADE and the LWE wire format (numba, ``nogil``).
 
 Everything cryptographic here is done elsewhere: AES comes from ``cryptography``
 (OpenSSL, AES-NI) in :mod:`securefl.crypto.fixed_key` and :mod:`securefl.crypto.prg`.
@@ -21,6 +21,9 @@ passes over memory, each with its own Python call:
 * :func:`shade_sender_rows`, :func:`shade_receiver_rows` — SHADE's per-OT arithmetic
   mod 2^16, fused: feed-forward of the AES outputs, the correction, and the running
   share sums, in one pass over the tile instead of six numpy passes.
+* :func:`lwe_unpack_into`, :func:`lwe_pack_into` — the LWE backend's 13-byte wire form of
+  ``Z_(2^104)`` (three planes: 8 + 4 + 1 bytes) to and from float64 limbs, with carry
+  propagation, one pass each instead of a dozen numpy passes (:mod:`securefl.crypto.lwe`).
 
 Why by hand: these loops exist in no library; with numpy they cost more than the AES
 they surround.  ``nogil`` lets two worker threads run them in parallel; ``cache`` keeps
@@ -162,3 +165,51 @@ def shade_receiver_rows(raw, inp, u, choices, first, length, sums):  # pragma: n
         else:
             for k in range(lanes):
                 sums[point, k] += raw[r, k] ^ inp[r, k]
+
+
+@_jit
+def lwe_unpack_into(low, top, middle, out, limb_first):  # pragma: no cover - compiled
+    """LWE wire planes -> float64 limbs.
+
+    An element of ``Z_(2^104)`` travels as three planes of the same ``(outer, inner)``
+    shape: ``low`` uint64 (bits 0-63), ``top`` uint32 (bits 72-103), ``middle`` uint8
+    (bits 64-71).  The limbs (36, 36, 32 bits) go to ``out[l, o, i]`` if ``limb_first``
+    else ``out[o, l, i]``.
+    """
+    mask36 = np.uint64((1 << 36) - 1)
+    if limb_first:  # one pass per limb: three interleaved streams 2^k bytes apart alias in the caches
+        for o in range(low.shape[0]):
+            for i in range(low.shape[1]):
+                out[0, o, i] = low[o, i] & mask36
+        for o in range(low.shape[0]):
+            for i in range(low.shape[1]):
+                out[1, o, i] = (low[o, i] >> np.uint64(36)) | (np.uint64(middle[o, i]) << np.uint64(28))
+        for o in range(low.shape[0]):
+            for i in range(low.shape[1]):
+                out[2, o, i] = top[o, i]
+        return
+    for o in range(low.shape[0]):
+        for i in range(low.shape[1]):
+            word = low[o, i]
+            out[o, 0, i] = word & mask36
+            out[o, 1, i] = (word >> np.uint64(36)) | (np.uint64(middle[o, i]) << np.uint64(28))
+            out[o, 2, i] = top[o, i]
+
+
+@_jit
+def lwe_pack_into(g0, g1, g2, low, top, middle):  # pragma: no cover - compiled
+    """Exact integer limb sums ``g0 + 2^36 g1 + 2^72 g2`` (float64 ``(outer, inner)``,
+    ``|g| < 2^53``) -> the element mod 2^104 as the wire planes of :func:`lwe_unpack_into`
+    (carries propagated with arithmetic shifts, i.e. floor division)."""
+    mask36 = (np.int64(1) << 36) - 1
+    mask32 = (np.int64(1) << 32) - 1
+    for o in range(g0.shape[0]):
+        for i in range(g0.shape[1]):
+            carry = np.int64(g0[o, i])
+            l0 = carry & mask36
+            carry = (carry >> 36) + np.int64(g1[o, i])
+            l1 = carry & mask36
+            l2 = ((carry >> 36) + np.int64(g2[o, i])) & mask32
+            low[o, i] = np.uint64(l0) | (np.uint64(l1) << np.uint64(36))
+            middle[o, i] = np.uint8(l1 >> 28)
+            top[o, i] = np.uint32(l2)

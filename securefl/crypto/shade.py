@@ -25,8 +25,9 @@ chunks of receiver points (IKNP) and cache-sized tiles (expansion), with bounded
 memory, and the corrections cross an authenticated :class:`~securefl.crypto.channel.Network`
 link frame by frame.
 
-**All pairs** (:func:`secure_hamming_matrix`).  For every pair ``a < b`` one party is
-the OT sender, alternating by parity (:func:`ot_roles`) so the traffic is spread evenly
+**All pairs** (:func:`shade_hamming_matrix`, the ``"shade"`` backend of
+:func:`securefl.crypto.secure_hamming_matrix`).  For every pair ``a < b`` one party is
+the OT sender, alternating by parity (:func:`~securefl.crypto.hamming.pair_roles`) so the traffic is spread evenly
 over the parties; afterwards each of the two sends its share of the ``(a, b)`` block to
 the server, and every party sends its own in-party block (computed locally in the
 clear, it is its own data).  The server adds the shares and assembles the N x N matrix.
@@ -75,95 +76,17 @@ import numpy as np
 from securefl.crypto import kernels
 from securefl.crypto.channel import SERVER, Message, Network
 from securefl.crypto.fixed_key import FixedKeyAES, block_buffer
-from securefl.crypto.hamming_plain import hamming_matrix, pack_codes
+from securefl.crypto.hamming import HammingResult, check_codes, own_block, pair_roles, server_reconstruct
 from securefl.crypto.ot import KAPPA, IKNPReceiver, IKNPSender, iknp_setup
-from securefl.crypto.rand import RandomSource, random_source
+from securefl.crypto.rand import RandomSource
 from securefl.errors import InputError, ProtocolError
 
-MODULUS_BITS = 16
-"""Shares live in Z_(2^16): the code length L must be below 2^16."""
-
-BACKENDS = ("shade", "plaintext")
 CHUNK_OTS = 1 << 16
 """OTs per IKNP chunk (whole receiver points): bounds the memory of the OT extension."""
 TILE_BYTES = 1 << 18
 """Bytes of expanded OT messages per tile: the few tile buffers stay in the L2 cache."""
 FRAME_BYTES = 1 << 22
 """Bytes of corrections per frame on the link (several tiles)."""
-
-
-@dataclass
-class HammingResult:
-    """The N x N Hamming matrix the server reconstructs, and what it cost.
-
-    ``matrix`` is int32 with the parties' blocks in party order; ``bytes_sent`` maps a
-    party index (``SERVER`` = -1 for the server) to the bytes it sent.
-    """
-
-    matrix: np.ndarray
-    bytes_sent: dict[int, int]
-    backend: str
-    seconds: float
-    ots: int = 0
-    bytes_received: dict[int, int] = field(default_factory=dict)
-    prg_bytes: int = 0
-    offsets: tuple[int, ...] = ()
-
-    @property
-    def bytes_total(self) -> int:
-        """Bytes that crossed the network."""
-        return sum(self.bytes_sent.values())
-
-
-def check_codes(codes: Sequence[np.ndarray]) -> list[np.ndarray]:
-    """Validate per-party ``(n_j, L)`` 0/1 code arrays; returns them as uint8 arrays."""
-    if isinstance(codes, np.ndarray) and codes.ndim != 3:
-        raise InputError("codes", codes, "must be a sequence of per-party (n_j, L) arrays")
-    try:
-        parties = list(codes)
-    except TypeError:
-        raise InputError("codes", codes, "must be a sequence of per-party (n_j, L) arrays") from None
-    if not parties:
-        raise InputError("codes", codes, "needs at least one party")
-    checked: list[np.ndarray] = []
-    length = None
-    for index, party in enumerate(parties):
-        name = f"codes[{index}]"
-        array = np.asarray(party)
-        if array.ndim != 2:
-            raise InputError(name, array, f"must be a 2-D (n, L) array, got rank {array.ndim}")
-        if array.dtype.kind not in "biu":
-            raise InputError(name, array, f"must have a bool or integer dtype, got {array.dtype}")
-        if array.shape[0] == 0:
-            raise InputError(name, array, "party has no points")
-        if array.shape[1] == 0:
-            raise InputError(name, array, "code length L must be positive")
-        if length is None:
-            length = array.shape[1]
-        elif array.shape[1] != length:
-            raise InputError(name, array, f"code length {array.shape[1]} differs from L={length} of codes[0]")
-        if array.dtype != np.bool_ and (array.min() < 0 or array.max() > 1):
-            raise InputError(name, array, "codes must be binary (0/1)")
-        checked.append(array.astype(np.uint8, copy=False))
-    if length >= 1 << MODULUS_BITS:
-        raise InputError("codes", length, f"code length L must be below 2^{MODULUS_BITS} (the share modulus)")
-    return checked
-
-
-def plaintext_hamming_matrix(codes: Sequence[np.ndarray]) -> HammingResult:
-    """The same matrix as :func:`secure_hamming_matrix` computed in the clear (no crypto)."""
-    parties = check_codes(codes)
-    start = time.perf_counter()
-    packed = pack_codes(np.concatenate(parties, axis=0))
-    matrix = hamming_matrix(packed)
-    sizes = [p.shape[0] for p in parties]
-    return HammingResult(
-        matrix=matrix,
-        bytes_sent={**{party: 0 for party in range(len(parties))}, SERVER: 0},
-        backend="plaintext",
-        seconds=time.perf_counter() - start,
-        offsets=tuple(np.cumsum([0, *sizes])[:-1].tolist()),
-    )
 
 
 @dataclass
@@ -349,7 +272,7 @@ def shade_pair(
     2^16 is ``HD(x_i, y_j)``) and the work done.  ``workers > 1`` splits the OT chunks
     over that many threads, each with its own authenticated link (AES and numpy release
     the GIL); the bytes of those links are added to ``network``'s parties in the result
-    of :func:`secure_hamming_matrix`, here they are returned via ``PairCost`` only.
+    of :func:`shade_hamming_matrix`, here they are returned via ``PairCost`` only.
     """
     x, y = check_codes([x, y])
     rng = rng if rng is not None else RandomSource()
@@ -430,55 +353,28 @@ def shade_distance(
     return int(sender_share[0]), int(receiver_share[0])
 
 
-def ot_roles(a: int, b: int) -> tuple[int, int]:
-    """``(OT sender, OT receiver)`` of the pair ``a < b``: ``a`` sends when ``a + b`` is even.
-
-    The OT sender carries nearly all of the pair's traffic (the corrections), so a fixed
-    rule such as "the lower index sends" loads party 0 with every pair and the last
-    party with none.  Alternating by parity is a round-robin orientation: each party
-    sends in about half of its pairs (exactly half of ``P - 1`` when that is even).
-    """
-    return (a, b) if (a + b) % 2 == 0 else (b, a)
-
-
-def secure_hamming_matrix(
-    codes: Sequence[np.ndarray],
+def shade_hamming_matrix(
+    parties: list[np.ndarray],
     *,
-    backend: str = "shade",
-    seed: bytes | int | None = None,
-    workers: int = 1,
-    network: Network | None = None,
+    rng: RandomSource,
+    workers: int,
+    network: Network,
     progress: Callable[[int], None] | None = None,
 ) -> HammingResult:
-    """The N x N Hamming matrix of all parties' codes, as the FedProp server receives it.
+    """All-pairs SHADE on checked codes (the ``"shade"`` backend of
+    :func:`securefl.crypto.secure_hamming_matrix`, which validates the arguments).
 
-    ``codes`` is a sequence of per-party ``(n_j, L)`` 0/1 arrays (bool or integer dtype,
-    ``L < 2^16``).  ``backend="shade"`` runs SHADE for every pair of parties ``a < b``
-    (the OT sender alternates, see :func:`ot_roles`), each party sends its share of each cross block and its own
-    in-party block to the server (``SERVER``), and the server reconstructs; with
-    ``"plaintext"`` the identical matrix is computed without cryptography.
-
-    ``seed`` fixes all cryptographic randomness (deterministic tests); ``None`` draws it
-    from the OS CSPRNG.  ``workers`` threads share the OT work of each pair.  ``network``
-    lets tests observe or tamper with the messages (any tampering raises
-    :class:`~securefl.errors.ProtocolError`).  ``progress(k)`` is called as OTs complete.
+    For every pair ``a < b`` SHADE runs with the OT sender given by
+    :func:`~securefl.crypto.hamming.pair_roles`; each of the two sends its share of the
+    ``(a, b)`` block and every party its own block to the server, which reconstructs.
     """
-    if backend not in BACKENDS:
-        raise InputError("backend", backend, f"must be one of {BACKENDS}")
-    if not isinstance(workers, (int, np.integer)) or workers < 1:
-        raise InputError("workers", workers, "must be a positive integer")
-    if backend == "plaintext":
-        return plaintext_hamming_matrix(codes)
-    parties = check_codes(codes)
     start = time.perf_counter()
-    rng = random_source(seed)
-    network = network if network is not None else Network()
     sizes = [p.shape[0] for p in parties]
     offsets = np.cumsum([0, *sizes]).tolist()
     total = PairCost()
     for a in range(len(parties)):
         for b in range(a + 1, len(parties)):
-            sender, receiver = ot_roles(a, b)
+            sender, receiver = pair_roles(a, b)
             share_s, share_r, cost = shade_pair(
                 parties[sender],
                 parties[receiver],
@@ -496,9 +392,8 @@ def secure_hamming_matrix(
             network.send(Message(sender, SERVER, f"shade/share/{a}-{b}", (share_s,)))
             network.send(Message(receiver, SERVER, f"shade/share/{a}-{b}", (share_r,)))
     for index, party in enumerate(parties):
-        own = hamming_matrix(pack_codes(party)).astype(np.uint16)
-        network.send(Message(index, SERVER, f"shade/own/{index}", (own,)))
-    matrix = _server_reconstruct(network, sizes, parties[0].shape[1])
+        network.send(Message(index, SERVER, f"shade/own/{index}", (own_block(party),)))
+    matrix = server_reconstruct(network, sizes, parties[0].shape[1], prefix="shade")
     return HammingResult(
         matrix=matrix,
         bytes_sent={**{p: 0 for p in range(len(parties))}, SERVER: 0, **network.bytes_sent()},
@@ -509,29 +404,3 @@ def secure_hamming_matrix(
         prg_bytes=total.prg_bytes,
         offsets=tuple(offsets[:-1]),
     )
-
-
-def _server_reconstruct(network: Network, sizes: list[int], length: int) -> np.ndarray:
-    """The server's step: add the two shares of each cross block, place the own blocks."""
-    offsets = np.cumsum([0, *sizes])
-    matrix = np.empty((offsets[-1], offsets[-1]), dtype=np.int32)
-
-    def receive(party: int, tag: str, shape: tuple[int, int]) -> np.ndarray:
-        message = network.receive(SERVER, party, tag)
-        if len(message.arrays) != 1 or message.arrays[0].shape != shape or message.arrays[0].dtype != np.uint16:
-            raise ProtocolError(f"{tag} from party {party}: expected one {shape} uint16 array")
-        return message.arrays[0]
-
-    for a in range(len(sizes)):
-        for b in range(a + 1, len(sizes)):
-            tag, shape = f"shade/share/{a}-{b}", (sizes[a], sizes[b])
-            block = (receive(a, tag, shape) + receive(b, tag, shape)).astype(np.int32)
-            matrix[offsets[a] : offsets[a + 1], offsets[b] : offsets[b + 1]] = block
-            matrix[offsets[b] : offsets[b + 1], offsets[a] : offsets[a + 1]] = block.T
-    for index, size in enumerate(sizes):
-        matrix[offsets[index] : offsets[index + 1], offsets[index] : offsets[index + 1]] = receive(
-            index, f"shade/own/{index}", (size, size)
-        )
-    if matrix.size and matrix.max() > length:
-        raise ProtocolError(f"reconstructed distance {matrix.max()} exceeds L={length}: shares corrupted")
-    return matrix

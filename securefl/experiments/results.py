@@ -24,6 +24,8 @@ DESIGN.md are derived (never stored twice, so they cannot disagree):
   participating client (split fields give each part);
 - ``privacy`` = the last round's privacy accounting (ProtoFSSL: ``epsilon_per_client``,
   ``releases``, ``delta``) or ``None``; :func:`privacy_lines` prints it.
+- ``seconds_at_bandwidth_by_round`` = each round projected onto real links where the
+  method reports it (FedProp; ``None`` elsewhere).
 
 With ``--secure both`` :func:`compare_jobs` pairs each method's real and plaintext jobs:
 the final-accuracy difference, the per-round pseudo-label digest comparison (identical
@@ -111,6 +113,7 @@ class JobLog:
             "seconds_by_round": round_seconds,
             "crypto_seconds_by_round": [r["crypto_seconds"] for r in rounds],
             "privacy": rounds[-1].get("privacy") if rounds else None,
+            "seconds_at_bandwidth_by_round": [r.get("seconds_at_bandwidth") for r in rounds],
             "hyper": self.hyper,
             "error": self.error,
         }

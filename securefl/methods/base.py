@@ -69,6 +69,11 @@ class RoundResult:
     has none; real and plaintext runs with the same seed must give the same digest.
     ``privacy`` is the method's privacy accounting after this round (ProtoFSSL's
     :meth:`~securefl.methods.protofssl.ProtoFSSL.privacy_report`) or ``None``.
+    ``seconds_at_bandwidth`` (FedProp) projects the round onto 100 Mbit/s, 1 Gbit/s and
+    10 Gbit/s links: ``cpu_seconds + 8 * link_bytes / bandwidth`` with ``cpu_seconds`` the
+    round's process CPU time (all clients and the server) and ``link_bytes`` the busiest
+    client's CrossClientLP bytes in its busier direction plus one model transfer
+    (:func:`securefl.crypto.seconds_at_bandwidth`); ``None`` where a method does not report it.
     """
 
     round: int
@@ -80,6 +85,7 @@ class RoundResult:
     pseudo_label_accuracy: float | None = None
     pseudo_label_digest: str | None = None
     privacy: dict[str, Any] | None = None
+    seconds_at_bandwidth: dict[str, float] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -12,8 +12,9 @@ FedProp:
    B_L u B_U (|B_U| = |B_L| = min(batch_size, #labels)); ServerUpdate is FedAvg
    (secure aggregation when ``secure="real"``).
 
-With ``secure="real"`` CrossClientLP runs SHADE secure Hamming distances on the LSH codes
-and secure sums of the label scores; with ``secure="plaintext"`` its placeholder computes
+With ``secure="real"`` CrossClientLP runs secure Hamming distances on the LSH codes (SHADE,
+or the linear-communication LWE backend with ``hamming_backend="lwe"``; the same H either
+way) and secure sums of the label scores; with ``secure="plaintext"`` its placeholder computes
 the same Hamming matrix and sums directly.  The clients' shares of the LSH seed (agreed
 by key exchange, unknown to the server) come from ``crypto_seed_for("lsh", round)``:
 the OS CSPRNG in real mode without a crypto seed, never the simulation seed; real and
@@ -43,11 +44,15 @@ The paper does not state the number of warm-up rounds; ``warmup_rounds=10``.
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import torch
 from torch import nn
 
+from securefl.crypto.projection import seconds_at_bandwidth
 from securefl.errors import InputError
+from securefl.methods.base import RoundResult
 from securefl.methods.baselines import MeanTeacherRounds, PseudoLabelMethod
 
 
@@ -62,7 +67,8 @@ class FedProp(PseudoLabelMethod):
                  lr: float = 0.1, momentum: float = 0.9, weight_decay: float = 2e-4,
                  lr_decay_rounds: int | None = 2000, prox_mu: float = 0.0,
                  warmup_rounds: int = 10, k: int = 10, alpha: float = 0.99,
-                 L: int = 4096, max_shift: int | None = None) -> None:
+                 L: int = 4096, max_shift: int | None = None,
+                 hamming_backend: str = "shade") -> None:
         super().__init__(secure=secure, seed=seed, crypto_seed=crypto_seed,
                          sum_backend=sum_backend, model=model,
                          clients_per_round=clients_per_round, local_epochs=local_epochs,
@@ -72,6 +78,7 @@ class FedProp(PseudoLabelMethod):
         self.k = k
         self.alpha = alpha
         self.L = L
+        self.hamming_backend = hamming_backend
 
     def _pseudo_labels(self, features: list[np.ndarray], labels: list[np.ndarray]
                        ) -> tuple[list[np.ndarray], list[np.ndarray], float]:
@@ -83,11 +90,22 @@ class FedProp(PseudoLabelMethod):
         result = cross_client_lp(features, labels, num_classes=self.federation.num_classes,
                                  k=self.k, alpha=self.alpha, L=self.L, backend=self.secure,
                                  seed=self.crypto_seed_for("lsh", self.rounds_done),
-                                 workers=torch.get_num_threads())
+                                 workers=torch.get_num_threads(),
+                                 hamming_backend=self.hamming_backend)
+        self._round_link_bytes = result.link_bytes()
         pseudo = [np.asarray(p, dtype=np.int64) for p, _ in result]
         weights = [np.asarray(w, dtype=np.float64) for _, w in result]
         traffic = result.bytes_per_client()
         return pseudo, weights, float(np.mean(list(traffic.values()))) if traffic else 0.0
+
+    def run_round(self, round_index: int) -> RoundResult:
+        """A round, with its projection onto real links (:class:`RoundResult`)."""
+        self._round_link_bytes = 0
+        cpu_start = time.process_time()
+        result = super().run_round(round_index)
+        link_bytes = self._round_link_bytes + result.bytes_model_per_client / 2
+        result.seconds_at_bandwidth = seconds_at_bandwidth(time.process_time() - cpu_start, link_bytes)
+        return result
 
 
 class FedPropMT(MeanTeacherRounds, FedProp):
@@ -102,14 +120,15 @@ class FedPropMT(MeanTeacherRounds, FedProp):
                  lr_decay_rounds: int | None = 2000, prox_mu: float = 0.0,
                  warmup_rounds: int = 10, k: int = 10, alpha: float = 0.99, L: int = 4096,
                  max_shift: int | None = None, ema_decay: float = 0.99, consistency_weight: float = 100.0,
-                 consistency_rampup: int = 5, noise_std: float = 0.1) -> None:
+                 consistency_rampup: int = 5, noise_std: float = 0.1,
+                 hamming_backend: str = "shade") -> None:
         super().__init__(secure=secure, seed=seed, crypto_seed=crypto_seed,
                          sum_backend=sum_backend, model=model,
                          clients_per_round=clients_per_round, local_epochs=local_epochs,
                          batch_size=batch_size, lr=lr, momentum=momentum,
                          weight_decay=weight_decay, lr_decay_rounds=lr_decay_rounds,
                          prox_mu=prox_mu, warmup_rounds=warmup_rounds, k=k, alpha=alpha, L=L,
-                         max_shift=max_shift)
+                         max_shift=max_shift, hamming_backend=hamming_backend)
         self.ema_decay = ema_decay
         self.consistency_weight = consistency_weight
         self.consistency_rampup = consistency_rampup

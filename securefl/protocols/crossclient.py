@@ -9,8 +9,8 @@ moves them over a metered :class:`~securefl.crypto.channel.Network`):
    (j, k) derives pairwise keys; the clients agree on a common LSH seed from AES-GCM
    sealed shares (:mod:`securefl.protocols.lsh`).
 2. **LSH (lines 3-4).**  Each client hashes its features with the same L hyperplanes.
-3. **SecureHamming (line 5).**  :func:`securefl.crypto.secure_hamming_matrix` (SHADE);
-   the server obtains H (N x N), nothing else.
+3. **SecureHamming (line 5).**  :func:`securefl.crypto.secure_hamming_matrix` (SHADE or
+   LWE, ``hamming_backend``); the server obtains H (N x N), nothing else.
 4. **Server graph (lines 6-10).**  A = cos(pi H / L), k-NN sparsification, W = B + B^T,
    W_n = D^-1/2 W D^-1/2 (:mod:`securefl.protocols.propagation`).
 5. **Columns (line 12).**  Client j sends the *positions* of its labeled points (never
@@ -91,6 +91,7 @@ import scipy.sparse as sp
 from securefl.crypto.channel import SERVER, Message, Network
 from securefl.crypto.fixed_point import FixedPoint
 from securefl.crypto.prg import SEED_BYTES, expand, random_seed
+from securefl.crypto.projection import busiest_link_bytes
 from securefl.errors import DropoutError, InputError, ProtocolError
 from securefl.protocols.keys import deterministic_bytes
 from securefl.protocols.propagation import (
@@ -115,6 +116,7 @@ from securefl.protocols.lsh import (
 )
 
 BACKENDS = ("real", "plaintext")
+HAMMING_BACKENDS = ("shade", "lwe")
 TAG_COLUMNS = "cclp/columns"
 TAG_S_L = "cclp/s-l"
 TAG_ROWS = "cclp/rows"
@@ -381,6 +383,13 @@ class CrossClientLPResult:
         output = self.outputs[index]
         return (None, None) if output is None else (output.pseudo_labels, output.weights)
 
+    def link_bytes(self) -> int:
+        """The busiest client's bytes in its busier direction, ``max_j max(sent_j, received_j)``
+        summed over the phases (what :func:`securefl.crypto.seconds_at_bandwidth` projects)."""
+        sent = {c.party: sum(phase.get(c.party, 0) for phase in self.bytes_sent.values()) for c in self.clients}
+        received = {c.party: sum(phase.get(c.party, 0) for phase in self.bytes_received.values()) for c in self.clients}
+        return busiest_link_bytes(sent, received)
+
     def bytes_per_client(self) -> dict[int, int]:
         """Bytes each client sent plus bytes it received, summed over all phases."""
         totals = {c.party: 0 for c in self.clients}
@@ -427,10 +436,12 @@ def _expect(message: Message, tag: str, receiver: int) -> None:
         )
 
 
-def _check_inputs(features, labels, num_classes, k, alpha, L, backend, solver):
+def _check_inputs(features, labels, num_classes, k, alpha, L, backend, solver, hamming_backend):
     check_num_classes(num_classes)
     if backend not in BACKENDS:
         raise InputError("backend", backend, f"must be one of {BACKENDS}")
+    if hamming_backend not in HAMMING_BACKENDS:
+        raise InputError("hamming_backend", hamming_backend, f"must be one of {HAMMING_BACKENDS}")
     if solver not in SOLVERS:
         raise InputError("solver", solver, f"must be one of {SOLVERS}")
     if not isinstance(k, (int, np.integer)) or k < 1:
@@ -481,6 +492,7 @@ def cross_client_lp(
     solver: str = "sparse",
     network: Network | None = None,
     workers: int = 1,
+    hamming_backend: str = "shade",
 ) -> CrossClientLPResult:
     """Run FedProp's CrossClientLP among ``len(features)`` clients and a server.
 
@@ -507,7 +519,9 @@ def cross_client_lp(
     from securefl.crypto.summation import secure_sum
 
     start_all = time.perf_counter()
-    features, labels = _check_inputs(features, labels, num_classes, k, alpha, L, backend, solver)
+    features, labels = _check_inputs(
+        features, labels, num_classes, k, alpha, L, backend, solver, hamming_backend
+    )
     parties = len(features)
     drops = Dropouts.coerce(dropouts, parties)
     real = backend == "real"
@@ -561,7 +575,7 @@ def cross_client_lp(
 
     tick = time.perf_counter()
     hamming = secure_hamming_matrix(
-        codes, backend="shade" if real else "plaintext", seed=crypto_seed, workers=workers
+        codes, backend=hamming_backend if real else "plaintext", seed=crypto_seed, workers=workers
     )
     crypto_seconds += time.perf_counter() - tick
     meter.add("hamming", hamming.bytes_sent, hamming.bytes_received, [c.party for c in in_graph])

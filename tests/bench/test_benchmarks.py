@@ -42,6 +42,65 @@ def test_bench_crossclient_record_fields():
         record["bytes_per_client_by_phase"]["hamming"] > 0
         and record["bytes_per_client_by_phase"]["sum"] > 0
     )
+    projected = record["seconds_at_bandwidth"]
+    assert projected["1Gbit/s"] == pytest.approx(
+        record["cpu_seconds_real"] + 8 * record["link_bytes_max_client"] / 1e9
+    )
+    assert record["seconds_at_100Mbit/s"] == projected["100Mbit/s"]
+    assert record["hamming_backend"] == "shade"
+
+
+@pytest.mark.parametrize(
+    "overrides, flag",
+    [
+        ({"L": -5}, "--L"),
+        ({"L": 0}, "--L"),
+        ({"L": 1 << 16}, "--L"),
+        ({"parties": 1}, "--parties"),
+        ({"n": 2, "parties": 3}, "--n"),
+        ({"workers": 0}, "--workers"),
+        ({"seed": -1}, "--seed"),
+        ({"backend": "lwe", "n": 60_000}, "--n"),
+    ],
+)
+def test_bench_hamming_validate_names_the_flag(overrides, flag):
+    with pytest.raises(InputError) as info:
+        hamming.validate(_args(hamming, **overrides))
+    assert info.value.parameter == flag
+
+
+@pytest.mark.parametrize(
+    "overrides, flag",
+    [
+        ({"parties": 0}, "--parties"),
+        ({"n": 3, "parties": 3}, "--n"),
+        ({"L": 0}, "--L"),
+        ({"k": 0}, "--k"),
+        ({"alpha": 1.0}, "--alpha"),
+        ({"classes": 1}, "--classes"),
+        ({"hamming_backend": "lwe", "n": 100_000, "parties": 2}, "--n"),
+    ],
+)
+def test_bench_crossclient_validate_names_the_flag(overrides, flag):
+    with pytest.raises(InputError) as info:
+        crossclient.validate(_args(crossclient, **overrides))
+    assert info.value.parameter == flag
+
+
+def test_bench_hamming_lwe_record_fields():
+    with Progress(disable=True) as progress:
+        record = hamming.run(_args(hamming, n=7, L=33, parties=3, backend="lwe", workers=1), progress)
+    assert record["verified"] and record["backend"] == "lwe" and record["ots"] == 0
+    assert set(record["cpu_seconds_by_party"]) == {"-1", "0", "1", "2"}
+    assert record["cpu_seconds"] >= sum(record["cpu_seconds_by_party"].values()) * 0.9
+    # every message counted once at its origin: the cost model plus headers, tags and keys
+    assert 0 < record["bytes_clients_sent"] - record["bytes_cost_model"] < 10_000
+    assert record["bytes_total"] > 1.9 * record["bytes_cost_model"]  # broadcasts relayed
+    for label, bits in (("100Mbit/s", 1e8), ("1Gbit/s", 1e9), ("10Gbit/s", 1e10)):
+        assert record["seconds_at_bandwidth"][label] == pytest.approx(
+            record["cpu_seconds"] + 8 * record["link_bytes_max_party"] / bits
+        )
+    assert set(record["bytes_by_message"]) >= {"C", "H", "D", "share", "own", "relay/C", "relay/H"}
 
 
 def test_bench_arguments_are_checked():

@@ -223,6 +223,7 @@ _dims = st.integers(0, 4) | st.integers(0, 2**64 - 1)
     st.booleans(),
 )
 @example(specs=[(b"|u1", [0, 2**63])], body=b"", fit=False)  # empty, but an axis numpy refuses
+@example(specs=[(b"|u1", [0, 4, 2**61])], body=b"", fit=False)  # empty, non-zero axes too large
 def test_any_signed_header_is_accepted_exactly_or_refused_with_protocol_error(specs, body, fit):
     """A sender holding its link key can put anything in a header: never a non-ProtocolError."""
     network = Network()

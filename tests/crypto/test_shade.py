@@ -10,7 +10,8 @@ from securefl.crypto import HammingResult, secure_hamming_matrix
 from securefl.crypto.channel import SERVER, Frame, Network
 from securefl.crypto.hamming_plain import hamming_matrix, pack_codes
 from securefl.crypto.rand import random_source
-from securefl.crypto.shade import ot_roles, shade_distance, shade_one_vs_many, shade_pair
+from securefl.crypto.hamming import pair_roles
+from securefl.crypto.shade import shade_distance, shade_one_vs_many, shade_pair
 from securefl.errors import InputError, ProtocolError
 
 
@@ -33,7 +34,7 @@ def test_matrix_equals_plaintext_for_random_codes(sizes, length, seed):
     assert isinstance(result, HammingResult) and result.matrix.dtype == np.int32
     np.testing.assert_array_equal(result.matrix, expected)
     np.testing.assert_array_equal(secure_hamming_matrix(codes, backend="plaintext").matrix, expected)
-    receivers = [ot_roles(a, b)[1] for a in range(len(sizes)) for b in range(a + 1, len(sizes))]
+    receivers = [pair_roles(a, b)[1] for a in range(len(sizes)) for b in range(a + 1, len(sizes))]
     assert result.ots == sum(sizes[r] * length for r in receivers)
 
 
@@ -232,11 +233,11 @@ def test_bad_backend_seed_and_workers():
 
 
 @pytest.mark.parametrize("parties", [2, 3, 4, 5, 6])
-def test_ot_roles_send_in_about_half_of_each_partys_pairs(parties):
+def test_pair_roles_are_active_in_about_half_of_each_partys_pairs(parties):
     sends = [0] * parties
     for a in range(parties):
         for b in range(a + 1, parties):
-            sender, receiver = ot_roles(a, b)
+            sender, receiver = pair_roles(a, b)
             assert {sender, receiver} == {a, b}
             sends[sender] += 1
     assert max(sends) - min(sends) <= 1

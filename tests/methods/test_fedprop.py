@@ -35,6 +35,26 @@ def test_real_and_plaintext_give_identical_pseudo_labels(name, tiny_digits, tiny
     assert plain[0].pseudo_label_digest != plain[1].pseudo_label_digest
 
 
+def test_lwe_hamming_backend_gives_the_same_pseudo_labels_and_a_link_projection(tiny_digits, tiny_hyper):
+    """hamming_backend is a hyper-parameter: LWE real rounds equal plaintext ones; every round
+    carries its projection onto 100 Mbit/s, 1 Gbit/s and 10 Gbit/s links."""
+    hyper = {**tiny_hyper, **FAST, "hamming_backend": "lwe"}
+    _, plain, plain_acc = run("fedprop", tiny_digits, hyper, "plaintext", rounds=1, crypto_seed=7)
+    method, real, real_acc = run("fedprop", tiny_digits, hyper, "real", rounds=1, crypto_seed=7)
+    assert real[0].pseudo_label_digest == plain[0].pseudo_label_digest
+    assert real_acc == plain_acc
+    projection = real[0].seconds_at_bandwidth
+    assert list(projection) == ["100Mbit/s", "1Gbit/s", "10Gbit/s"]
+    link = method._round_link_bytes + real[0].bytes_model_per_client / 2
+    assert link > real[0].bytes_model_per_client / 2
+    compute = projection["10Gbit/s"] - 8 * link / 1e10
+    assert 0 < compute < 4 * real[0].seconds  # the round's CPU seconds (at most the threads x wall)
+    assert projection["1Gbit/s"] == pytest.approx(compute + 8 * link / 1e9)
+    assert projection["100Mbit/s"] == pytest.approx(compute + 8 * link / 1e8)
+    with pytest.raises(InputError, match="hamming_backend"):
+        run("fedprop", tiny_digits, {**tiny_hyper, **FAST, "hamming_backend": "ot"}, "plaintext", rounds=1)
+
+
 def test_round_result_accounting(tiny_digits, tiny_hyper):
     method, results, _ = run("fedprop", tiny_digits, {**tiny_hyper, **FAST}, "plaintext",
                              rounds=1)

@@ -265,10 +265,30 @@ def test_result_reports_costs_and_is_iterable():
     assert result.crypto_seconds > 0 and result.server_seconds > 0
 
 
+def test_lwe_hamming_backend_gives_the_same_outputs_and_linear_traffic():
+    features, labels, _ = _federation(2, [9, 7, 8], [2, 1, 3], 3)
+    kwargs = dict(num_classes=3, k=3, L=256, seed=5)
+    plain = cross_client_lp(features, labels, backend="plaintext", **kwargs)
+    shade = cross_client_lp(features, labels, backend="real", **kwargs)
+    lwe = cross_client_lp(features, labels, backend="real", hamming_backend="lwe", **kwargs)
+    np.testing.assert_array_equal(lwe.server.hamming, plain.server.hamming)
+    for (pl_l, w_l), (pl_p, w_p) in zip(lwe, plain):
+        np.testing.assert_array_equal(pl_l, pl_p)
+        np.testing.assert_array_equal(w_l, w_p)
+    # the busiest client's link carries at least its share of the LWE broadcasts
+    assert lwe.link_bytes() >= 13 * 4096 * 7
+    assert shade.link_bytes() == max(
+        max(sum(t.get(c, 0) for t in shade.bytes_sent.values()),
+            sum(t.get(c, 0) for t in shade.bytes_received.values()))
+        for c in range(3)
+    )
+
+
 @pytest.mark.parametrize(
     "kwargs, parameter",
     [
         ({"backend": "quantum"}, "backend"),
+        ({"hamming_backend": "ot"}, "hamming_backend"),
         ({"L": 0}, "L"),
         ({"k": 0}, "k"),
         ({"alpha": 0.0}, "alpha"),
