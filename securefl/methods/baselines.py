@@ -177,13 +177,15 @@ class FedAvgMethod(Method):
         """Local training of ``selected`` then secure FedAvg; returns (train s, crypto s,
         protocol bytes per client of the aggregation)."""
         train_start = time.perf_counter()
-        vectors, sizes = [], []
-        for k in selected:
+
+        def local_update(k: int) -> np.ndarray:
             local = copy.deepcopy(self.network)
             with dropout_generator(local, self.rng.torch):
-                self._client_update(local, int(k), lr, context)
-            vectors.append(model_vector(local))
-            sizes.append(float(len(self.federation.clients[int(k)])))
+                self._client_update(local, k, lr, context)
+            return model_vector(local)
+
+        vectors = self._per_client(selected, local_update)
+        sizes = [float(len(self.federation.clients[int(k)])) for k in selected]
         train_seconds = time.perf_counter() - train_start
         average, report = aggregate(vectors, sizes, secure=self.secure, sum_backend=self.sum_backend)
         load_model_vector(self.network, average)
@@ -500,16 +502,18 @@ class MeanTeacherRounds:
         if context.get("warmup"):
             return super()._fedavg_round(selected, lr, context)
         train_start = time.perf_counter()
-        students, teachers, sizes = [], [], []
-        for k in selected:
+
+        def local_update(k: int) -> tuple[np.ndarray, np.ndarray]:
             local = copy.deepcopy(self.network)
             self._local_teacher = copy.deepcopy(self.teacher)
             with dropout_generator(local, self.rng.torch), \
                     dropout_generator(self._local_teacher, self.rng.torch):
-                self._client_update(local, int(k), lr, context)
-            students.append(model_vector(local))
-            teachers.append(model_vector(self._local_teacher))
-            sizes.append(float(len(self.federation.clients[int(k)])))
+                self._client_update(local, k, lr, context)
+            return model_vector(local), model_vector(self._local_teacher)
+
+        pairs = self._per_client(selected, local_update)
+        students, teachers = [s for s, _ in pairs], [t for _, t in pairs]
+        sizes = [float(len(self.federation.clients[int(k)])) for k in selected]
         train_seconds = time.perf_counter() - train_start
         student_avg, report_s = aggregate(students, sizes, secure=self.secure,
                                           sum_backend=self.sum_backend)

@@ -252,14 +252,14 @@ class FedAnchor(Method):
         start = time.perf_counter()
         chosen = sample_clients(self.rng.numpy, self.federation.num_clients, self.clients_per_round)
         anchor_z = self._latents(self.anchor_x, self.network)
-        train_seconds = 0.0
-        uploads, pseudo = [], []
-        for client in chosen:
+        def local_update(client: int) -> tuple[float, np.ndarray, np.ndarray]:
             t0 = time.perf_counter()
-            network, labels = self._client_update(int(client), anchor_z)
-            train_seconds += time.perf_counter() - t0
-            uploads.append(model_vector(network))
-            pseudo.append(labels)
+            network, labels = self._client_update(client, anchor_z)
+            return time.perf_counter() - t0, model_vector(network), labels
+
+        updates = self._per_client(chosen, local_update)
+        train_seconds = float(sum(u[0] for u in updates))
+        uploads, pseudo = [u[1] for u in updates], [u[2] for u in updates]
         average, report = aggregate(uploads, self.sizes[chosen], secure=self.secure,
                                     sum_backend=self.sum_backend)
         load_model_vector(self.network, average)

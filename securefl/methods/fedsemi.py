@@ -235,18 +235,17 @@ class FedSemi(Method):
         global_round = round_index + 1
         m = min(self.clients_per_round, self.federation.num_clients)
         chosen = sample_clients(self.rng.numpy, self.federation.num_clients, m)
-        train_seconds = 0.0
-        teachers, students, fsms = [], [], []
-        for client in chosen:
+        def local_update(client: int) -> tuple[float, list[np.ndarray], list[np.ndarray]]:
             t0 = time.perf_counter()
-            teacher, student = self._local_update(int(client), global_round)
-            train_seconds += time.perf_counter() - t0
+            teacher, student = self._local_update(client, global_round)
+            seconds = time.perf_counter() - t0
             self.selections[client] += 1
-            t_layers = self.groups.arrays(teacher)
-            s_layers = self.groups.arrays(student)
-            teachers.append(t_layers)
-            students.append(s_layers)
-            fsms.append(fsm_divergence(t_layers, s_layers))
+            return seconds, self.groups.arrays(teacher), self.groups.arrays(student)
+
+        updates = self._per_client(chosen, local_update)
+        train_seconds = float(sum(u[0] for u in updates))
+        teachers, students = [u[1] for u in updates], [u[2] for u in updates]
+        fsms = [fsm_divergence(t, s) for t, s in zip(teachers, students)]
         # server: boundary from the FSM history of the last phi_g rounds, this one included
         self.history.append(np.stack(fsms))
         keep = max(1, int(self.tipping_point))

@@ -347,17 +347,18 @@ class ProtoFSSL(Method):
         helpers = [h for h in self.store.helper_prototypes(helper_ids) if h.mask.any()]  # a helper may withhold all
         bytes_down = float(sum(h.payload_bytes() for h in helpers))
 
-        train_seconds = 0.0
-        uploads, pseudo, truth, sent = [], [], [], {}
-        for client in (int(c) for c in chosen):
+        def local_update(client: int) -> tuple[float, Prototypes | None, np.ndarray, np.ndarray, np.ndarray]:
             t0 = time.perf_counter()
             network, labels, positions = self._client_update(client, helpers)
-            if not self.private:
-                sent[client] = self._prototypes(network, client, noised=True)
-            train_seconds += time.perf_counter() - t0
-            uploads.append(model_vector(network))
-            pseudo.append(labels)
-            truth.append(self.federation.clients[client].y[self.clients[client][3][positions]])
+            shared = None if self.private else self._prototypes(network, client, noised=True)
+            seconds = time.perf_counter() - t0
+            truth = self.federation.clients[client].y[self.clients[client][3][positions]]
+            return seconds, shared, model_vector(network), labels, truth
+
+        updates = self._per_client(chosen, local_update)
+        train_seconds = float(sum(u[0] for u in updates))
+        sent = {} if self.private else {int(c): u[1] for c, u in zip(chosen, updates)}
+        uploads, pseudo, truth = [u[2] for u in updates], [u[3] for u in updates], [u[4] for u in updates]
 
         average, report = aggregate(uploads, self.sizes[chosen], secure=self.secure,
                                     sum_backend=self.sum_backend)
