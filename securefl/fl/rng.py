@@ -1,6 +1,21 @@
-"""Simulation randomness owned by one method: a numpy Generator and a torch Generator,
-both derived from the run's single ``seed``, with their states capturable so that a
+"""Simulation randomness: the server's (one method's) stream and each client's per round.
+
+:class:`SimulationRNG` is a numpy Generator and a torch Generator.  A method owns one,
+from the run's single ``seed``, for what the *server* draws (client sampling, helper
+selection, server-side training), in a fixed order; its state is captured so that a
 resumed run reproduces an uninterrupted one bit for bit.
+
+:func:`client_rng` gives what a *client* draws in one round (batch order, augmentation,
+dropout masks, input noise, episodes, mixup), independent of every other client's and of
+the order in which clients run -- what running the clients as separate parties needs.
+It is derived, never stored: with ``entropy = (seed, zigzag(round), client, tag(purpose))``,
+
+    numpy Generator = PCG64(SeedSequence(entropy, spawn_key=(0,)))
+    torch Generator = manual_seed(SeedSequence(entropy, spawn_key=(1,)).generate_state(1, uint64)[0] >> 1)
+
+where ``zigzag(r) = 2r`` for ``r >= 0`` and ``-2r - 1`` for ``r < 0`` (warm-up rounds take
+negative indices, so no two rounds share a stream) and ``tag(purpose)`` is the integer
+whose big-endian bytes are the ASCII of ``purpose`` (lower-case letters, digits, ``-``).
 
 This is *simulation* randomness (sampling, shuffling, initialisation), known to anyone
 who knows ``--seed``.  No secret comes from here: keys and masks come from the OS
@@ -10,11 +25,16 @@ method's ``crypto_seed`` (:class:`securefl.methods.base.Method`).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
+
+from securefl.errors import InputError
+
+_PURPOSE = re.compile(r"[a-z0-9][a-z0-9-]*\Z")
 
 
 @dataclass
@@ -38,3 +58,29 @@ class SimulationRNG:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.numpy.bit_generator.state = state["numpy"]
         self.torch.set_state(state["torch"])
+
+
+def _zigzag(value: int) -> int:
+    return 2 * value if value >= 0 else -2 * value - 1
+
+
+def client_entropy(seed: int, round_index: int, client: int, purpose: str = "train") -> tuple[int, int, int, int]:
+    """The SeedSequence entropy of :func:`client_rng` (see the module docstring)."""
+    for name, value, least in (("seed", seed, 0), ("round_index", round_index, None), ("client", client, 0)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or (least is not None and value < least):
+            raise InputError(name, value, "must be an integer" + (" >= 0" if least is not None else ""))
+    if not isinstance(purpose, str) or not _PURPOSE.match(purpose):
+        raise InputError("purpose", purpose, "must be lower-case letters, digits and '-', starting with a letter or digit")
+    return int(seed), _zigzag(int(round_index)), int(client), int.from_bytes(purpose.encode("ascii"), "big")
+
+
+def client_rng(seed: int, round_index: int, client: int, *, purpose: str = "train") -> SimulationRNG:
+    """The numpy and torch Generators of ``client`` in round ``round_index`` (negative for
+    warm-up rounds) of the run with simulation seed ``seed``, for ``purpose``; derived from
+    ``(seed, round, client, purpose)`` alone, so independent of the order clients run in
+    (derivation: the module docstring)."""
+    entropy = client_entropy(seed, round_index, client, purpose)
+    generator = torch.Generator()
+    torch_seed = np.random.SeedSequence(entropy, spawn_key=(1,)).generate_state(1, np.uint64)[0]
+    generator.manual_seed(int(torch_seed >> np.uint64(1)))
+    return SimulationRNG(np.random.default_rng(np.random.SeedSequence(entropy, spawn_key=(0,))), generator)

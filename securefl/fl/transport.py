@@ -416,11 +416,8 @@ class ServerHalf(ABC):
 
 
 def client_generator(seed: int, round_index: int, client: int) -> "torch.Generator":
-    """The torch Generator of ``client`` in round ``round_index``: seeded from
-    SeedSequence((seed, round, client)), independent of the order clients run in."""
-    import torch
+    """The torch Generator of ``client`` in round ``round_index``
+    (:func:`securefl.fl.rng.client_rng`), independent of the order clients run in."""
+    from securefl.fl.rng import client_rng  # torch only where a client computes
 
-    entropy = np.random.SeedSequence([int(seed), int(round_index), int(client)])
-    generator = torch.Generator()
-    generator.manual_seed(int(entropy.generate_state(1, np.uint64)[0] >> np.uint64(1)))
-    return generator
+    return client_rng(seed, round_index, client).torch

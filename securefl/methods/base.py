@@ -40,7 +40,8 @@ from __future__ import annotations
 import hashlib
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, ClassVar
+from collections.abc import Sequence
+from typing import Any, Callable, ClassVar, TypeVar
 
 import numpy as np
 
@@ -48,6 +49,8 @@ from securefl.errors import InputError
 from securefl.fl.aggregation import SUM_BACKENDS
 
 SECURE_MODES = ("real", "plaintext")
+
+T = TypeVar("T")
 
 
 def plaintext_crypto_seed(seed: int) -> int:
@@ -140,6 +143,18 @@ class Method(ABC):
             return None
         text = "/".join(["securefl/method-secret", str(int(root)), purpose, *(str(int(x)) for x in labels)])
         return int.from_bytes(hashlib.sha256(text.encode()).digest()[:16], "big")
+
+    def _client_order(self, clients: Sequence[int]) -> list[int]:
+        """The order in which a round's clients compute in process: the given one.  Results
+        are collected per client (:meth:`_per_client`), so no result may depend on this
+        order (a transport runs clients in any order; the tests permute it)."""
+        return [int(k) for k in clients]
+
+    def _per_client(self, clients: Sequence[int], work: Callable[[int], T]) -> list[T]:
+        """``work(k)`` for every client ``k`` of ``clients``, run in :meth:`_client_order`,
+        returned in the order of ``clients``."""
+        done = {k: work(k) for k in self._client_order(clients)}
+        return [done[int(k)] for k in clients]
 
     @abstractmethod
     def setup(self, federation: Any) -> None:

@@ -47,7 +47,14 @@ and the baselines included: FedProp's Appendix A.1 applies its augmentation to a
 methods it compares, and §5.1 calls FedAvg+PL(localLP) "otherwise identical" to FedProp.
 ``max_shift=0`` turns it off (FedSemi Table 1's plain "FedAvg" row is without
 augmentation, its "FedAvg+" row with).  Models with dropout (``cnn13``) draw their masks
-from the method's simulation RNG (:func:`securefl.models.dropout_generator`).
+from the client's generator (:func:`securefl.models.dropout_generator`).
+
+Randomness: the server's :class:`~securefl.fl.SimulationRNG` draws the sampled clients
+(warm-up rounds included) and nothing else; every draw of a client's local update (batch
+order, translations, dropout masks, mean-teacher noise) comes from that client's
+generators for the round, :func:`securefl.fl.client_rng` ``(seed, round, client)``, so a
+round's result does not depend on the order in which its clients run.  Warm-up round
+``w`` (0-based) is round ``-(w + 1)``.
 
 Defaults are FedProp's Appendix A (CIFAR-10): 5 clients per round, E = 5, |B| = 50,
 lr 0.1, momentum 0.9, weight decay 2e-4, cosine decay to 0 at 2000 rounds.  FedSemi's
@@ -79,6 +86,7 @@ from securefl.errors import InputError
 from securefl.fl import (
     SimulationRNG,
     aggregate,
+    client_rng,
     extract_features,
     load_model_vector,
     model_bytes,
@@ -165,25 +173,29 @@ class FedAvgMethod(Method):
 
     @abstractmethod
     def _client_update(self, model: nn.Module, client_index: int, lr: float,
-                       context: dict[str, Any]) -> None:
-        """ClientUpdate of client ``client_index`` on ``model`` (a copy of the global one)."""
+                       context: dict[str, Any], rng: SimulationRNG) -> None:
+        """ClientUpdate of client ``client_index`` on ``model`` (a copy of the global one),
+        drawing from ``rng`` (the client's generators for the round) only."""
 
     def _prepare_round(self, selected: np.ndarray, round_index: int) -> dict[str, Any]:
         """Per-round work before local training (pseudo-labelling); returns a context."""
         return {"crypto_seconds": 0.0, "protocol_bytes": 0.0}
 
-    def _fedavg_round(self, selected: np.ndarray, lr: float, context: dict[str, Any]
-                      ) -> tuple[float, float, float]:
+    def _fedavg_round(self, selected: np.ndarray, lr: float, context: dict[str, Any],
+                      round_index: int) -> tuple[float, float, float]:
         """Local training of ``selected`` then secure FedAvg; returns (train s, crypto s,
         protocol bytes per client of the aggregation)."""
         train_start = time.perf_counter()
-        vectors, sizes = [], []
-        for k in selected:
+
+        def local_update(k: int) -> np.ndarray:
             local = copy.deepcopy(self.network)
-            with dropout_generator(local, self.rng.torch):
-                self._client_update(local, int(k), lr, context)
-            vectors.append(model_vector(local))
-            sizes.append(float(len(self.federation.clients[int(k)])))
+            rng = client_rng(self.seed, round_index, k)
+            with dropout_generator(local, rng.torch):
+                self._client_update(local, k, lr, context, rng)
+            return model_vector(local)
+
+        vectors = self._per_client(selected, local_update)
+        sizes = [float(len(self.federation.clients[int(k)])) for k in selected]
         train_seconds = time.perf_counter() - train_start
         average, report = aggregate(vectors, sizes, secure=self.secure, sum_backend=self.sum_backend)
         load_model_vector(self.network, average)
@@ -194,7 +206,7 @@ class FedAvgMethod(Method):
         selected = self._sample()
         context = self._prepare_round(selected, round_index)
         lr = self.learning_rate(round_index)
-        train_s, agg_s, agg_bytes = self._fedavg_round(selected, lr, context)
+        train_s, agg_s, agg_bytes = self._fedavg_round(selected, lr, context, round_index)
         self.rounds_done = round_index + 1
         return RoundResult(
             round=round_index, seconds=time.perf_counter() - start,
@@ -204,16 +216,18 @@ class FedAvgMethod(Method):
             pseudo_label_accuracy=context.get("pseudo_label_accuracy"),
             pseudo_label_digest=context.get("pseudo_label_digest"))
 
-    def _train_labeled(self, model: nn.Module, client: ClientData, lr: float) -> None:
+    def _train_labeled(self, model: nn.Module, client: ClientData, lr: float,
+                       generator: torch.Generator) -> None:
         mask = client.labeled
         train_supervised(model, client.x[mask], client.y[mask], epochs=self.local_epochs,
                          batch_size=self.batch_size, lr=lr, momentum=self.momentum,
                          weight_decay=self.weight_decay, prox_mu=self.prox_mu,
-                         generator=self.rng.torch, augment=self._augmentation())
+                         generator=generator, augment=self._augmentation(generator))
 
-    def _augmentation(self) -> Callable[[torch.Tensor], torch.Tensor] | None:
-        """Random translations of up to ``max_shift`` pixels (see the module docstring)."""
-        return translation(self.federation.input_shape, self.max_shift, self.rng.torch)
+    def _augmentation(self, generator: torch.Generator) -> Callable[[torch.Tensor], torch.Tensor] | None:
+        """Random translations of up to ``max_shift`` pixels drawn from ``generator`` (see
+        the module docstring)."""
+        return translation(self.federation.input_shape, self.max_shift, generator)
 
     def _eval_model(self) -> nn.Module:
         """The model :meth:`predict` uses (the one the method deploys)."""
@@ -246,8 +260,8 @@ class FedAvgLabeled(FedAvgMethod):
         return self.federation.labeled_clients
 
     def _client_update(self, model: nn.Module, client_index: int, lr: float,
-                       context: dict[str, Any]) -> None:
-        self._train_labeled(model, self.federation.clients[client_index], lr)
+                       context: dict[str, Any], rng: SimulationRNG) -> None:
+        self._train_labeled(model, self.federation.clients[client_index], lr, rng.torch)
 
 
 class FedAvgSupervised(FedAvgMethod):
@@ -259,12 +273,12 @@ class FedAvgSupervised(FedAvgMethod):
         return list(range(self.federation.num_clients))
 
     def _client_update(self, model: nn.Module, client_index: int, lr: float,
-                       context: dict[str, Any]) -> None:
+                       context: dict[str, Any], rng: SimulationRNG) -> None:
         client = self.federation.clients[client_index]
         train_supervised(model, client.x, client.y, epochs=self.local_epochs,
                          batch_size=self.batch_size, lr=lr, momentum=self.momentum,
                          weight_decay=self.weight_decay, prox_mu=self.prox_mu,
-                         generator=self.rng.torch, augment=self._augmentation())
+                         generator=rng.torch, augment=self._augmentation(rng.torch))
 
 
 class PseudoLabelMethod(FedAvgMethod):
@@ -308,7 +322,7 @@ class PseudoLabelMethod(FedAvgMethod):
             count = min(self.clients_per_round, len(labeled))
             selected = np.sort(self.rng.numpy.choice(np.asarray(labeled), size=count,
                                                      replace=False))
-            self._fedavg_round(selected, self.lr, {"warmup": True})
+            self._fedavg_round(selected, self.lr, {"warmup": True}, -(warmup_round + 1))
         self.warmup_seconds = time.perf_counter() - start
 
     @abstractmethod
@@ -337,10 +351,10 @@ class PseudoLabelMethod(FedAvgMethod):
                 "pseudo_label_digest": label_digest([np.asarray(p) for p in pseudo])}
 
     def _client_update(self, model: nn.Module, client_index: int, lr: float,
-                       context: dict[str, Any]) -> None:
+                       context: dict[str, Any], rng: SimulationRNG) -> None:
         client = self.federation.clients[client_index]
         if context.get("warmup"):
-            self._train_labeled(model, client, lr)
+            self._train_labeled(model, client, lr, rng.torch)
             return
         pseudo, weights = context["pseudo"][client_index]
         lab = client.labeled
@@ -348,11 +362,11 @@ class PseudoLabelMethod(FedAvgMethod):
         train_mixed(model, client.x[lab], client.y[lab], client.x[usable], pseudo[usable],
                     weights[usable], epochs=self.local_epochs, batch_size=self.batch_size,
                     lr=lr, momentum=self.momentum, weight_decay=self.weight_decay,
-                    prox_mu=self.prox_mu, generator=self.rng.torch,
-                    augment=self._augmentation(), **self._mixed_extras(model, lr))
+                    prox_mu=self.prox_mu, generator=rng.torch,
+                    augment=self._augmentation(rng.torch), **self._mixed_extras(model, lr, rng.torch))
 
-    def _mixed_extras(self, model: nn.Module, lr: float) -> dict[str, Any]:
-        """Extra keywords of :func:`train_mixed` (mean-teacher hooks)."""
+    def _mixed_extras(self, model: nn.Module, lr: float, generator: torch.Generator) -> dict[str, Any]:
+        """Extra keywords of :func:`train_mixed` (mean-teacher hooks, drawing from ``generator``)."""
         return {}
 
 
@@ -475,9 +489,8 @@ class MeanTeacherRounds:
         phase = 1.0 - min(round_index, self.consistency_rampup) / self.consistency_rampup
         return math.exp(-5.0 * phase * phase)
 
-    def _mixed_extras(self, model: nn.Module, lr: float) -> dict[str, Any]:
+    def _mixed_extras(self, model: nn.Module, lr: float, generator: torch.Generator) -> dict[str, Any]:
         teacher = self._local_teacher
-        generator = self.rng.torch
         weight = self._round_weight
         noise = self.noise_std
         shift = default_shift(self.federation.input_shape) if self.max_shift is None else self.max_shift
@@ -495,21 +508,23 @@ class MeanTeacherRounds:
         return {"extra_loss": consistency,
                 "after_step": lambda: ema_update(teacher, model, self.ema_decay)}
 
-    def _fedavg_round(self, selected: np.ndarray, lr: float, context: dict[str, Any]
-                      ) -> tuple[float, float, float]:
+    def _fedavg_round(self, selected: np.ndarray, lr: float, context: dict[str, Any],
+                      round_index: int) -> tuple[float, float, float]:
         if context.get("warmup"):
-            return super()._fedavg_round(selected, lr, context)
+            return super()._fedavg_round(selected, lr, context, round_index)
         train_start = time.perf_counter()
-        students, teachers, sizes = [], [], []
-        for k in selected:
+
+        def local_update(k: int) -> tuple[np.ndarray, np.ndarray]:
             local = copy.deepcopy(self.network)
             self._local_teacher = copy.deepcopy(self.teacher)
-            with dropout_generator(local, self.rng.torch), \
-                    dropout_generator(self._local_teacher, self.rng.torch):
-                self._client_update(local, int(k), lr, context)
-            students.append(model_vector(local))
-            teachers.append(model_vector(self._local_teacher))
-            sizes.append(float(len(self.federation.clients[int(k)])))
+            rng = client_rng(self.seed, round_index, k)
+            with dropout_generator(local, rng.torch), dropout_generator(self._local_teacher, rng.torch):
+                self._client_update(local, k, lr, context, rng)
+            return model_vector(local), model_vector(self._local_teacher)
+
+        pairs = self._per_client(selected, local_update)
+        students, teachers = [s for s, _ in pairs], [t for _, t in pairs]
+        sizes = [float(len(self.federation.clients[int(k)])) for k in selected]
         train_seconds = time.perf_counter() - train_start
         student_avg, report_s = aggregate(students, sizes, secure=self.secure,
                                           sum_backend=self.sum_backend)
@@ -553,7 +568,7 @@ class FedAvgMT(MeanTeacherRounds, FedAvgMethod):
         self.noise_std = noise_std
 
     def _client_update(self, model: nn.Module, client_index: int, lr: float,
-                       context: dict[str, Any]) -> None:
+                       context: dict[str, Any], rng: SimulationRNG) -> None:
         """Cross-entropy on B_L (zero weight on B_U) plus the consistency over B_L u B_U."""
         client = self.federation.clients[client_index]
         lab = client.labeled
@@ -562,8 +577,8 @@ class FedAvgMT(MeanTeacherRounds, FedAvgMethod):
                     np.zeros(unlabeled, dtype=np.int64), np.zeros(unlabeled),
                     epochs=self.local_epochs, batch_size=self.batch_size, lr=lr,
                     momentum=self.momentum, weight_decay=self.weight_decay,
-                    prox_mu=self.prox_mu, generator=self.rng.torch,
-                    augment=self._augmentation(), **self._mixed_extras(model, lr))
+                    prox_mu=self.prox_mu, generator=rng.torch,
+                    augment=self._augmentation(rng.torch), **self._mixed_extras(model, lr, rng.torch))
 
 
 def teacher_copy(model: nn.Module) -> nn.Module:

@@ -55,6 +55,13 @@ of the client models and of their sizes, through :func:`securefl.fl.aggregate`
 (:func:`securefl.crypto.secure_sum` with pairwise masks for ``secure="real"``, its
 bit-identical plaintext oracle otherwise).  The anchor
 head is never trained at clients, so it is only downloaded.
+
+Randomness: the server's :class:`~securefl.fl.SimulationRNG` samples the round's clients
+and then drives the server training (pre-training, anchor epochs: batch order, dropout,
+server mixup); everything a client draws (batch order, translations, dropout masks, the
+mix set, mixup's lambda) comes from its own generators for the round,
+:func:`securefl.fl.client_rng` ``(seed, round, client)``, so a round's result does not
+depend on the order in which its clients run.
 """
 
 from __future__ import annotations
@@ -69,7 +76,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from securefl.errors import ConfigError, InputError
-from securefl.fl.rng import SimulationRNG
+from securefl.fl.rng import SimulationRNG, client_rng
 from securefl.fl.sampling import sample_clients
 from securefl.fl.training import batches, make_optimizer, predict_labels
 from securefl.methods.anchoring import anchor_pseudo_labels, fix_and_mix, label_contrastive_loss, mixup_loss
@@ -210,36 +217,39 @@ class FedAnchor(Method):
         return torch.cat([self.anchor_head(network.features(x[i : i + 1024])) for i in range(0, len(x), 1024)])
 
     # ------------------------------------------------------------------ client side
-    def _client_update(self, client: int, anchor_z: torch.Tensor) -> tuple[nn.Module, np.ndarray]:
+    def _client_update(self, client: int, anchor_z: torch.Tensor, rng: SimulationRNG) -> tuple[nn.Module, np.ndarray]:
+        """Pseudo-labelling and local training of ``client``, drawing from ``rng`` (its
+        generators for the round) only; returns the trained network and the pseudo-labels."""
         x = self.client_x[client]
         network = copy.deepcopy(self.network)
         labels, scores = anchor_pseudo_labels(self._latents(x, network), anchor_z, self.anchor_y, self.num_classes)
-        with dropout_generator(network, self.rng.torch):
-            self._train_client(network, x, labels, scores)
+        with dropout_generator(network, rng.torch):
+            self._train_client(network, x, labels, scores, rng)
         return network, labels
 
-    def _train_client(self, network: nn.Module, x: torch.Tensor, labels: np.ndarray, scores: np.ndarray) -> None:
+    def _train_client(self, network: nn.Module, x: torch.Tensor, labels: np.ndarray, scores: np.ndarray,
+                      rng: SimulationRNG) -> None:
         """Local training on the pseudo-labels: Appendix B, or plain cross-entropy."""
         optimizer = make_optimizer(network, lr=self.lr, momentum=self.momentum, weight_decay=self.weight_decay)
         network.train()
-        augment = translation(self.federation.input_shape, self.max_shift, self.rng.torch) or (lambda batch: batch)
+        augment = translation(self.federation.input_shape, self.max_shift, rng.torch) or (lambda batch: batch)
         y = torch.from_numpy(labels)
         if not self.client_mixup:
             for _ in range(self.local_epochs):
-                for idx in batches(len(y), self.batch_size, self.rng.torch):
+                for idx in batches(len(y), self.batch_size, rng.torch):
                     loss = F.cross_entropy(network(augment(x[idx])), y[idx])
                     optimizer.zero_grad(set_to_none=True)
                     loss.backward()
                     optimizer.step()
             return
-        fix, mix = fix_and_mix(scores, self.threshold, self.rng.numpy)
+        fix, mix = fix_and_mix(scores, self.threshold, rng.numpy)
         if fix.size == 0:
             return
         fix_t, mix_t = torch.from_numpy(fix), torch.from_numpy(mix)
         for _ in range(self.local_epochs):
-            for idx in batches(len(fix), self.batch_size, self.rng.torch):
+            for idx in batches(len(fix), self.batch_size, rng.torch):
                 i_fix, i_mix = fix_t[idx], mix_t[idx]
-                lam = float(self.rng.numpy.beta(self.mixup_alpha, self.mixup_alpha))
+                lam = float(rng.numpy.beta(self.mixup_alpha, self.mixup_alpha))
                 mixed = lam * x[i_fix] + (1.0 - lam) * x[i_mix]
                 loss = F.cross_entropy(network(augment(x[i_fix])), y[i_fix])
                 loss = loss + self.mix_weight * mixup_loss(network(augment(mixed)), y[i_fix], y[i_mix], lam)
@@ -252,14 +262,14 @@ class FedAnchor(Method):
         start = time.perf_counter()
         chosen = sample_clients(self.rng.numpy, self.federation.num_clients, self.clients_per_round)
         anchor_z = self._latents(self.anchor_x, self.network)
-        train_seconds = 0.0
-        uploads, pseudo = [], []
-        for client in chosen:
+        def local_update(client: int) -> tuple[float, np.ndarray, np.ndarray]:
             t0 = time.perf_counter()
-            network, labels = self._client_update(int(client), anchor_z)
-            train_seconds += time.perf_counter() - t0
-            uploads.append(model_vector(network))
-            pseudo.append(labels)
+            network, labels = self._client_update(client, anchor_z, client_rng(self.seed, round_index, client))
+            return time.perf_counter() - t0, model_vector(network), labels
+
+        updates = self._per_client(chosen, local_update)
+        train_seconds = float(sum(u[0] for u in updates))
+        uploads, pseudo = [u[1] for u in updates], [u[2] for u in updates]
         average, report = aggregate(uploads, self.sizes[chosen], secure=self.secure,
                                     sum_backend=self.sum_backend)
         load_model_vector(self.network, average)

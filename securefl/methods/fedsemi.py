@@ -36,6 +36,11 @@ client's weights.  A layer chosen by fewer than ``min_group`` clients is not upl
 anyone (a secure sum over one client would reveal it); this rule is applied in both
 modes, so ``secure="plaintext"`` (same fixed-point sums, computed directly) gives
 bit-identical models.
+
+Randomness: the server's :class:`~securefl.fl.SimulationRNG` samples the round's clients;
+a client's batch order and perturbations come from its own generator for the round,
+:func:`securefl.fl.client_rng` ``(seed, round, client)``, so a round's result does not
+depend on the order in which its clients run.
 """
 
 from __future__ import annotations
@@ -63,7 +68,7 @@ from securefl.methods.consistency import (
     tau_rectangle,
     upload_boundary,
 )
-from securefl.fl.rng import SimulationRNG
+from securefl.fl.rng import SimulationRNG, client_rng
 from securefl.fl.sampling import sample_clients
 from securefl.fl.training import make_optimizer, predict_labels
 from securefl.fl.aggregation import secure_weighted_sum
@@ -194,7 +199,10 @@ class FedSemi(Method):
         return alpha_ramp(global_round, local_epochs, phi_g=gate, alpha_max=self.alpha_max)
 
     # ------------------------------------------------------------------ local update
-    def _local_update(self, client: int, global_round: int) -> tuple[torch.nn.Module, torch.nn.Module]:
+    def _local_update(self, client: int, global_round: int,
+                      generator: torch.Generator) -> tuple[torch.nn.Module, torch.nn.Module]:
+        """Client ``client``'s local update in 1-based round ``global_round``, drawing from
+        ``generator`` (its generator for the round) only; returns (teacher, student)."""
         x, y = self.clients[client]
         student = copy.deepcopy(self.student)
         teacher = copy.deepcopy(self.teacher)
@@ -205,13 +213,13 @@ class FedSemi(Method):
         for epoch in range(self.local_epochs):
             beta = beta_ramp(done + epoch, phi_l=self.phi_l)
             alpha = self.alpha(global_round, done + epoch + 1)
-            order = torch.randperm(len(y), generator=self.rng.torch)
+            order = torch.randperm(len(y), generator=generator)
             for start in range(0, len(order), self.batch_size):
                 batch = order[start : start + self.batch_size]
                 xb, yb = x[batch], y[batch]
                 labeled = yb >= 0
-                x_student = perturb(xb, self.noise_std, self.shift, self.rng.torch)
-                x_teacher = perturb(xb, self.noise_std, self.shift, self.rng.torch)
+                x_student = perturb(xb, self.noise_std, self.shift, generator)
+                x_teacher = perturb(xb, self.noise_std, self.shift, generator)
                 n_lab = int(labeled.sum())
                 logits = student(torch.cat([x_student, xb[labeled]]) if n_lab else x_student)
                 student_logits = logits[: len(yb)]
@@ -235,18 +243,18 @@ class FedSemi(Method):
         global_round = round_index + 1
         m = min(self.clients_per_round, self.federation.num_clients)
         chosen = sample_clients(self.rng.numpy, self.federation.num_clients, m)
-        train_seconds = 0.0
-        teachers, students, fsms = [], [], []
-        for client in chosen:
+        def local_update(client: int) -> tuple[float, list[np.ndarray], list[np.ndarray]]:
             t0 = time.perf_counter()
-            teacher, student = self._local_update(int(client), global_round)
-            train_seconds += time.perf_counter() - t0
+            teacher, student = self._local_update(client, global_round,
+                                                  client_rng(self.seed, round_index, client).torch)
+            seconds = time.perf_counter() - t0
             self.selections[client] += 1
-            t_layers = self.groups.arrays(teacher)
-            s_layers = self.groups.arrays(student)
-            teachers.append(t_layers)
-            students.append(s_layers)
-            fsms.append(fsm_divergence(t_layers, s_layers))
+            return seconds, self.groups.arrays(teacher), self.groups.arrays(student)
+
+        updates = self._per_client(chosen, local_update)
+        train_seconds = float(sum(u[0] for u in updates))
+        teachers, students = [u[1] for u in updates], [u[2] for u in updates]
+        fsms = [fsm_divergence(t, s) for t, s in zip(teachers, students)]
         # server: boundary from the FSM history of the last phi_g rounds, this one included
         self.history.append(np.stack(fsms))
         keep = max(1, int(self.tipping_point))

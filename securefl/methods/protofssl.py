@@ -77,6 +77,11 @@ relayed by the server, which sees them (noised) as in the paper.  The noise seed
 without a crypto seed, never the simulation seed (:mod:`securefl.methods.base`).  Models and the global
 prototypes are summed with :func:`securefl.crypto.secure_sum` (``secure="real"``) or its
 bit-identical plaintext oracle, so both modes produce identical pseudo-labels.
+
+Randomness: the server's :class:`~securefl.fl.SimulationRNG` samples the round's clients
+and then picks the helpers; a client's episodes come from its own generator for the
+round, :func:`securefl.fl.client_rng` ``(seed, round, client)``, so a round's result does
+not depend on the order in which its clients run.
 """
 
 from __future__ import annotations
@@ -90,7 +95,7 @@ import torch
 
 from securefl.errors import ConfigError, InputError
 from securefl.fl.aggregation import aggregate, load_model_vector, model_vector, secure_backend
-from securefl.fl.rng import SimulationRNG
+from securefl.fl.rng import SimulationRNG, client_rng
 from securefl.fl.sampling import sample_clients
 from securefl.fl.training import prox_term
 from securefl.methods.base import Method, RoundResult, label_digest
@@ -237,9 +242,11 @@ class ProtoFSSL(Method):
         network.train()
         return out.double().numpy()
 
-    def _client_update(self, client: int, helpers: list[Prototypes]) -> tuple[torch.nn.Module, np.ndarray, np.ndarray]:
-        """Algorithm 1, RunClient: ``local_epochs`` episodes, one RMSprop step each, continuing
-        the client's RMSprop state from the last round it joined.
+    def _client_update(self, client: int, helpers: list[Prototypes],
+                       rng: SimulationRNG) -> tuple[torch.nn.Module, np.ndarray, np.ndarray]:
+        """Algorithm 1, RunClient: ``local_epochs`` episodes drawn from ``rng`` (the client's
+        generators for the round), one RMSprop step each, continuing the client's RMSprop
+        state from the last round it joined.
 
         Returns the trained network, the hard pseudo-labels (argmax of the sharpened
         targets) of every unlabeled query, and those queries' positions.
@@ -258,7 +265,7 @@ class ProtoFSSL(Method):
         for _ in range(self.local_epochs):
             support, _, query, unlabeled = split_episode(
                 y_np, len(x_u), num_classes=self.num_classes, n_support=self.n_support,
-                n_query=self.n_query, n_unlabeled=self.n_unlabeled, rng=self.rng.numpy)
+                n_query=self.n_query, n_unlabeled=self.n_unlabeled, rng=rng.numpy)
             use_unlabeled = bool(helpers) and unlabeled.size > 0
             z = network(torch.cat([x_l[support], x_l[query]] + ([x_u[unlabeled]] if use_unlabeled else [])))
             z_s, z_q = z[: len(support)], z[len(support) : len(support) + len(query)]
@@ -347,17 +354,19 @@ class ProtoFSSL(Method):
         helpers = [h for h in self.store.helper_prototypes(helper_ids) if h.mask.any()]  # a helper may withhold all
         bytes_down = float(sum(h.payload_bytes() for h in helpers))
 
-        train_seconds = 0.0
-        uploads, pseudo, truth, sent = [], [], [], {}
-        for client in (int(c) for c in chosen):
+        def local_update(client: int) -> tuple[float, Prototypes | None, np.ndarray, np.ndarray, np.ndarray]:
             t0 = time.perf_counter()
-            network, labels, positions = self._client_update(client, helpers)
-            if not self.private:
-                sent[client] = self._prototypes(network, client, noised=True)
-            train_seconds += time.perf_counter() - t0
-            uploads.append(model_vector(network))
-            pseudo.append(labels)
-            truth.append(self.federation.clients[client].y[self.clients[client][3][positions]])
+            network, labels, positions = self._client_update(client, helpers,
+                                                             client_rng(self.seed, round_index, client))
+            shared = None if self.private else self._prototypes(network, client, noised=True)
+            seconds = time.perf_counter() - t0
+            truth = self.federation.clients[client].y[self.clients[client][3][positions]]
+            return seconds, shared, model_vector(network), labels, truth
+
+        updates = self._per_client(chosen, local_update)
+        train_seconds = float(sum(u[0] for u in updates))
+        sent = {} if self.private else {int(c): u[1] for c, u in zip(chosen, updates)}
+        uploads, pseudo, truth = [u[2] for u in updates], [u[3] for u in updates], [u[4] for u in updates]
 
         average, report = aggregate(uploads, self.sizes[chosen], secure=self.secure,
                                     sum_backend=self.sum_backend)

@@ -25,9 +25,10 @@ label propagation and ProtoFSSL's prototypes use), ``head(z)`` is f_psi and
   (w = g v/|v|), and FedAvg would average g and v rather than w.
 
 Dropout draws its masks from a ``torch.Generator`` that the training code binds with
-:func:`dropout_generator` (the method's simulation RNG), so that runs are seeded, real and
-plaintext runs identical, and resumed runs exact; a dropout layer in training mode
-without a bound generator raises instead of falling back to torch's global RNG.
+:func:`dropout_generator` (the client's generator for the round, or the server's for
+server-side training), so that runs are seeded, real and plaintext runs identical, and
+resumed runs exact; a dropout layer in training mode without a bound generator raises
+instead of falling back to torch's global RNG.
 
 Written by hand because these exact small architectures are not in torchvision.
 """

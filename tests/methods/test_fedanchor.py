@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from securefl.errors import ConfigError, InputError
+from securefl.fl import client_rng
 from securefl.methods import build_method, hyper_parameters
 from securefl.methods.anchoring import anchor_class_scores, anchor_pseudo_labels, fix_and_mix, label_contrastive_loss
 
@@ -147,8 +148,8 @@ def test_empty_fix_set_means_no_client_training(tiny_digits_server):
     method, _, _ = _run(tiny_digits_server, "plaintext", rounds=0, threshold=1.0)
     before = [p.detach().clone() for p in method.network.parameters()]
     anchor_z = method._latents(method.anchor_x, method.network)
-    trained, _ = method._client_update(0, anchor_z)
+    trained, _ = method._client_update(0, anchor_z, client_rng(7, 0, 0))
     assert all(torch.equal(a, b) for a, b in zip(before, trained.parameters()))
     method.client_mixup = False
-    trained, _ = method._client_update(0, anchor_z)
+    trained, _ = method._client_update(0, anchor_z, client_rng(7, 0, 0))
     assert not all(torch.equal(a, b) for a, b in zip(before, trained.parameters()))
