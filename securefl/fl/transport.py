@@ -192,12 +192,16 @@ class NodeContext:
 
     ``partition``: the client index (Flower node config ``partition-id``); ``node_config``:
     the node's own settings (``num-partitions``, ``data-dir``); ``run_config``: the
-    program's public settings (dataset, seed, hyper-parameters), the same at every node.
+    program's public settings (dataset, seed, hyper-parameters), the same at every node;
+    ``data``: the node's own local data, as the program defines it, or ``None`` when the
+    program loads it itself from ``run_config`` and ``node_config`` (a simulator hands each
+    in-process node its partition here; it is the node's, never a message).
     """
 
     partition: int
     node_config: Mapping[str, Any]
     run_config: Mapping[str, Any]
+    data: Any = None
 
 
 class ClientHalf(ABC):
@@ -241,7 +245,13 @@ class TransportStats:
 
 
 class Transport(ABC):
-    """Moves requests of a server half to client halves and their replies back."""
+    """Moves requests of a server half to client halves and their replies back.
+
+    ``parallel``: whether the clients of one exchange compute at the same time (separate
+    machines) or one after another (in process); cost accounting uses it to tell an
+    exchange's messaging time from its clients' handler time."""
+
+    parallel: ClassVar[bool] = True
 
     def __init__(self, *, program: str, session: bytes | None = None) -> None:
         self.program = program
@@ -249,6 +259,8 @@ class Transport(ABC):
         if len(self.session) != SESSION_BYTES:
             raise InputError("session", self.session, f"must be {SESSION_BYTES} bytes")
         self.stats = TransportStats()
+        self.timeout: float | None = None
+        """Seconds an exchange waits for replies when the caller names none (None: forever)."""
         self._seq: dict[int, int] = {}
         self.events: list[dict[str, Any]] = []
         self.on_event: Callable[[dict[str, Any]], None] | None = None
@@ -271,7 +283,9 @@ class Transport(ABC):
 
     def exchange(self, step: str, requests: Mapping[int, Record], *,
                  timeout: float | None = None) -> Exchange:
-        """Send ``requests[c]`` to every client ``c`` and collect the replies."""
+        """Send ``requests[c]`` to every client ``c`` and collect the replies (waiting at
+        most ``timeout`` seconds, default :attr:`timeout`)."""
+        timeout = self.timeout if timeout is None else timeout
         unknown = set(requests) - set(self.clients)
         if unknown:
             raise InputError("requests", sorted(unknown), f"not among the clients {self.clients}")
@@ -346,13 +360,21 @@ class InProcessTransport(Transport):
     k-th, 0-based) exchange of ``step`` on, the client never answers (it is reported in
     ``dropped``, as a timed-out Flower reply is);
     ``intercept``: test hook ``(client, stamped request) -> request`` applied to every
-    request before delivery (a tampering server).
+    request before delivery (a tampering server);
+    ``order``: the order the clients of an exchange run in, ``order(clients) -> clients``
+    (default: ascending); no result may depend on it (tests permute it).
+
+    :meth:`client_states` and :meth:`adopt` save and restore the clients' state Records
+    (a simulator's resume: the server half stores them in its ``state_dict``).
     """
+
+    parallel: ClassVar[bool] = False
 
     def __init__(self, half: ClientHalf, nodes: Sequence[NodeContext], *,
                  dropouts: Mapping[int, str | tuple[str, int]] | None = None,
                  session: bytes | None = None,
-                 intercept: Callable[[int, Record], Record] | None = None) -> None:
+                 intercept: Callable[[int, Record], Record] | None = None,
+                 order: Callable[[Sequence[int]], Sequence[int]] | None = None) -> None:
         super().__init__(program=half.program, session=session)
         self.half = half
         self.nodes = {int(n.partition): n for n in nodes}
@@ -364,6 +386,7 @@ class InProcessTransport(Transport):
         if unknown:
             raise InputError("dropouts", dropouts, f"clients {sorted(unknown)} unknown")
         self.intercept = intercept
+        self.order = order
         self.states: dict[int, Record] = {c: Record() for c in self.nodes}
         self._gone: set[int] = set()
         self._occurrences: dict[str, int] = {}
@@ -377,7 +400,10 @@ class InProcessTransport(Transport):
         dropped = []
         occurrence = self._occurrences.get(step, 0)
         self._occurrences[step] = occurrence + 1
-        for client in sorted(requests):
+        clients = sorted(requests) if self.order is None else [int(c) for c in self.order(sorted(requests))]
+        if sorted(clients) != sorted(requests):
+            raise InputError("order", clients, f"must be a permutation of {sorted(requests)}")
+        for client in clients:
             if self.dropouts.get(client) == (step, occurrence):
                 self._gone.add(client)
             request = requests[client].copy()
@@ -398,8 +424,33 @@ class InProcessTransport(Transport):
             self.stats.add(client, 0, reply.nbytes)
             result.replies[client] = reply
             result.client_seconds[client] = seconds
-        result.dropped = tuple(dropped)
+        result.dropped = tuple(sorted(dropped))
         return result
+
+    def client_states(self) -> dict[int, Record]:
+        """Each client's state Record without the transport's session stamps (``_session``,
+        ``_seq``): what a client keeps between messages, as a simulator checkpoints it.
+        Clients whose state holds nothing else are left out."""
+        saved = {}
+        for client, state in self.states.items():
+            kept = Record(dict(state.arrays), {k: v for k, v in state.config.items()
+                                               if k not in (_STATE_SESSION, _STATE_SEQ)})
+            if kept.arrays or kept.config:
+                saved[client] = kept.copy()
+        return saved
+
+    def adopt(self, states: Mapping[int, Record]) -> None:
+        """Give each client back a state saved by :meth:`client_states` (of any session),
+        within this transport's session: the client accepts this transport's requests from
+        its next sequence number on and keeps the saved entries."""
+        unknown = set(states) - set(self.nodes)
+        if unknown:
+            raise InputError("states", sorted(unknown), f"not among the clients {self.clients}")
+        for client, saved in states.items():
+            state = saved.copy()
+            state.config[_STATE_SESSION] = self.session
+            state.config[_STATE_SEQ] = self._seq.get(int(client), 0) - 1
+            self.states[int(client)] = state.check()
 
 
 # ----------------------------------------------------------------------------- server side

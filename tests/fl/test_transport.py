@@ -320,9 +320,9 @@ def test_a_tampered_share_ciphertext_makes_its_receiver_raise_and_drop():
 
     def tamper(client, request):
         if client == 2 and request.config["_step"] == "secagg/ciphertexts":
-            blob = request.arrays["secagg/in/1"].copy()
+            blob = request.arrays["secagg/sum/in/1"].copy()
             blob[0, 20] ^= 1
-            request.arrays["secagg/in/1"] = blob
+            request.arrays["secagg/sum/in/1"] = blob
         return request
 
     outcome = summed(values, [0, 1, 2, 3], 3, intercept=tamper)
@@ -336,7 +336,7 @@ def test_a_server_sending_a_later_rounds_message_is_refused_by_the_client():
 
     def skip_ahead(client, request):
         if client == 0 and request.config["_step"] == "secagg/keys":
-            put_message(request, secure_sum_steps.SLOT_DOWN,
+            put_message(request, secure_sum_steps.slot_down(),
                         Message(-1, 0, TAGS["survivors"], (np.arange(3, dtype=np.int32),)))
         return request
 
