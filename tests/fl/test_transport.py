@@ -421,3 +421,21 @@ def test_the_order_hook_runs_clients_in_its_order_and_must_permute_them():
     broken = InProcessTransport(Recorder(), nodes(3), order=lambda clients: clients[:1])
     with pytest.raises(InputError, match="permutation"):
         broken.exchange("tick", {c: Record() for c in range(3)})
+
+
+def test_a_server_tampering_with_method_traffic_is_caught_by_the_targeted_clients():
+    from securefl.experiments.config import load_config
+    from securefl.experiments.deployment import ExperimentClient, program_config
+
+    from .tampering import TamperingMethod, method_failures
+
+    config = load_config(None, settings=["partition.num_clients=3", "partition.samples_per_client=30",
+                                         "hyper.local_epochs=1"], methods=["fedavg-labeled"], rounds=3)
+    run = program_config(config, "fedavg-labeled", secure="real")
+    transport = InProcessTransport(ExperimentClient(), nodes(3, run))
+    result = TamperingMethod().run(transport, run)
+    for record in result["rounds"]:
+        client, text = method_failures()[record["round"]]
+        failed = record["participation"]["failed"]
+        assert list(failed) == [client] and "ProtocolError" in failed[client] and text in failed[client]
+        assert record["participation"]["survivors"] == sorted({0, 1, 2} - {int(client)})
