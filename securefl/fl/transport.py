@@ -71,15 +71,18 @@ at that step (for secure aggregation: :data:`securefl.crypto.secagg.ROUNDS`).  I
 test runs in milliseconds and the Flower test checks that a killed SuperNode gives the
 same outcome.
 
-Converting a method (phase 2) is mechanical: (1) move what one client does in
-``run_round`` (local training, its protocol parties) into a :class:`ClientHalf` whose
-steps read the client's data from :class:`NodeContext` and keep models, optimiser and
-party state in the state Record; (2) keep sampling, aggregation and evaluation in the
-:class:`ServerHalf`; (3) replace each in-process protocol runner (``run_secagg``,
-``agree_seed``, ``secure_hamming_matrix``'s pair loop) by one exchange per protocol round;
-(4) derive every client's simulation randomness from ``(seed, round, client)``
-(:func:`client_generator`), never from one stream shared by all clients in sequence, so
-that the order in which clients run cannot change a result.
+**Methods run as program** ``method``: :mod:`securefl.methods.halves` is the method-split
+API built on these pieces (a method's server half is the ``Method`` the runner drives, its
+client half a ``MethodClient``), :mod:`securefl.fl.uploads` is FedAvg's secure averaging
+as exchanges and :mod:`securefl.fl.costs` the per-round time and byte accounting;
+``docs/transport-phase2.md`` is the conversion guide.  Every client's simulation
+randomness comes from ``(seed, round, client, purpose)`` (:func:`securefl.fl.client_rng`),
+never from one stream shared by all clients in sequence, so the order in which clients run
+cannot change a result.
+
+**Checkpoints** (a simulator's resume): :meth:`InProcessTransport.client_states` gives each
+client's persistent state without the session's own entries (:data:`SESSION_SCOPED`),
+:meth:`InProcessTransport.adopt` hands it back within a new session.
 
 Who learns what: the transport adds nothing to a protocol's view.  The server half sees
 what the protocol gives the server (its messages and relayed ciphertexts) and the
@@ -112,6 +115,11 @@ RESERVED = ("_program", "_session", "_seq", "_step")
 """Config keys the transport stamps on every request."""
 
 SESSION_BYTES = 16
+
+SESSION_SCOPED = ("links/", "secagg/")
+"""Prefixes of client-state entries that belong to one session (:mod:`securefl.fl.links`'
+keys and counters, :mod:`securefl.fl.secure_sum_steps`' parties): never checkpointed by
+:meth:`InProcessTransport.client_states`."""
 
 
 @dataclass
@@ -428,15 +436,20 @@ class InProcessTransport(Transport):
         return result
 
     def client_states(self) -> dict[int, Record]:
-        """Each client's state Record without the transport's session stamps (``_session``,
-        ``_seq``): what a client keeps between messages, as a simulator checkpoints it.
-        Clients whose state holds nothing else are left out."""
+        """Each client's persistent state, as a simulator checkpoints it: its state Record
+        without the transport's session stamps (``_session``, ``_seq``) and without
+        session-scoped entries (:data:`SESSION_SCOPED`: link keys and counters, protocol
+        parties mid-protocol -- secrets of this session that a resumed run, a new session,
+        sets up again).  Clients with nothing left are left out."""
         saved = {}
         for client, state in self.states.items():
-            kept = Record(dict(state.arrays), {k: v for k, v in state.config.items()
-                                               if k not in (_STATE_SESSION, _STATE_SEQ)})
-            if kept.arrays or kept.config:
-                saved[client] = kept.copy()
+            def kept(name: str) -> bool:
+                return name not in (_STATE_SESSION, _STATE_SEQ) and not name.startswith(SESSION_SCOPED)
+
+            record = Record({k: v for k, v in state.arrays.items() if kept(k)},
+                            {k: v for k, v in state.config.items() if kept(k)})
+            if record.arrays or record.config:
+                saved[client] = record.copy()
         return saved
 
     def adopt(self, states: Mapping[int, Record]) -> None:

@@ -33,6 +33,14 @@ Real and plaintext runs agree bit for bit only when both get the same explicit
 ``crypto_seed`` (``securefl run --secure both`` does that, and publishes the seed).
 Keys and masks whose values cannot change an output (X25519 keys, pairwise masks, the HE
 key, SHADE's OTs) always come from the OS CSPRNG.
+
+**Server half and client half.**  A method split into halves (:mod:`securefl.methods.halves`,
+``client_half`` set) is its server half: ``setup(federation, *, transport=None)`` connects
+it to a transport (:meth:`Method._connect`: in process over the federation's clients by
+default) and ``run_round`` is one round of its server half over that transport; its client
+half runs at the clients.  ``deployable`` says whether the server half needs no client's
+data (then it runs on Flower too).  Methods not split yet (``client_half = None``) run
+every party in this object.
 """
 
 from __future__ import annotations

@@ -395,8 +395,11 @@ def test_client_states_survive_a_checkpoint_into_a_new_session():
     transport = InProcessTransport(Counter(), nodes(2))
     for _ in range(2):
         transport.exchange("tick", {0: Record(), 1: Record()})
+    transport.states[1].arrays["links/private"] = np.ones(32, np.uint8)   # session secrets
+    transport.states[1].config["secagg/sum/party/stage#"] = "scalar"
     saved = transport.client_states()
-    assert saved[0].config == {"count": 2} and "_session" not in saved[0].config
+    assert saved[0].config == {"count": 2} and saved[1].config == {"count": 2}
+    assert not saved[1].arrays  # no link key, no party, no session stamp is checkpointed
     resumed = InProcessTransport(Counter(), nodes(2))
     assert resumed.session != transport.session
     resumed.adopt(saved)

@@ -67,15 +67,22 @@ def client_half(program: str) -> ClientHalf:
 
 def warm_up() -> None:
     """Import and initialise what every handler needs, once, before a warm executor forks:
-    the programs, the default dataset (digits), and torch's first training step (about 3 s
+    the programs, every method's module and the experiment configuration (validating the
+    digits default imports them all: otherwise every forked message handler would import
+    them again), the default dataset (digits), and torch's first training step (about 3 s
     the first time in a process, single-threaded so no thread pool exists at fork time)."""
     import torch
 
+    from securefl.experiments.config import load_config
     from securefl.experiments.deployment import dataset
     from securefl.fl import train_supervised
+    from securefl.methods import METHOD_NAMES, method_class
 
     for server, client in PROGRAMS.values():
         _resolve(server), _resolve(client)
+    for name in METHOD_NAMES:
+        method_class(name)
+    load_config(None)
     dataset("digits")
     torch.set_num_threads(1)
     model = torch.nn.Linear(4, 2)
