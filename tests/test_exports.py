@@ -107,3 +107,21 @@ def test_every_public_name_resolves(room: str) -> None:
     for name in sorted(public_names(room)):
         value = getattr(package, name)
         assert value is not None, f"securefl.{room}.{name}"
+
+
+def test_the_transports_and_a_client_app_that_does_not_train_do_not_import_torch() -> None:
+    """securefl.fl's exports are lazy: the transport modules, link-check and the Flower
+    app import without torch; the first training name pulls it in."""
+    import importlib.util
+
+    flower = "import securefl.fl.flower.app" if importlib.util.find_spec("flwr") else "pass"
+    run_fresh(textwrap.dedent(f"""
+        import sys
+        import securefl.fl
+        from securefl.fl import links, secure_sum_steps, state_codec, transport, uploads, costs
+        from securefl.fl.linkcheck import LinkCheckClient
+        {flower}
+        assert "torch" not in sys.modules, "importing the transports imported torch"
+        from securefl.fl import aggregate
+        assert "torch" in sys.modules and callable(aggregate)
+    """))

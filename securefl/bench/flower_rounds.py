@@ -7,11 +7,13 @@ a fresh process per message; ``fast``: warm executors that fork per message, see
 
 * ``link-check`` (``--rounds`` rounds, 1 KiB frames): the seconds of every exchange -- a
   message round with almost no work, i.e. the deployment's own latency;
-* ``pilot-fedavg`` (``--rounds`` rounds of FedAvg with secure aggregation on digits): per
-  round, seconds split into compute (local training), cryptography (secure aggregation,
-  clients and server) and messaging (the rest of the exchanges), and bytes per client.
+* program ``method`` with ``fedavg-labeled`` in real mode (``--rounds`` rounds of FedAvg
+  with secure aggregation on digits split over ``--nodes`` clients,
+  :func:`securefl.experiments.deployment.program_config`): per round, seconds split into
+  compute (local training), cryptography (secure aggregation, clients and server) and
+  messaging (the rest of the exchanges), and bytes per client.
 
-The same pilot runs on the in-process transport; ``identical`` is true when every mode's
+The same job runs on the in-process transport; ``identical`` is true when every mode's
 model digests equal the in-process ones round for round.  ``run_start_seconds`` is the
 time from submitting a run (``flwr run``) to its ServerApp's first exchange.
 """
@@ -52,10 +54,20 @@ def validate(args: argparse.Namespace) -> None:
         raise InputError("modes", args.modes, f"must be a comma-separated subset of {MODES}")
 
 
-def _pilot_rounds(result: dict[str, Any]) -> list[dict[str, Any]]:
-    keys = ("round", "accuracy", "model_digest", "seconds", "compute_seconds", "crypto_seconds",
+def _method_rounds(result: dict[str, Any]) -> list[dict[str, Any]]:
+    keys = ("round", "test_accuracy", "model_digest", "seconds", "train_seconds", "crypto_seconds",
             "messaging_seconds", "evaluation_seconds", "bytes_down_per_client", "bytes_up_per_client")
     return [{k: r[k] for k in keys} for r in result["rounds"]]
+
+
+def job_config(nodes: int, rounds: int) -> dict[str, Any]:
+    """The run config of the FedAvg job: the digits default over ``nodes`` clients."""
+    from securefl.experiments.config import load_config
+    from securefl.experiments.deployment import program_config
+
+    config = load_config(None, settings=[f"partition.num_clients={nodes}"], rounds=rounds,
+                         methods=["fedavg-labeled"])
+    return program_config(config, "fedavg-labeled", secure="real", timeout=600.0)
 
 
 def _run_start(out: Path, submitted: float) -> float | None:
@@ -68,23 +80,19 @@ def _run_start(out: Path, submitted: float) -> float | None:
 
 def run(args: argparse.Namespace, progress: Progress) -> dict:
     """Run both programs in every mode and in process; return the JSON record."""
+    from securefl.experiments.deployment import in_process
     from securefl.fl.flower.deploy import LocalFederation, wait_result
-    from securefl.fl.pilot import PilotClient, PilotServer
-    from securefl.fl.transport import InProcessTransport, NodeContext
 
     validate(args)
     modes = [m for m in args.modes.split(",") if m]
-    pilot = {"program": "pilot-fedavg", "rounds": args.rounds, "timeout": 600.0}
+    job = job_config(args.nodes, args.rounds)
     links = {"program": "link-check", "rounds": args.rounds, "payload-bytes": 1024, "timeout": 600.0}
     task = progress.add_task("Flower message rounds", total=len(modes) + 1)
     record: dict[str, Any] = {"nodes": args.nodes, "rounds": args.rounds, "poll": args.poll,
                               "load_average_start": list(os.getloadavg()), "modes": {}}
-    run_config = {"num-partitions": args.nodes, **pilot}
-    nodes = [NodeContext(i, {"partition-id": i, "num-partitions": args.nodes}, run_config)
-             for i in range(args.nodes)]
     start = time.perf_counter()
-    reference = PilotServer().run(InProcessTransport(PilotClient(), nodes), run_config)
-    record["in_process"] = {"seconds": time.perf_counter() - start, "rounds": _pilot_rounds(reference)}
+    reference = in_process(job)
+    record["in_process"] = {"seconds": time.perf_counter() - start, "rounds": _method_rounds(reference)}
     progress.advance(task)
     for mode in modes:
         started = time.perf_counter()
@@ -98,11 +106,11 @@ def run(args: argparse.Namespace, progress: Progress) -> dict:
             entry["link_check"] = {"verified": checked["verified"], "exchange_seconds": exchanges,
                                    "median_exchange_seconds": statistics.median(exchanges)}
             submitted = time.time()
-            out = federation.launch(pilot, name="pilot")
+            out = federation.launch(job, name="fedavg-labeled")
             result = wait_result(out, 3600, processes=federation.processes)
-            entry["pilot_run_start_seconds"] = _run_start(out, submitted)
-            entry["pilot_rounds"] = _pilot_rounds(result)
-            entry["pilot_median_round_seconds"] = statistics.median(
+            entry["method_run_start_seconds"] = _run_start(out, submitted)
+            entry["method_rounds"] = _method_rounds(result)
+            entry["method_median_round_seconds"] = statistics.median(
                 r["seconds"] for r in result["rounds"])
             entry["identical_to_in_process"] = [r["model_digest"] for r in result["rounds"]] == \
                 [r["model_digest"] for r in reference["rounds"]]

@@ -171,6 +171,14 @@ def _encode_header(session: bytes, seq: int, message: Message) -> bytes:
     return b"".join(parts)
 
 
+def frame_size(message: Message) -> int:
+    """Bytes of ``message`` as one :class:`Frame` (header, body, MAC): what
+    :meth:`Network.send` meters for it, computed without a network (a transport that moves
+    the message another way reports the same protocol bytes)."""
+    header = _encode_header(bytes(8), 0, message)
+    return len(header) + sum(int(np.asarray(a).nbytes) for a in message.arrays) + _MAC_BYTES
+
+
 @dataclass(frozen=True)
 class _ArraySpec:
     """One array as a header declares it; ``nbytes`` computed in Python integers."""

@@ -21,6 +21,10 @@ Public API::
     write_plots(document, folder)                                accuracy.png and cost.png
     results_table / comparison_table / markdown_report           rich and Markdown tables
 
+    program_config(config, method, ...) -> dict                 one job as program ``method``'s
+                                                                 run config (Flower or in process;
+                                                                 :mod:`securefl.experiments.deployment`)
+
 ``securefl run`` (:mod:`securefl.experiments.cli`) wires these together;
 ``experiments/tables.py`` and ``experiments/sweep.py`` are the scripts around the records.
 """
@@ -31,6 +35,7 @@ from securefl.experiments.config import (
     apply_settings,
     load_config,
 )
+from securefl.experiments.deployment import program_config
 from securefl.experiments.grid import grid_points, summarize
 from securefl.experiments.plots import write_plots
 from securefl.experiments.provenance import collect_provenance
@@ -51,6 +56,6 @@ __all__ = [
     "DEFAULT_CONFIG", "ExperimentConfig", "JobLog", "RunState", "Runner", "apply_settings",
     "collect_provenance", "compare_jobs", "comparison_table", "evaluate_round", "grid_points",
     "group_settings", "load_config", "load_federations", "load_records", "load_state",
-    "markdown_report", "new_state", "plan_jobs", "read_results", "results_table",
+    "markdown_report", "new_state", "plan_jobs", "program_config", "read_results", "results_table",
     "select_round", "settings_markdown", "summarize", "write_plots",
 ]

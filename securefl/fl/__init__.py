@@ -22,39 +22,45 @@ Public API::
         -> (sum, total_w, report)
     model_vector(model), load_model_vector(model, v), state_to_vector, vector_to_state,
     model_bytes(model), secure_backend(secure, sum_backend="secagg"), SUM_BACKENDS
+
+Transports (``transport``, ``links``, ``secure_sum_steps``, ``uploads``, ``costs``,
+``state_codec``, ``flower``) are modules of this package, imported by name.
+
+Exports are lazy (PEP 562): importing ``securefl.fl`` or one of its torch-free modules
+(the transports, a ClientApp that does not train) does not import torch; the first use
+of a name imports the module that defines it.
 """
 
-from securefl.fl.aggregation import (
-    SUM_BACKENDS,
-    AggregationReport,
-    aggregate,
-    load_model_vector,
-    model_bytes,
-    model_vector,
-    secure_backend,
-    secure_weighted_sum,
-    state_to_vector,
-    vector_to_state,
-)
-from securefl.fl.rng import SimulationRNG, client_rng
-from securefl.fl.sampling import sample_clients
-from securefl.fl.training import (
-    batches,
-    evaluate,
-    extract_features,
-    make_optimizer,
-    predict_labels,
-    predict_logits,
-    prox_term,
-    train_mixed,
-    train_supervised,
-    weighted_cross_entropy,
-)
+from __future__ import annotations
 
-__all__ = [
-    "SUM_BACKENDS", "AggregationReport", "SimulationRNG", "aggregate", "batches", "client_rng", "evaluate",
-    "extract_features", "load_model_vector", "make_optimizer", "model_bytes", "model_vector",
-    "predict_labels", "predict_logits", "prox_term", "sample_clients", "secure_backend",
-    "secure_weighted_sum", "state_to_vector", "train_mixed", "train_supervised", "vector_to_state",
-    "weighted_cross_entropy",
-]
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "SUM_BACKENDS": "aggregation", "AggregationReport": "aggregation", "aggregate": "aggregation",
+    "load_model_vector": "aggregation", "model_bytes": "aggregation", "model_vector": "aggregation",
+    "secure_backend": "aggregation", "secure_weighted_sum": "aggregation",
+    "state_to_vector": "aggregation", "vector_to_state": "aggregation",
+    "SimulationRNG": "rng", "client_rng": "rng",
+    "sample_clients": "sampling",
+    "batches": "training", "evaluate": "training", "extract_features": "training",
+    "make_optimizer": "training", "predict_labels": "training", "predict_logits": "training",
+    "prox_term": "training", "train_mixed": "training", "train_supervised": "training",
+    "weighted_cross_entropy": "training",
+}
+"""Public name -> module of this package that defines it."""
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'securefl.fl' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"securefl.fl.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

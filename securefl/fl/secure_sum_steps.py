@@ -10,88 +10,171 @@ The share ciphertexts a client sends to another are relayed inside the server's
 sealed with AES-GCM under the two clients' X25519 key, so the server cannot read or
 alter them (a changed byte makes the receiving client raise ProtocolError).
 
-Client side: :func:`start` (round 0) and :func:`answer` (rounds 1-3) rebuild the
-:class:`SecAggClient` from the state Record (:mod:`securefl.fl.state_codec`), run it, and
-store it back; after the last round its state is removed.  Server side:
-:func:`aggregate_steps` runs rounds 1-3 and the unmasking.
+**Several sums in the same exchanges.**  A step may start several independent secure
+sums, each under its own ``name`` (FedAvg+MT sums students and teachers separately,
+FedSemi one sum per layer group): each is its own :class:`SecAggConfig` (own session,
+own keys and masks), its messages travel in the slots ``secagg/<name>/in`` (down) and
+``secagg/<name>/out`` (up) of the same requests and replies, and its party state lives
+under ``secagg/<name>/party/`` in the client's state Record.  Rounds 1-3 of all of them
+share the three exchanges.
+
+Client side: :func:`start` (round 0 of sum ``name``) and :func:`answer` (rounds 1-3 of
+every sum whose message the request carries) rebuild each :class:`SecAggClient` from the
+state Record (:mod:`securefl.fl.state_codec`), run it, and store it back; after the last
+round its state is removed.  Server side: :func:`aggregate_steps` runs rounds 1-3 and the
+unmasking of every sum.
+
+**Bytes.**  Each sum's ``bytes_sent[client]`` counts the messages the client sent in it as
+:func:`securefl.crypto.channel.frame_size` frames -- exactly what the in-process
+:func:`securefl.crypto.secure_sum` meters on its network for the same protocol run, so a
+method's protocol-byte accounting does not depend on the transport.  What the transport
+itself moves (Record payloads) is metered separately in ``transport.stats``.
 
 Dropouts: a client that does not answer an exchange (timeout) or raises (its error is
 kept in ``failed``) is treated as having dropped at that protocol round, with the
 protocol's own semantics (:data:`securefl.crypto.secagg.ROUNDS`): dropped before its
-masked input -> not in the sum; dropped at ``unmask`` -> in the sum.  Fewer than
-``threshold`` clients left at any round -> :class:`~securefl.errors.DropoutError`.
+masked input -> not in the sum; dropped at ``unmask`` -> in the sum.  A reply that lacks
+one sum's message counts as a dropout of that sum only.  Fewer than ``threshold`` clients
+left at any round -> :class:`~securefl.errors.DropoutError`.
 
-Who learns what: exactly as :mod:`securefl.crypto.secagg` (the server: the sum over the
+Who learns what: exactly as :mod:`securefl.crypto.secagg` (the server: each sum over its
 survivors and who dropped; a client: nothing about another's input).
 """
 
 from __future__ import annotations
 
+import re
 import secrets
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from securefl.crypto.channel import frame_size
 from securefl.crypto.secagg import SecAggClient, SecAggConfig, SecAggServer
-from securefl.errors import ProtocolError
+from securefl.errors import InputError, ProtocolError
 from securefl.fl.state_codec import load, save
-from securefl.fl.transport import Exchange, Record, Transport, put_message, take_message
+from securefl.fl.transport import Exchange, Record, Transport, has_message, put_message, take_message
 
 STEPS = ("secagg/keys", "secagg/ciphertexts", "secagg/survivors")
 """Exchanges after the one that carries the advertise message."""
 
-SLOT_DOWN = "secagg/in"
-SLOT_UP = "secagg/out"
-_PARTY = "secagg/party/"
+ROUND_OF_STEP = {"secagg/keys": "share", "secagg/ciphertexts": "masked_input",
+                 "secagg/survivors": "unmask"}
+"""The protocol round (:data:`securefl.crypto.secagg.ROUNDS`) whose messages each step collects."""
+
+DEFAULT = "sum"
+_NAME = re.compile(r"[a-z0-9][a-z0-9_-]*\Z")
+_DOWN = re.compile(r"secagg/([a-z0-9][a-z0-9_-]*)/in/count\Z")
+
+
+def slot_down(name: str = DEFAULT) -> str:
+    """Request slot of sum ``name``'s server message."""
+    return f"secagg/{name}/in"
+
+
+def slot_up(name: str = DEFAULT) -> str:
+    """Reply slot of sum ``name``'s client message."""
+    return f"secagg/{name}/out"
+
+
+def _party(name: str) -> str:
+    return f"secagg/{name}/party/"
+
+
+def _check_name(name: str) -> str:
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise InputError("name", name, "must be lower-case letters, digits, '-' or '_'")
+    return name
 
 
 # ----------------------------------------------------------------------------- client
 
 
 def start(state: Record, reply: Record, *, index: int, config: SecAggConfig,
-          encoded: np.ndarray) -> None:
-    """Round 0 at client ``index``: new party for ``encoded``; its advertise goes in ``reply``."""
-    clear(state)
+          encoded: np.ndarray, name: str = DEFAULT) -> None:
+    """Round 0 of sum ``name`` at client ``index``: a new party for ``encoded``; its
+    advertise message goes in ``reply``."""
+    _check_name(name)
+    clear(state, name)
     party = SecAggClient(index, config, np.asarray(encoded), rng=secrets.token_bytes)
-    put_message(reply, SLOT_UP, party.advertise())
-    save(party, state, _PARTY, skip=("rng",))
+    put_message(reply, slot_up(name), party.advertise())
+    save(party, state, _party(name), skip=("rng",))
 
 
 def answer(request: Record, state: Record, reply: Record) -> None:
-    """Rounds 1-3: the server's message in ``request`` -> this party's answer in ``reply``."""
-    if f"{_PARTY}stage#" not in state.config:
-        raise ProtocolError("secure-sum step without a secure sum in progress")
-    party = load(SecAggClient, state, _PARTY, rng=secrets.token_bytes)
-    put_message(reply, SLOT_UP, party.handle(take_message(request, SLOT_DOWN)))
-    clear(state)
-    if party.stage < len(STEPS) + 1:
-        save(party, state, _PARTY, skip=("rng",))
+    """Rounds 1-3: each server message in ``request`` -> that sum's answer in ``reply``."""
+    names = sorted(m.group(1) for key in request.config if (m := _DOWN.match(key)))
+    if not names:
+        raise ProtocolError("secure-sum step without a secure-sum message")
+    for name in names:
+        prefix = _party(name)
+        if f"{prefix}stage#" not in state.config:
+            raise ProtocolError(f"secure-sum step of {name!r} without that secure sum in progress")
+        party = load(SecAggClient, state, prefix, rng=secrets.token_bytes)
+        put_message(reply, slot_up(name), party.handle(take_message(request, slot_down(name))))
+        clear(state, name)
+        if party.stage < len(STEPS) + 1:
+            save(party, state, prefix, skip=("rng",))
 
 
-def clear(state: Record) -> None:
-    """Forget any secure-sum party state."""
-    for name in [k for k in state.arrays if k.startswith(_PARTY)]:
-        del state.arrays[name]
-    for name in [k for k in state.config if k.startswith(_PARTY)]:
-        del state.config[name]
+def clear(state: Record, name: str | None = None) -> None:
+    """Forget the party state of sum ``name`` (``None``: of every secure sum)."""
+    prefix = "secagg/" if name is None else _party(name)
+    for key in [k for k in state.arrays if k.startswith(prefix)]:
+        del state.arrays[key]
+    for key in [k for k in state.config if k.startswith(prefix)]:
+        del state.config[key]
 
 
 # ----------------------------------------------------------------------------- server
 
 
 @dataclass
-class SecureSumOutcome:
-    """The ring total over ``survivors`` (client ids) and what each step cost."""
+class SumResult:
+    """One secure sum: the ring ``total`` over ``survivors`` (client ids), who dropped at
+    which protocol round, and the frame bytes each client sent in it."""
 
     total: np.ndarray
     survivors: tuple[int, ...]
     dropped: dict[str, tuple[int, ...]]
+    bytes_sent: dict[int, int]
+
+
+@dataclass
+class SecureSumOutcome:
+    """Every sum of one :func:`aggregate_steps` call and what the steps cost."""
+
+    sums: dict[str, SumResult]
     failed: dict[int, str]
     server_seconds: float
     client_seconds: dict[int, float] = field(default_factory=dict)
     exchanges: list[Exchange] = field(default_factory=list)
+
+    def _only(self) -> SumResult:
+        if len(self.sums) != 1:
+            raise InputError("sums", sorted(self.sums), "name the sum: there are several")
+        return next(iter(self.sums.values()))
+
+    @property
+    def total(self) -> np.ndarray:
+        """The total of the only sum."""
+        return self._only().total
+
+    @property
+    def survivors(self) -> tuple[int, ...]:
+        """The survivors of the only sum."""
+        return self._only().survivors
+
+    @property
+    def dropped(self) -> dict[str, tuple[int, ...]]:
+        """Who dropped at which round, over all sums (a client dropping from any)."""
+        merged: dict[str, set[int]] = {}
+        for result in self.sums.values():
+            for round_name, clients in result.dropped.items():
+                merged.setdefault(round_name, set()).update(clients)
+        return {k: tuple(sorted(v)) for k, v in merged.items()}
 
 
 def new_config(members: Sequence[int], *, threshold: int, dim: int, modulus_bits: int = 64
@@ -100,52 +183,71 @@ def new_config(members: Sequence[int], *, threshold: int, dim: int, modulus_bits
     return SecAggConfig(secrets.token_bytes(16), len(members), threshold, dim, modulus_bits)
 
 
-def aggregate_steps(transport: Transport, config: SecAggConfig, members: Sequence[int],
-                    first: Exchange, *, timeout: float | None = None) -> SecureSumOutcome:
-    """Run rounds 1-3 after ``first`` (whose replies hold round 0) and unmask.
-
-    ``members[i]`` is the client playing secure-aggregation index ``i``.
+def aggregate_steps(transport: Transport, configs: SecAggConfig | Mapping[str, SecAggConfig],
+                    members: Sequence[int], first: Exchange, *,
+                    timeout: float | None = None) -> SecureSumOutcome:
+    """Run rounds 1-3 of every sum after ``first`` (whose replies hold their round 0) and
+    unmask.  ``configs``: one config (the sum :data:`DEFAULT`) or ``{name: config}``;
+    ``members[i]`` is the client playing secure-aggregation index ``i`` in every sum.
     """
+    if isinstance(configs, SecAggConfig):
+        configs = {DEFAULT: configs}
     members = list(members)
     client_of = dict(enumerate(members))
     index_of = {c: i for i, c in client_of.items()}
-    server = SecAggServer(config)
+    servers = {_check_name(name): SecAggServer(config) for name, config in configs.items()}
     seconds = 0.0
     client_seconds: dict[int, float] = {}
     failed = dict(first.failed)
-    dropped = {"advertise": tuple(c for c in members if c not in first.replies)}
+    sent = {name: {c: 0 for c in members} for name in servers}
+    answered = {name: set() for name in servers}
+    dropped = {name: {} for name in servers}
 
     def take(exchange: Exchange) -> None:
         nonlocal seconds
+        for name in servers:
+            answered[name] = set()
         for client, reply in sorted(exchange.replies.items()):
-            message = take_message(reply, SLOT_UP)
-            if message.sender != index_of[client]:
-                failed[client] = f"ProtocolError: client {client} sent as index {message.sender}"
-                continue
-            begin = time.thread_time()
-            server.handle(message)
-            seconds += time.thread_time() - begin
-            client_seconds[client] = client_seconds.get(client, 0.0) + exchange.client_seconds.get(client, 0.0)
+            client_seconds[client] = client_seconds.get(client, 0.0) + \
+                exchange.client_seconds.get(client, 0.0)
+            for name, server in servers.items():
+                if not has_message(reply, slot_up(name)):
+                    continue
+                message = take_message(reply, slot_up(name))
+                if message.sender != index_of[client]:
+                    failed[client] = f"ProtocolError: client {client} sent as index {message.sender}"
+                    continue
+                begin = time.thread_time()
+                server.handle(message)
+                seconds += time.thread_time() - begin
+                sent[name][client] += frame_size(message)
+                answered[name].add(client)
 
     take(first)
+    for name in servers:
+        dropped[name]["advertise"] = tuple(c for c in members if c not in answered[name])
     exchanges = []
-    for step, round_name in zip(STEPS, ("share", "masked_input", "unmask")):
-        begin = time.thread_time()
-        outgoing = server.close_round()
-        seconds += time.thread_time() - begin
-        requests = {}
-        for message in outgoing:
-            request = Record()
-            put_message(request, SLOT_DOWN, message)
-            requests[client_of[message.receiver]] = request
+    for step in STEPS:
+        requests: dict[int, Record] = {}
+        for name, server in servers.items():
+            begin = time.thread_time()
+            outgoing = server.close_round()
+            seconds += time.thread_time() - begin
+            for message in outgoing:
+                put_message(requests.setdefault(client_of[message.receiver], Record()),
+                            slot_down(name), message)
         exchange = transport.exchange(step, requests, timeout=timeout)
         exchanges.append(exchange)
         failed.update(exchange.failed)
-        dropped[round_name] = tuple(sorted(set(requests) - set(exchange.replies)))
         take(exchange)
-    begin = time.thread_time()
-    server.close_round()
-    seconds += time.thread_time() - begin
-    survivors = tuple(client_of[i] for i in server.survivors)
-    return SecureSumOutcome(server.total, survivors, dropped, failed, seconds, client_seconds,
-                            exchanges)
+        for name in servers:
+            addressed = {c for c, r in requests.items() if has_message(r, slot_down(name))}
+            dropped[name][ROUND_OF_STEP[step]] = tuple(sorted(addressed - answered[name]))
+    for server in servers.values():
+        begin = time.thread_time()
+        server.close_round()
+        seconds += time.thread_time() - begin
+    sums = {name: SumResult(server.total, tuple(client_of[i] for i in server.survivors),
+                            dropped[name], dict(sent[name]))
+            for name, server in servers.items()}
+    return SecureSumOutcome(sums, failed, seconds, client_seconds, exchanges)

@@ -71,15 +71,18 @@ at that step (for secure aggregation: :data:`securefl.crypto.secagg.ROUNDS`).  I
 test runs in milliseconds and the Flower test checks that a killed SuperNode gives the
 same outcome.
 
-Converting a method (phase 2) is mechanical: (1) move what one client does in
-``run_round`` (local training, its protocol parties) into a :class:`ClientHalf` whose
-steps read the client's data from :class:`NodeContext` and keep models, optimiser and
-party state in the state Record; (2) keep sampling, aggregation and evaluation in the
-:class:`ServerHalf`; (3) replace each in-process protocol runner (``run_secagg``,
-``agree_seed``, ``secure_hamming_matrix``'s pair loop) by one exchange per protocol round;
-(4) derive every client's simulation randomness from ``(seed, round, client)``
-(:func:`client_generator`), never from one stream shared by all clients in sequence, so
-that the order in which clients run cannot change a result.
+**Methods run as program** ``method``: :mod:`securefl.methods.halves` is the method-split
+API built on these pieces (a method's server half is the ``Method`` the runner drives, its
+client half a ``MethodClient``), :mod:`securefl.fl.uploads` is FedAvg's secure averaging
+as exchanges and :mod:`securefl.fl.costs` the per-round time and byte accounting;
+``docs/transport-phase2.md`` is the conversion guide.  Every client's simulation
+randomness comes from ``(seed, round, client, purpose)`` (:func:`securefl.fl.client_rng`),
+never from one stream shared by all clients in sequence, so the order in which clients run
+cannot change a result.
+
+**Checkpoints** (a simulator's resume): :meth:`InProcessTransport.client_states` gives each
+client's persistent state without the session's own entries (:data:`SESSION_SCOPED`),
+:meth:`InProcessTransport.adopt` hands it back within a new session.
 
 Who learns what: the transport adds nothing to a protocol's view.  The server half sees
 what the protocol gives the server (its messages and relayed ciphertexts) and the
@@ -112,6 +115,11 @@ RESERVED = ("_program", "_session", "_seq", "_step")
 """Config keys the transport stamps on every request."""
 
 SESSION_BYTES = 16
+
+SESSION_SCOPED = ("links/", "secagg/")
+"""Prefixes of client-state entries that belong to one session (:mod:`securefl.fl.links`'
+keys and counters, :mod:`securefl.fl.secure_sum_steps`' parties): never checkpointed by
+:meth:`InProcessTransport.client_states`."""
 
 
 @dataclass
@@ -192,12 +200,16 @@ class NodeContext:
 
     ``partition``: the client index (Flower node config ``partition-id``); ``node_config``:
     the node's own settings (``num-partitions``, ``data-dir``); ``run_config``: the
-    program's public settings (dataset, seed, hyper-parameters), the same at every node.
+    program's public settings (dataset, seed, hyper-parameters), the same at every node;
+    ``data``: the node's own local data, as the program defines it, or ``None`` when the
+    program loads it itself from ``run_config`` and ``node_config`` (a simulator hands each
+    in-process node its partition here; it is the node's, never a message).
     """
 
     partition: int
     node_config: Mapping[str, Any]
     run_config: Mapping[str, Any]
+    data: Any = None
 
 
 class ClientHalf(ABC):
@@ -241,7 +253,13 @@ class TransportStats:
 
 
 class Transport(ABC):
-    """Moves requests of a server half to client halves and their replies back."""
+    """Moves requests of a server half to client halves and their replies back.
+
+    ``parallel``: whether the clients of one exchange compute at the same time (separate
+    machines) or one after another (in process); cost accounting uses it to tell an
+    exchange's messaging time from its clients' handler time."""
+
+    parallel: ClassVar[bool] = True
 
     def __init__(self, *, program: str, session: bytes | None = None) -> None:
         self.program = program
@@ -249,6 +267,8 @@ class Transport(ABC):
         if len(self.session) != SESSION_BYTES:
             raise InputError("session", self.session, f"must be {SESSION_BYTES} bytes")
         self.stats = TransportStats()
+        self.timeout: float | None = None
+        """Seconds an exchange waits for replies when the caller names none (None: forever)."""
         self._seq: dict[int, int] = {}
         self.events: list[dict[str, Any]] = []
         self.on_event: Callable[[dict[str, Any]], None] | None = None
@@ -271,7 +291,9 @@ class Transport(ABC):
 
     def exchange(self, step: str, requests: Mapping[int, Record], *,
                  timeout: float | None = None) -> Exchange:
-        """Send ``requests[c]`` to every client ``c`` and collect the replies."""
+        """Send ``requests[c]`` to every client ``c`` and collect the replies (waiting at
+        most ``timeout`` seconds, default :attr:`timeout`)."""
+        timeout = self.timeout if timeout is None else timeout
         unknown = set(requests) - set(self.clients)
         if unknown:
             raise InputError("requests", sorted(unknown), f"not among the clients {self.clients}")
@@ -346,13 +368,21 @@ class InProcessTransport(Transport):
     k-th, 0-based) exchange of ``step`` on, the client never answers (it is reported in
     ``dropped``, as a timed-out Flower reply is);
     ``intercept``: test hook ``(client, stamped request) -> request`` applied to every
-    request before delivery (a tampering server).
+    request before delivery (a tampering server);
+    ``order``: the order the clients of an exchange run in, ``order(clients) -> clients``
+    (default: ascending); no result may depend on it (tests permute it).
+
+    :meth:`client_states` and :meth:`adopt` save and restore the clients' state Records
+    (a simulator's resume: the server half stores them in its ``state_dict``).
     """
+
+    parallel: ClassVar[bool] = False
 
     def __init__(self, half: ClientHalf, nodes: Sequence[NodeContext], *,
                  dropouts: Mapping[int, str | tuple[str, int]] | None = None,
                  session: bytes | None = None,
-                 intercept: Callable[[int, Record], Record] | None = None) -> None:
+                 intercept: Callable[[int, Record], Record] | None = None,
+                 order: Callable[[Sequence[int]], Sequence[int]] | None = None) -> None:
         super().__init__(program=half.program, session=session)
         self.half = half
         self.nodes = {int(n.partition): n for n in nodes}
@@ -364,6 +394,7 @@ class InProcessTransport(Transport):
         if unknown:
             raise InputError("dropouts", dropouts, f"clients {sorted(unknown)} unknown")
         self.intercept = intercept
+        self.order = order
         self.states: dict[int, Record] = {c: Record() for c in self.nodes}
         self._gone: set[int] = set()
         self._occurrences: dict[str, int] = {}
@@ -377,7 +408,10 @@ class InProcessTransport(Transport):
         dropped = []
         occurrence = self._occurrences.get(step, 0)
         self._occurrences[step] = occurrence + 1
-        for client in sorted(requests):
+        clients = sorted(requests) if self.order is None else [int(c) for c in self.order(sorted(requests))]
+        if sorted(clients) != sorted(requests):
+            raise InputError("order", clients, f"must be a permutation of {sorted(requests)}")
+        for client in clients:
             if self.dropouts.get(client) == (step, occurrence):
                 self._gone.add(client)
             request = requests[client].copy()
@@ -398,8 +432,38 @@ class InProcessTransport(Transport):
             self.stats.add(client, 0, reply.nbytes)
             result.replies[client] = reply
             result.client_seconds[client] = seconds
-        result.dropped = tuple(dropped)
+        result.dropped = tuple(sorted(dropped))
         return result
+
+    def client_states(self) -> dict[int, Record]:
+        """Each client's persistent state, as a simulator checkpoints it: its state Record
+        without the transport's session stamps (``_session``, ``_seq``) and without
+        session-scoped entries (:data:`SESSION_SCOPED`: link keys and counters, protocol
+        parties mid-protocol -- secrets of this session that a resumed run, a new session,
+        sets up again).  Clients with nothing left are left out."""
+        saved = {}
+        for client, state in self.states.items():
+            def kept(name: str) -> bool:
+                return name not in (_STATE_SESSION, _STATE_SEQ) and not name.startswith(SESSION_SCOPED)
+
+            record = Record({k: v for k, v in state.arrays.items() if kept(k)},
+                            {k: v for k, v in state.config.items() if kept(k)})
+            if record.arrays or record.config:
+                saved[client] = record.copy()
+        return saved
+
+    def adopt(self, states: Mapping[int, Record]) -> None:
+        """Give each client back a state saved by :meth:`client_states` (of any session),
+        within this transport's session: the client accepts this transport's requests from
+        its next sequence number on and keeps the saved entries."""
+        unknown = set(states) - set(self.nodes)
+        if unknown:
+            raise InputError("states", sorted(unknown), f"not among the clients {self.clients}")
+        for client, saved in states.items():
+            state = saved.copy()
+            state.config[_STATE_SESSION] = self.session
+            state.config[_STATE_SEQ] = self._seq.get(int(client), 0) - 1
+            self.states[int(client)] = state.check()
 
 
 # ----------------------------------------------------------------------------- server side

@@ -30,6 +30,12 @@ fedavg-mt              securefl.methods.baselines:FedAvgMT         FedAvg+MT
 =====================  ==========================================  =====================
 
 The last four are FedProp's Table 1 baselines (fedprop.md §5.1).
+
+Server and client halves (:mod:`securefl.methods.halves`): a split method names its
+:class:`MethodClient` in ``client_half``; :class:`LocalData` is what a node holds;
+:func:`method_run_config` is the run config its client halves are built from.  Split
+today: the FedAvg family (all five deployable) and FedProp's training (CrossClientLP
+still central, in process only); ``docs/transport-phase2.md`` converts the others.
 """
 
 from __future__ import annotations
@@ -40,6 +46,8 @@ from typing import Any
 
 from securefl.errors import ConfigError
 from securefl.methods.base import SECURE_MODES, Method, RoundResult, label_digest
+from securefl.methods.halves import LocalData, MethodClient
+from securefl.methods.halves import run_config as method_run_config
 
 _REGISTRY: dict[str, tuple[str, str]] = {
     "fedprop": ("securefl.methods.fedprop", "FedProp"),
@@ -89,5 +97,5 @@ def build_method(name: str, *, secure: str = "plaintext", seed: int = 0,
                               sum_backend=sum_backend, **hyper)
 
 
-__all__ = ["METHOD_NAMES", "SECURE_MODES", "Method", "RoundResult", "build_method",
-           "hyper_parameters", "label_digest", "method_class"]
+__all__ = ["METHOD_NAMES", "SECURE_MODES", "LocalData", "Method", "MethodClient", "RoundResult",
+           "build_method", "hyper_parameters", "label_digest", "method_class", "method_run_config"]

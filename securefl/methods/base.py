@@ -33,11 +33,20 @@ Real and plaintext runs agree bit for bit only when both get the same explicit
 ``crypto_seed`` (``securefl run --secure both`` does that, and publishes the seed).
 Keys and masks whose values cannot change an output (X25519 keys, pairwise masks, the HE
 key, SHADE's OTs) always come from the OS CSPRNG.
+
+**Server half and client half.**  A method split into halves (:mod:`securefl.methods.halves`,
+``client_half`` set) is its server half: ``setup(federation, *, transport=None)`` connects
+it to a transport (:meth:`Method._connect`: in process over the federation's clients by
+default) and ``run_round`` is one round of its server half over that transport; its client
+half runs at the clients.  ``deployable`` says whether the server half needs no client's
+data (then it runs on Flower too).  Methods not split yet (``client_half = None``) run
+every party in this object.
 """
 
 from __future__ import annotations
 
 import hashlib
+import inspect
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass
 from collections.abc import Sequence
@@ -77,6 +86,17 @@ class RoundResult:
     round's process CPU time (all clients and the server) and ``link_bytes`` the busiest
     client's CrossClientLP bytes in its busier direction plus one model transfer
     (:func:`securefl.crypto.seconds_at_bandwidth`); ``None`` where a method does not report it.
+
+    Time: ``seconds`` is the round's wall time, ``train_seconds`` the clients' local
+    computation (training, features, local pseudo-labels) and ``crypto_seconds`` its
+    cryptography (clients and server); a method whose round runs on a transport
+    (:mod:`securefl.methods.halves`) also reports ``messaging_seconds`` (exchange time not
+    spent in the clients' handlers, :class:`securefl.fl.costs.RoundMeter`),
+    ``bytes_down_per_client`` / ``bytes_up_per_client`` (the payload the transport
+    measured per participating client, each way; the model and protocol bytes above are
+    the nominal accounting every method shares) and ``participation`` (``members``,
+    ``survivors``, ``dropped``: step -> clients, ``failed``: client -> error); ``None``
+    where a method has not been split yet.
     """
 
     round: int
@@ -89,6 +109,10 @@ class RoundResult:
     pseudo_label_digest: str | None = None
     privacy: dict[str, Any] | None = None
     seconds_at_bandwidth: dict[str, float] | None = None
+    messaging_seconds: float | None = None
+    bytes_down_per_client: float | None = None
+    bytes_up_per_client: float | None = None
+    participation: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -108,6 +132,13 @@ class Method(ABC):
 
     name: ClassVar[str]
     uses_pseudo_labels: ClassVar[bool] = False
+    client_half: ClassVar[type | None] = None
+    """The method's :class:`~securefl.methods.halves.MethodClient`, or ``None`` while the
+    method still runs every party in this object (not split yet)."""
+    deployable: ClassVar[bool] = False
+    """True when the server half reads no client's data, so the method runs on any
+    transport (Flower); a split method with a simulated server-side step (FedProp's
+    central CrossClientLP until it is converted) runs in process only."""
     on_phase: Callable[[str], None] | None = None
     """Set by the runner: told (a short text) when a long phase starts, e.g. a warm-up round."""
 
@@ -143,6 +174,47 @@ class Method(ABC):
             return None
         text = "/".join(["securefl/method-secret", str(int(root)), purpose, *(str(int(x)) for x in labels)])
         return int.from_bytes(hashlib.sha256(text.encode()).digest()[:16], "big")
+
+    def keywords(self) -> dict[str, Any]:
+        """The constructor keywords of this method with their current values (every
+        keyword is stored under its own name, scikit-learn's ``get_params``)."""
+        signature = inspect.signature(type(self).__init__)
+        return {name: getattr(self, name) for name, p in signature.parameters.items()
+                if p.kind is inspect.Parameter.KEYWORD_ONLY}
+
+    def _connect(self, federation: Any, transport: Any = None) -> Any:
+        """Set ``self.transport`` (split methods, in ``setup``): ``transport`` if given,
+        else an :class:`~securefl.fl.transport.InProcessTransport` whose nodes hold the
+        federation's clients (:class:`~securefl.methods.halves.LocalData`) and run in
+        :meth:`_client_order`.  Returns it."""
+        from securefl.fl.transport import InProcessTransport, NodeContext
+        from securefl.methods.halves import MethodProgramClient, local_data, run_config
+
+        if transport is None:
+            run = run_config(self)
+            count = federation.num_clients
+            nodes = [NodeContext(k, {"partition-id": k, "num-partitions": count}, run,
+                                 local_data(federation, k)) for k in range(count)]
+            transport = InProcessTransport(MethodProgramClient(), nodes,
+                                           order=lambda clients: self._client_order(clients))
+        self.transport = transport
+        return transport
+
+    def _client_states(self) -> dict[int, Any]:
+        """The clients' state Records to checkpoint (in process; empty on other transports)."""
+        from securefl.fl.transport import InProcessTransport
+
+        transport = getattr(self, "transport", None)
+        return transport.client_states() if isinstance(transport, InProcessTransport) else {}
+
+    def _adopt_client_states(self, states: dict[int, Any]) -> None:
+        """Give checkpointed client states back to the in-process transport."""
+        from securefl.fl.transport import InProcessTransport
+
+        if states and not isinstance(getattr(self, "transport", None), InProcessTransport):
+            raise InputError("state", sorted(states), "client states resume in process only")
+        if states:
+            self.transport.adopt(states)
 
     def _client_order(self, clients: Sequence[int]) -> list[int]:
         """The order in which a round's clients compute in process: the given one.  Results

@@ -36,8 +36,17 @@
 
 Every round: the server samples clients (:func:`securefl.fl.sample_clients`), broadcasts
 the model, the clients run ClientUpdate (E epochs SGD, momentum, weight decay, optional
-FedProx mu), and ServerUpdate is FedAvg weighted by |D_k| through
-:func:`securefl.fl.aggregate` (secure aggregation when ``secure="real"``).  The learning
+FedProx mu), and ServerUpdate is FedAvg weighted by |D_k|: the clients upload
+``[|D_k| theta_k, |D_k|]`` to a secure sum when ``secure="real"``
+(:mod:`securefl.fl.uploads`; bit-identical to :func:`securefl.fl.aggregate`).
+
+**Server half and client half** (:mod:`securefl.methods.halves`).  The classes here are
+the server halves: sampling, the round's inputs (learning rate, consistency weight,
+warm-up flag), aggregation; they read only public facts of the federation (number of
+clients, which hold labels, classes, input shape).  Each names its client half in
+:mod:`securefl.methods.fedavg_clients` (``client_half``), where ClientUpdate, local
+pseudo-labelling and the upload happen; a round is the exchange ``train`` (+ the three
+secure-sum exchanges in real mode) on the method's transport.  The learning
 rate follows FedProp's cosine annealing ``lr_t = lr (1 + cos(pi t / lr_decay_rounds)) / 2``
 (``lr_decay_rounds=None`` or ``0``: constant).
 
@@ -63,8 +72,10 @@ lr_decay_rounds=0.
 
 Who learns what: the server sees only the aggregate of the sampled clients' models (with
 ``secure="real"``) and the sampled client ids; clients see the global model.  FedAvg+MT
-sums students and teachers in two secure aggregations; FedAvg+PL's pseudo-labels never
-leave a client.
+sums students and teachers in two secure aggregations (in the same exchanges).
+FedAvg+PL's and FedAvg+PL(localLP)'s pseudo-labels are made at the client and leave it
+only as the simulation's report (run config ``reports``; :mod:`securefl.methods.halves`),
+which the server half never uses.
 """
 
 from __future__ import annotations
@@ -72,40 +83,50 @@ from __future__ import annotations
 import copy
 import math
 import time
-from abc import abstractmethod
-from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
-import torch
-import torch.nn.functional as F
 from torch import nn
 
-from securefl.data.federation import ClientData, Federation
+from securefl.data.federation import Federation
 from securefl.errors import InputError
-from securefl.fl import (
-    SimulationRNG,
-    aggregate,
-    client_rng,
-    extract_features,
-    load_model_vector,
-    model_bytes,
-    model_vector,
-    predict_labels,
-    sample_clients,
-    train_mixed,
-    train_supervised,
+from securefl.fl import SimulationRNG, load_model_vector, model_bytes, model_vector, predict_labels, sample_clients
+from securefl.fl.costs import RoundMeter
+from securefl.fl.transport import Exchange, Record, Transport
+from securefl.fl.uploads import UploadPlan
+from securefl.methods.base import Method, RoundResult
+from securefl.methods.fedavg_clients import (
+    TRAIN,
+    FedAvgMTClient,
+    LabeledClient,
+    LocalLPClient,
+    NetworkPLClient,
+    SupervisedClient,
 )
-from securefl.methods.base import Method, RoundResult, label_digest
-from securefl.methods.common import default_shift, perturb, translation
-from securefl.methods.consistency import ema_update
-from securefl.models import build_model, dropout_generator
+from securefl.methods.halves import collect_pseudo_labels
+from securefl.models import build_model
+
+
+@dataclass
+class FedAvgRound:
+    """What one FedAvg round over the transport cost and who took part."""
+
+    compute_seconds: float
+    crypto_seconds: float
+    protocol_bytes: float
+    messaging_seconds: float
+    bytes_down_per_client: float
+    bytes_up_per_client: float
+    participation: dict[str, Any]
+    train: Exchange = field(repr=False)
 
 
 class FedAvgMethod(Method):
-    """FedAvg with pluggable client data; subclasses define :meth:`_client_update`."""
+    """FedAvg's server half with pluggable client halves (``client_half``)."""
 
     uses_pseudo_labels: ClassVar[bool] = False
+    deployable: ClassVar[bool] = True
 
     def __init__(self, *, secure: str = "plaintext", seed: int = 0, crypto_seed: int | None = None,
                  sum_backend: str = "secagg", model: str = "auto",
@@ -126,13 +147,17 @@ class FedAvgMethod(Method):
         self.max_shift = max_shift
 
     # ----------------------------------------------------------------- lifecycle
-    def setup(self, federation: Federation) -> None:
+    def setup(self, federation: Federation, *, transport: Transport | None = None) -> None:
+        """Build the global model, connect to ``transport`` (default: in process over
+        ``federation``'s clients) and run any warm-up.  The server half reads only the
+        federation's public facts (number of clients, which hold labels, shape)."""
         self._validate()
         self.federation = federation
         self.rng = SimulationRNG.from_seed(self.seed)
         self.network = build_model(self.model, input_shape=tuple(federation.input_shape),
                                    num_classes=federation.num_classes, seed=self.seed)
         self.rounds_done = 0
+        self._connect(federation, transport)
         self._setup_extra()
 
     def _setup_extra(self) -> None:
@@ -171,63 +196,74 @@ class FedAvgMethod(Method):
                               min(self.clients_per_round, fed.num_clients),
                               labeled=fed.labeled_clients)
 
-    @abstractmethod
-    def _client_update(self, model: nn.Module, client_index: int, lr: float,
-                       context: dict[str, Any], rng: SimulationRNG) -> None:
-        """ClientUpdate of client ``client_index`` on ``model`` (a copy of the global one),
-        drawing from ``rng`` (the client's generators for the round) only."""
-
+    # ----------------------------------------------------------------- a round
     def _prepare_round(self, selected: np.ndarray, round_index: int) -> dict[str, Any]:
-        """Per-round work before local training (pseudo-labelling); returns a context."""
+        """Server-side work before the clients train; returns the round's context
+        (``crypto_seconds`` and ``protocol_bytes`` it cost, anything the requests carry)."""
         return {"crypto_seconds": 0.0, "protocol_bytes": 0.0}
 
+    def _round_models(self, context: dict[str, Any]) -> dict[str, nn.Module]:
+        """The global models a round broadcasts and averages, by upload name."""
+        return {"model": self.network}
+
+    def _request_config(self, context: dict[str, Any]) -> dict[str, Any]:
+        """Round inputs every client of the round gets (besides round, lr, warmup)."""
+        return {}
+
+    def _request_arrays(self, client: int, context: dict[str, Any]) -> dict[str, np.ndarray]:
+        """Per-client arrays of the train request (besides the models)."""
+        return {}
+
     def _fedavg_round(self, selected: np.ndarray, lr: float, context: dict[str, Any],
-                      round_index: int) -> tuple[float, float, float]:
-        """Local training of ``selected`` then secure FedAvg; returns (train s, crypto s,
-        protocol bytes per client of the aggregation)."""
-        train_start = time.perf_counter()
-
-        def local_update(k: int) -> np.ndarray:
-            local = copy.deepcopy(self.network)
-            rng = client_rng(self.seed, round_index, k)
-            with dropout_generator(local, rng.torch):
-                self._client_update(local, k, lr, context, rng)
-            return model_vector(local)
-
-        vectors = self._per_client(selected, local_update)
-        sizes = [float(len(self.federation.clients[int(k)])) for k in selected]
-        train_seconds = time.perf_counter() - train_start
-        average, report = aggregate(vectors, sizes, secure=self.secure, sum_backend=self.sum_backend)
-        load_model_vector(self.network, average)
-        return train_seconds, report.crypto_seconds, report.protocol_bytes_per_client
+                      round_index: int) -> FedAvgRound:
+        """The exchange ``train`` to ``selected`` (local training + upload) and the secure
+        FedAvg of its uploads into the round's models."""
+        members = [int(k) for k in selected]
+        meter = RoundMeter(self.transport, members)
+        models = self._round_models(context)
+        vectors = {name: model_vector(model) for name, model in models.items()}
+        plan = UploadPlan.new(secure=self.secure, sum_backend=self.sum_backend, members=members,
+                              dims={name: v.size for name, v in vectors.items()})
+        shared = {"round": int(round_index), "lr": float(lr),
+                  "warmup": bool(context.get("warmup", False)), **self._request_config(context)}
+        requests = {}
+        for k in members:
+            arrays = {**vectors, **self._request_arrays(k, context)}
+            requests[k] = Record(arrays, {**shared, **plan.request_config(k)})
+        train = self.transport.exchange(TRAIN, requests)
+        meter.add(train)
+        outcome = plan.collect(self.transport, train)
+        meter.add(outcome.exchanges)
+        for name, model in models.items():
+            load_model_vector(model, outcome.averages[name])
+        down, up = meter.bytes_per_client()
+        participation = {"members": members, "survivors": list(outcome.survivors),
+                         "dropped": {k: list(v) for k, v in outcome.dropped.items() if v},
+                         "failed": {str(c): text for c, text in sorted(outcome.failed.items())}}
+        return FedAvgRound(meter.compute_seconds, outcome.crypto_seconds,
+                           outcome.protocol_bytes_per_client, meter.messaging_seconds, down, up,
+                           participation, train)
 
     def run_round(self, round_index: int) -> RoundResult:
         start = time.perf_counter()
         selected = self._sample()
         context = self._prepare_round(selected, round_index)
         lr = self.learning_rate(round_index)
-        train_s, agg_s, agg_bytes = self._fedavg_round(selected, lr, context, round_index)
+        done = self._fedavg_round(selected, lr, context, round_index)
         self.rounds_done = round_index + 1
+        digest, accuracy = context.get("pseudo_label_digest"), context.get("pseudo_label_accuracy")
+        if self.uses_pseudo_labels and "pseudo_label_digest" not in context:
+            digest, accuracy = collect_pseudo_labels(done.train.replies, [int(k) for k in selected])
         return RoundResult(
             round=round_index, seconds=time.perf_counter() - start,
-            train_seconds=train_s, crypto_seconds=context["crypto_seconds"] + agg_s,
+            train_seconds=done.compute_seconds,
+            crypto_seconds=context["crypto_seconds"] + done.crypto_seconds,
             bytes_model_per_client=2.0 * sum(model_bytes(m) for m in self._models().values()),
-            bytes_protocol_per_client=context["protocol_bytes"] + agg_bytes,
-            pseudo_label_accuracy=context.get("pseudo_label_accuracy"),
-            pseudo_label_digest=context.get("pseudo_label_digest"))
-
-    def _train_labeled(self, model: nn.Module, client: ClientData, lr: float,
-                       generator: torch.Generator) -> None:
-        mask = client.labeled
-        train_supervised(model, client.x[mask], client.y[mask], epochs=self.local_epochs,
-                         batch_size=self.batch_size, lr=lr, momentum=self.momentum,
-                         weight_decay=self.weight_decay, prox_mu=self.prox_mu,
-                         generator=generator, augment=self._augmentation(generator))
-
-    def _augmentation(self, generator: torch.Generator) -> Callable[[torch.Tensor], torch.Tensor] | None:
-        """Random translations of up to ``max_shift`` pixels drawn from ``generator`` (see
-        the module docstring)."""
-        return translation(self.federation.input_shape, self.max_shift, generator)
+            bytes_protocol_per_client=context["protocol_bytes"] + done.protocol_bytes,
+            pseudo_label_accuracy=accuracy, pseudo_label_digest=digest,
+            messaging_seconds=done.messaging_seconds,
+            bytes_down_per_client=done.bytes_down_per_client,
+            bytes_up_per_client=done.bytes_up_per_client, participation=done.participation)
 
     def _eval_model(self) -> nn.Module:
         """The model :meth:`predict` uses (the one the method deploys)."""
@@ -242,54 +278,47 @@ class FedAvgMethod(Method):
 
     def state_dict(self) -> dict[str, Any]:
         return {"round": self.rounds_done, "rng": self.rng.state_dict(),
-                "models": {k: copy.deepcopy(m.state_dict()) for k, m in self._models().items()}}
+                "models": {k: copy.deepcopy(m.state_dict()) for k, m in self._models().items()},
+                "clients": self._client_states()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.rounds_done = state["round"]
         self.rng.load_state_dict(state["rng"])
         for key, model in self._models().items():
             model.load_state_dict(state["models"][key])
+        self._adopt_client_states(state.get("clients", {}))
 
 
 class FedAvgLabeled(FedAvgMethod):
     """FedAvg on labeled data only (lower bound)."""
 
     name = "fedavg-labeled"
+    client_half = LabeledClient
 
     def _eligible_clients(self) -> list[int] | None:
         return self.federation.labeled_clients
-
-    def _client_update(self, model: nn.Module, client_index: int, lr: float,
-                       context: dict[str, Any], rng: SimulationRNG) -> None:
-        self._train_labeled(model, self.federation.clients[client_index], lr, rng.torch)
 
 
 class FedAvgSupervised(FedAvgMethod):
     """FedAvg with all training labels revealed (upper bound)."""
 
     name = "fedavg-supervised"
+    client_half = SupervisedClient
 
     def _eligible_clients(self) -> list[int] | None:
         return list(range(self.federation.num_clients))
-
-    def _client_update(self, model: nn.Module, client_index: int, lr: float,
-                       context: dict[str, Any], rng: SimulationRNG) -> None:
-        client = self.federation.clients[client_index]
-        train_supervised(model, client.x, client.y, epochs=self.local_epochs,
-                         batch_size=self.batch_size, lr=lr, momentum=self.momentum,
-                         weight_decay=self.weight_decay, prox_mu=self.prox_mu,
-                         generator=rng.torch, augment=self._augmentation(rng.torch))
 
 
 class PseudoLabelMethod(FedAvgMethod):
     """FedAvg whose clients train on labels plus weighted pseudo-labels (FedProp family).
 
-    Subclasses implement :meth:`_pseudo_labels` (features per selected client ->
-    (pseudo-labels, weights) per client).  Setup runs ``warmup_rounds`` of labeled-only
-    FedAvg (Algorithm 2, line 2).  A round's ``crypto_seconds`` is the wall time of the
-    pseudo-labelling protocol (its plaintext placeholder in plaintext mode) plus the
-    secure aggregation; points whose pseudo-label is ``-1`` (no label reached them) are
-    left out of training.
+    Setup runs ``warmup_rounds`` of labeled-only FedAvg (Algorithm 2, line 2).  Where the
+    pseudo-labels are made is the subclass's: at the client (FedAvg+PL, FedAvg+PL(localLP):
+    the client half makes and reports them) or by the server's round preparation (FedProp,
+    whose context's ``pseudo`` travels down in the train requests as ``pseudo/labels`` and
+    ``pseudo/weights``).  A round's ``crypto_seconds`` is the pseudo-labelling protocol's
+    (FedProp) plus the secure aggregation's; points whose pseudo-label is ``-1`` (no label
+    reached them) are left out of training.
     """
 
     uses_pseudo_labels: ClassVar[bool] = True
@@ -325,55 +354,19 @@ class PseudoLabelMethod(FedAvgMethod):
             self._fedavg_round(selected, self.lr, {"warmup": True}, -(warmup_round + 1))
         self.warmup_seconds = time.perf_counter() - start
 
-    @abstractmethod
-    def _pseudo_labels(self, features: list[np.ndarray], labels: list[np.ndarray]
-                       ) -> tuple[list[np.ndarray], list[np.ndarray], float]:
-        """Per-client pseudo-labels and weights, plus protocol bytes per client."""
-
-    def _feature_model(self) -> nn.Module:
-        return self.network
-
-    def _prepare_round(self, selected: np.ndarray, round_index: int) -> dict[str, Any]:
-        clients = [self.federation.clients[int(k)] for k in selected]
-        features = [extract_features(self._feature_model(), c.x) for c in clients]
-        labels = [c.observed_labels() for c in clients]
-        start = time.perf_counter()
-        pseudo, weights, protocol_bytes = self._pseudo_labels(features, labels)
-        seconds = time.perf_counter() - start
-        hits = total = 0
-        for client, pl in zip(clients, pseudo):
-            unl = ~client.labeled
-            hits += int((pl[unl] == client.y[unl]).sum())
-            total += int(unl.sum())
-        return {"crypto_seconds": seconds, "protocol_bytes": protocol_bytes,
-                "pseudo": dict(zip((int(k) for k in selected), zip(pseudo, weights))),
-                "pseudo_label_accuracy": hits / total if total else None,
-                "pseudo_label_digest": label_digest([np.asarray(p) for p in pseudo])}
-
-    def _client_update(self, model: nn.Module, client_index: int, lr: float,
-                       context: dict[str, Any], rng: SimulationRNG) -> None:
-        client = self.federation.clients[client_index]
-        if context.get("warmup"):
-            self._train_labeled(model, client, lr, rng.torch)
-            return
-        pseudo, weights = context["pseudo"][client_index]
-        lab = client.labeled
-        usable = ~lab & (pseudo >= 0)
-        train_mixed(model, client.x[lab], client.y[lab], client.x[usable], pseudo[usable],
-                    weights[usable], epochs=self.local_epochs, batch_size=self.batch_size,
-                    lr=lr, momentum=self.momentum, weight_decay=self.weight_decay,
-                    prox_mu=self.prox_mu, generator=rng.torch,
-                    augment=self._augmentation(rng.torch), **self._mixed_extras(model, lr, rng.torch))
-
-    def _mixed_extras(self, model: nn.Module, lr: float, generator: torch.Generator) -> dict[str, Any]:
-        """Extra keywords of :func:`train_mixed` (mean-teacher hooks, drawing from ``generator``)."""
-        return {}
+    def _request_arrays(self, client: int, context: dict[str, Any]) -> dict[str, np.ndarray]:
+        if "pseudo" not in context:
+            return {}
+        labels, weights = context["pseudo"][int(client)]
+        return {"pseudo/labels": np.asarray(labels, dtype=np.int64),
+                "pseudo/weights": np.asarray(weights, dtype=np.float64)}
 
 
 class FedAvgLocalLP(PseudoLabelMethod):
     """FedAvg+PL(localLP): per-client label propagation on plaintext local features."""
 
     name = "fedavg-locallp"
+    client_half = LocalLPClient
 
     def __init__(self, *, secure: str = "plaintext", seed: int = 0, crypto_seed: int | None = None,
                  sum_backend: str = "secagg", model: str = "auto",
@@ -391,27 +384,12 @@ class FedAvgLocalLP(PseudoLabelMethod):
         self.k = k
         self.alpha = alpha
 
-    def _pseudo_labels(self, features: list[np.ndarray], labels: list[np.ndarray]
-                       ) -> tuple[list[np.ndarray], list[np.ndarray], float]:
-        from securefl.protocols.propagation import label_propagation
-
-        pseudo, weights = [], []
-        for feats, lab in zip(features, labels):
-            if (lab >= 0).any() and len(lab) > 1:
-                result = label_propagation(feats, lab, num_classes=self.federation.num_classes,
-                                           k=min(self.k, len(lab) - 1), alpha=self.alpha)
-                pseudo.append(result.pseudo_labels)
-                weights.append(result.weights)
-            else:
-                pseudo.append(np.full(len(lab), -1, dtype=np.int64))
-                weights.append(np.zeros(len(lab)))
-        return pseudo, weights, 0.0
-
 
 class FedAvgPL(PseudoLabelMethod):
     """FedAvg+PL(network): pseudo-labels from the broadcast model's own predictions."""
 
     name = "fedavg-pl"
+    client_half = NetworkPLClient
 
     def __init__(self, *, secure: str = "plaintext", seed: int = 0, crypto_seed: int | None = None,
                  sum_backend: str = "secagg", model: str = "auto",
@@ -434,31 +412,17 @@ class FedAvgPL(PseudoLabelMethod):
             raise InputError("threshold", self.threshold, "a probability threshold must lie in [0, 1)")
         super()._setup_extra()
 
-    def _pseudo_labels(self, features: list[np.ndarray], labels: list[np.ndarray]
-                       ) -> tuple[list[np.ndarray], list[np.ndarray], float]:
-        """Each client's own computation: softmax of the head on its (eval-mode) features."""
-        pseudo, weights = [], []
-        classes = self.federation.num_classes
-        for feats in features:
-            with torch.no_grad():
-                probs = F.softmax(self._feature_model().head(torch.from_numpy(feats)), dim=1).double().numpy()
-            confident = probs.max(axis=1) > self.threshold
-            pseudo.append(np.where(confident, probs.argmax(axis=1), -1).astype(np.int64))
-            if self.entropy_weights:
-                entropy = -(probs * np.log(np.clip(probs, 1e-300, None))).sum(axis=1)
-                weights.append(np.clip(1.0 - entropy / np.log(classes), 0.0, 1.0))
-            else:
-                weights.append(np.ones(len(feats)))
-        return pseudo, weights, 0.0
-
 
 class MeanTeacherRounds:
     """Mean-teacher rounds for a :class:`FedAvgMethod` subclass (FedAvg+MT, FedProp+MT).
 
     The subclass sets ``ema_decay``, ``consistency_weight``, ``consistency_rampup`` and
-    ``noise_std``; clients train the student with :func:`train_mixed` plus the consistency
-    term and an EMA teacher update after every step, and return both models, which the
-    server averages separately (two secure sums).  The teacher is evaluated.
+    ``noise_std``; after any warm-up the server broadcasts the student (``model``) and
+    the teacher (``teacher``) with the round's consistency weight; clients train the
+    student with :func:`train_mixed` plus the consistency term and an EMA teacher update
+    after every step (:class:`securefl.methods.fedavg_clients.MeanTeacherClient`) and
+    upload both, which the server averages separately (two secure sums in the same
+    exchanges).  The teacher is evaluated.
     """
 
     ema_decay: float
@@ -489,51 +453,17 @@ class MeanTeacherRounds:
         phase = 1.0 - min(round_index, self.consistency_rampup) / self.consistency_rampup
         return math.exp(-5.0 * phase * phase)
 
-    def _mixed_extras(self, model: nn.Module, lr: float, generator: torch.Generator) -> dict[str, Any]:
-        teacher = self._local_teacher
-        weight = self._round_weight
-        noise = self.noise_std
-        shift = default_shift(self.federation.input_shape) if self.max_shift is None else self.max_shift
-        classes = self.federation.num_classes
+    def _round_models(self, context: dict[str, Any]) -> dict[str, nn.Module]:
+        models = super()._round_models(context)
+        if not context.get("warmup"):
+            models["teacher"] = self.teacher
+        return models
 
-        def consistency(student: nn.Module, x_l: torch.Tensor, x_u: torch.Tensor) -> torch.Tensor:
-            x = torch.cat([x_l, x_u])
-            noisy_s = perturb(x, noise, shift, generator)
-            noisy_t = perturb(x, noise, shift, generator)
-            with torch.no_grad():
-                target = F.softmax(teacher(noisy_t), dim=1)
-            probs = F.softmax(student(noisy_s), dim=1)
-            return weight * ((probs - target) ** 2).sum(dim=1).mean() / classes
-
-        return {"extra_loss": consistency,
-                "after_step": lambda: ema_update(teacher, model, self.ema_decay)}
-
-    def _fedavg_round(self, selected: np.ndarray, lr: float, context: dict[str, Any],
-                      round_index: int) -> tuple[float, float, float]:
-        if context.get("warmup"):
-            return super()._fedavg_round(selected, lr, context, round_index)
-        train_start = time.perf_counter()
-
-        def local_update(k: int) -> tuple[np.ndarray, np.ndarray]:
-            local = copy.deepcopy(self.network)
-            self._local_teacher = copy.deepcopy(self.teacher)
-            rng = client_rng(self.seed, round_index, k)
-            with dropout_generator(local, rng.torch), dropout_generator(self._local_teacher, rng.torch):
-                self._client_update(local, k, lr, context, rng)
-            return model_vector(local), model_vector(self._local_teacher)
-
-        pairs = self._per_client(selected, local_update)
-        students, teachers = [s for s, _ in pairs], [t for _, t in pairs]
-        sizes = [float(len(self.federation.clients[int(k)])) for k in selected]
-        train_seconds = time.perf_counter() - train_start
-        student_avg, report_s = aggregate(students, sizes, secure=self.secure,
-                                          sum_backend=self.sum_backend)
-        teacher_avg, report_t = aggregate(teachers, sizes, secure=self.secure,
-                                          sum_backend=self.sum_backend)
-        load_model_vector(self.network, student_avg)
-        load_model_vector(self.teacher, teacher_avg)
-        return (train_seconds, report_s.crypto_seconds + report_t.crypto_seconds,
-                report_s.protocol_bytes_per_client + report_t.protocol_bytes_per_client)
+    def _request_config(self, context: dict[str, Any]) -> dict[str, Any]:
+        config = super()._request_config(context)
+        if not context.get("warmup"):
+            config["consistency_weight"] = float(self._round_weight)
+        return config
 
     def _eval_model(self) -> nn.Module:
         return self.teacher
@@ -547,6 +477,7 @@ class FedAvgMT(MeanTeacherRounds, FedAvgMethod):
     """FedAvg+MT: FedAvg of a mean-teacher student and teacher (FedProp §5.1)."""
 
     name = "fedavg-mt"
+    client_half = FedAvgMTClient
 
     def __init__(self, *, secure: str = "plaintext", seed: int = 0, crypto_seed: int | None = None,
                  sum_backend: str = "secagg", model: str = "auto",
@@ -566,19 +497,6 @@ class FedAvgMT(MeanTeacherRounds, FedAvgMethod):
         self.consistency_weight = consistency_weight
         self.consistency_rampup = consistency_rampup
         self.noise_std = noise_std
-
-    def _client_update(self, model: nn.Module, client_index: int, lr: float,
-                       context: dict[str, Any], rng: SimulationRNG) -> None:
-        """Cross-entropy on B_L (zero weight on B_U) plus the consistency over B_L u B_U."""
-        client = self.federation.clients[client_index]
-        lab = client.labeled
-        unlabeled = int((~lab).sum())
-        train_mixed(model, client.x[lab], client.y[lab], client.x[~lab],
-                    np.zeros(unlabeled, dtype=np.int64), np.zeros(unlabeled),
-                    epochs=self.local_epochs, batch_size=self.batch_size, lr=lr,
-                    momentum=self.momentum, weight_decay=self.weight_decay,
-                    prox_mu=self.prox_mu, generator=rng.torch,
-                    augment=self._augmentation(rng.torch), **self._mixed_extras(model, lr, rng.torch))
 
 
 def teacher_copy(model: nn.Module) -> nn.Module:

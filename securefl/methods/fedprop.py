@@ -40,6 +40,16 @@ Defaults: FedProp Appendix A (L = 4096, k = 10, alpha = 0.99, E = 5, |B_L| <= 50
 lr 0.1, momentum 0.9, weight decay 2e-4, 5 clients per round, cosine decay over 2000
 rounds, random translations as augmentation: ``max_shift``, applied to the warm-up too).
 The paper does not state the number of warm-up rounds; ``warmup_rounds=10``.
+
+Split into halves (:mod:`securefl.methods.halves`): ClientUpdate and the model's secure
+aggregation run on the method's transport (client halves
+:class:`~securefl.methods.fedavg_clients.PseudoLabelClient` and
+:class:`~securefl.methods.fedavg_clients.PseudoLabelMTClient`: the round's
+pseudo-labels and weights travel down in the ``train`` request).  CrossClientLP itself
+still runs every party in this process (:meth:`FedProp._prepare_round` reads the selected
+clients' features and calls :func:`securefl.protocols.cross_client_lp`): a simulation
+step, so FedProp runs in process only (``deployable = False``) until CrossClientLP is
+converted into exchanges (``docs/transport-phase2.md``).
 """
 
 from __future__ import annotations
@@ -50,16 +60,22 @@ import numpy as np
 import torch
 from torch import nn
 
+from typing import Any, ClassVar
+
 from securefl.crypto.projection import seconds_at_bandwidth
 from securefl.errors import InputError
-from securefl.methods.base import RoundResult
+from securefl.fl import extract_features
+from securefl.methods.base import RoundResult, label_digest
 from securefl.methods.baselines import MeanTeacherRounds, PseudoLabelMethod
+from securefl.methods.fedavg_clients import PseudoLabelClient, PseudoLabelMTClient
 
 
 class FedProp(PseudoLabelMethod):
     """FedProp: cross-client label propagation pseudo-labels (Algorithm 2)."""
 
     name = "fedprop"
+    client_half = PseudoLabelClient
+    deployable: ClassVar[bool] = False
 
     def __init__(self, *, secure: str = "plaintext", seed: int = 0, crypto_seed: int | None = None,
                  sum_backend: str = "secagg", model: str = "auto",
@@ -80,8 +96,32 @@ class FedProp(PseudoLabelMethod):
         self.L = L
         self.hamming_backend = hamming_backend
 
+    def _feature_model(self) -> nn.Module:
+        return self.network
+
+    def _prepare_round(self, selected: np.ndarray, round_index: int) -> dict[str, Any]:
+        """CrossClientLP on the selected clients' features (in process, every party here):
+        per-client pseudo-labels and weights for the train requests, and the round's
+        pseudo-label digest and accuracy."""
+        clients = [self.federation.clients[int(k)] for k in selected]
+        features = [extract_features(self._feature_model(), c.x) for c in clients]
+        labels = [c.observed_labels() for c in clients]
+        start = time.perf_counter()
+        pseudo, weights, protocol_bytes = self._pseudo_labels(features, labels)
+        seconds = time.perf_counter() - start
+        hits = total = 0
+        for client, pl in zip(clients, pseudo):
+            unl = ~client.labeled
+            hits += int((pl[unl] == client.y[unl]).sum())
+            total += int(unl.sum())
+        return {"crypto_seconds": seconds, "protocol_bytes": protocol_bytes,
+                "pseudo": dict(zip((int(k) for k in selected), zip(pseudo, weights))),
+                "pseudo_label_accuracy": hits / total if total else None,
+                "pseudo_label_digest": label_digest([np.asarray(p) for p in pseudo])}
+
     def _pseudo_labels(self, features: list[np.ndarray], labels: list[np.ndarray]
                        ) -> tuple[list[np.ndarray], list[np.ndarray], float]:
+        """Per-client pseudo-labels and weights, plus protocol bytes per client."""
         from securefl.protocols.crossclient import cross_client_lp
 
         if not isinstance(self.L, (int, np.integer)) or self.L < 1:
@@ -112,6 +152,7 @@ class FedPropMT(MeanTeacherRounds, FedProp):
     """FedProp + mean teacher (§5.1)."""
 
     name = "fedprop-mt"
+    client_half = PseudoLabelMTClient
 
     def __init__(self, *, secure: str = "plaintext", seed: int = 0, crypto_seed: int | None = None,
                  sum_backend: str = "secagg", model: str = "auto",

@@ -1,21 +1,29 @@
 """securefl on a real Flower deployment: a SuperLink and three SuperNodes on 127.0.0.1.
 
-* The FedAvg pilot (securefl's secure aggregation through Flower messages) gives, round
-  for round, the same accuracy, model digest and bytes as the in-process transport with
-  the same seed.
-* A modified ServerApp that alters, replays or reorders relayed client-to-client frames
-  makes the targeted client raise ProtocolError (reported back as its error reply).
+* ``fedavg-labeled`` with ``--secure real`` (program ``method``: securefl's secure
+  aggregation through Flower messages, each node loading its own partition) gives, round
+  for round, the same test and validation accuracy, model digest, bytes and participation
+  as the same job in process with the same seed.
+* A modified ServerApp that flips a bit of a relayed share ciphertext, replays a request
+  or delivers requests out of order makes the targeted client raise ProtocolError
+  (reported back as its error reply); the tampered run equals the same tampering in
+  process.
 * A SuperNode killed during a run is a dropout with secure aggregation's outcome: the
   run equals the in-process run with that client dropping at the same exchange.
+* Nothing survives a failure: a test body that raises, with a node's executor orphaned
+  (its node killed) and hung, still leaves no process of the federation behind.
 
 Every process a test starts (and every process those start) is stopped by PID when the
-test ends, pass or fail (:class:`LocalFederation` as a context manager); the tests check
-that none is left.  These are the suite's slowest tests (about a minute each on the
-2-core project machine), hence ``slow``; CI runs them.
+test ends, pass or fail (:class:`LocalFederation` as a context manager, which finds them
+by session and descent); the tests check that none is left.  These are the suite's
+slowest tests (about a minute each on the 2-core project machine), hence ``slow``; CI
+runs them.
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from pathlib import Path
 
@@ -23,21 +31,24 @@ import pytest
 
 pytest.importorskip("flwr")
 
-from securefl.fl.flower.deploy import LocalFederation, _alive, progress, wait_result  # noqa: E402
-from securefl.fl.pilot import PilotClient, PilotServer  # noqa: E402
+from securefl.experiments.config import load_config  # noqa: E402
+from securefl.experiments.deployment import in_process, program_config  # noqa: E402
+from securefl.fl.flower.deploy import LocalFederation, _alive, _processes, progress, wait_result  # noqa: E402
 from securefl.fl.transport import InProcessTransport, NodeContext  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
-PILOT = {"program": "pilot-fedavg", "rounds": 2, "timeout": 120.0}
 STEP_OF_ROUND = {"advertise": "train", "share": "secagg/keys",
                  "masked_input": "secagg/ciphertexts", "unmask": "secagg/survivors"}
+COMPARED = ("test_accuracy", "validation_accuracy", "model_digest", "pseudo_label_digest",
+            "bytes_model_per_client", "bytes_protocol_per_client", "bytes_down_per_client",
+            "bytes_up_per_client", "participation")
 TAMPER_APP = '''
 from flwr.serverapp import ServerApp
 
 from securefl.fl.flower.app import run_program
 from securefl.fl.flower.tuning import tune_object_pulls
-from tampering import TamperingLinkCheck
+from tampering import TamperingMethod
 
 app = ServerApp()
 
@@ -45,21 +56,21 @@ app = ServerApp()
 @app.main()
 def main(grid, context):
     tune_object_pulls()
-    run_program(grid, context, TamperingLinkCheck())
+    run_program(grid, context, TamperingMethod())
 '''
 
 
-def in_process(run_config: dict, dropouts: dict | None = None) -> dict:
-    run = {"num-partitions": 3, **run_config}
-    nodes = [NodeContext(i, {"partition-id": i, "num-partitions": 3}, run) for i in range(3)]
-    return PilotServer().run(InProcessTransport(PilotClient(), nodes, dropouts=dropouts), run)
+def job(rounds: int, timeout: float = 120.0) -> dict:
+    """fedavg-labeled, real mode, on the digits default split over three clients."""
+    config = load_config(None, settings=["partition.num_clients=3"], methods=["fedavg-labeled"],
+                         rounds=rounds)
+    return program_config(config, "fedavg-labeled", secure="real", timeout=timeout)
 
 
 def same_rounds(flower: dict, reference: dict) -> None:
     assert len(flower["rounds"]) == len(reference["rounds"])
     for ours, theirs in zip(flower["rounds"], reference["rounds"]):
-        for key in ("accuracy", "model_digest", "members", "survivors", "dropped",
-                    "bytes_down_per_client", "bytes_up_per_client"):
+        for key in COMPARED:
             assert ours[key] == theirs[key], (ours["round"], key, ours[key], theirs[key])
 
 
@@ -69,40 +80,46 @@ def stopped(federation: LocalFederation) -> list[int]:
     return [p for p in pids if _alive(p)]
 
 
-def test_pilot_equals_in_process_and_a_modified_server_app_is_caught():
+def test_fedavg_labeled_equals_in_process_and_a_modified_server_app_is_caught():
     """One federation (its start-up is the expensive part) for both checks."""
-    from tests.fl.tampering import expected_failures
+    from tests.fl.tampering import method_failures, tamper_method_traffic
 
     federation = LocalFederation(nodes=3, mode="fast", poll=0.1)
     files = {"tampering.py": (Path(__file__).parent.parent / "fl" / "tampering.py").read_text(),
              "tamper_app.py": TAMPER_APP}
+    run, attacked = job(rounds=2), job(rounds=3)
     try:
         federation.start()
-        result = federation.run(PILOT, name="pilot", timeout=600)
-        tampered = federation.run({"program": "link-check", "rounds": 3, "frames": 2,
-                                   "payload-bytes": 256, "timeout": 120.0},
-                                  name="tamper", server_app="tamper_app:app", extra_files=files)
+        started = time.monotonic()
+        result = federation.run(run, name="fedavg-labeled", timeout=600)
+        identity_seconds = time.monotonic() - started
+        tampered = federation.run(attacked, name="tamper", server_app="tamper_app:app",
+                                  extra_files=files, timeout=600)
     finally:
         assert not stopped(federation)
-    # the pilot: round for round identical to the in-process transport
-    same_rounds(result, in_process(PILOT))
-    assert result["final_accuracy"] > 0.5
-    assert all(r["failed"] == {} and r["survivors"] == [0, 1, 2] for r in result["rounds"])
-    for r in result["rounds"]:  # the split of a round's time is measured, and adds up
-        parts = r["compute_seconds"] + r["crypto_seconds"] + r["messaging_seconds"]
-        assert 0 < parts <= r["seconds"] + 0.5
-    # the modified ServerApp: each attacked client raised ProtocolError; untouched links verified
-    assert not tampered["verified"]
-    for key, text in expected_failures().items():
-        assert "ProtocolError" in tampered["failed"][key] and text in tampered["failed"][key], \
-            (key, tampered["failed"])
-    links = tampered["links"]
-    assert links["0/1->2"] and links["0/2->0"] and links["1/1->0"] and not links["0/0->1"]
+    # fedavg-labeled: round for round identical to the in-process run of the same job
+    same_rounds(result, in_process(run))
+    assert result["final_accuracy"] > 0.2 and identity_seconds > 0
+    for r in result["rounds"]:
+        assert r["participation"]["survivors"] == [0, 1, 2] and not r["participation"]["failed"]
+        parts = r["train_seconds"] + r["crypto_seconds"] + r["messaging_seconds"]
+        assert 0 < parts <= r["seconds"] + 0.5  # the split of a round's time adds up
+    # the modified ServerApp: each attacked client raised ProtocolError and dropped out
+    for r in tampered["rounds"]:
+        client, text = method_failures()[r["round"]]
+        failed = r["participation"]["failed"]
+        assert list(failed) == [client] and "ProtocolError" in failed[client] and text in failed[client]
+        assert r["participation"]["survivors"] == sorted({0, 1, 2} - {int(client)})
+    nodes = [NodeContext(k, {"partition-id": k, "num-partitions": 3}, attacked) for k in range(3)]
+    from securefl.experiments.deployment import ExperimentClient, ExperimentServer
+
+    transport = tamper_method_traffic(InProcessTransport(ExperimentClient(), nodes))
+    same_rounds(tampered, {"rounds": ExperimentServer().run(transport, attacked)["rounds"]})
 
 
 def test_killed_supernode_is_a_secure_aggregation_dropout():
     fed = LocalFederation(nodes=3, mode="fast", poll=0.1)
-    run = {**PILOT, "rounds": 1, "timeout": 20.0}
+    run = job(rounds=1, timeout=20.0)
     try:
         fed.start()
         out = fed.launch(run, name="dropout")
@@ -111,12 +128,53 @@ def test_killed_supernode_is_a_secure_aggregation_dropout():
             assert time.monotonic() < deadline, "the run never reached its first secure sum"
             time.sleep(0.05)
         fed.kill_node(2)
-        result = wait_result(out, 300, processes=fed.processes)
+        result = wait_result(out, 300, processes=fed.processes, track=fed.track)
     finally:
         assert not stopped(fed)
-    first = next(r for r in result["rounds"] if any(2 in c for c in r["dropped"].values()))
-    (round_name,) = [name for name, clients in first["dropped"].items() if 2 in clients]
+    first = next(r for r in result["rounds"]
+                 if any(2 in c for c in r["participation"]["dropped"].values()))
+    (round_name,) = [name for name, clients in first["participation"]["dropped"].items()
+                     if 2 in clients]
     reference = in_process(run, dropouts={2: (STEP_OF_ROUND[round_name], first["round"])})
     same_rounds(result, reference)
-    assert 2 not in result["rounds"][-1]["survivors"]
-    assert (2 in first["survivors"]) == (round_name == "unmask")
+    assert (2 in first["participation"]["survivors"]) == (round_name == "unmask")
+
+
+def _executor_of(pid: int, wait: float = 120.0) -> int:
+    """The warm executor node ``pid`` starts (a child whose command line says so)."""
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        for child, (parent, *_rest) in _processes().items():
+            if parent == pid and b"--executor" in Path(f"/proc/{child}/cmdline").read_bytes():
+                return child
+        time.sleep(0.1)
+    raise AssertionError(f"node {pid} started no executor within {wait:g} s")
+
+
+def test_no_process_survives_a_failure_not_even_an_orphaned_hung_executor():
+    """The incident: a failing test left a node's executor alive with PPID 1.  Here the
+    node is killed under its executor, which is frozen first (as a hung orphan would be:
+    it cannot even die with its parent), and the test body raises; leaving the
+    federation's block must still stop every process it had."""
+    federation = LocalFederation(nodes=1, mode="fast", poll=0.1, grace=2.0)
+    executor = None
+    try:
+        with pytest.raises(RuntimeError, match="forced failure"):
+            with federation:
+                node = federation.processes["node0"]
+                executor = _executor_of(node.pid)
+                os.kill(executor, signal.SIGSTOP)
+                os.kill(node.pid, signal.SIGKILL)
+                node.wait(timeout=30)
+                deadline = time.monotonic() + 30
+                while _processes().get(executor, (node.pid,))[0] == node.pid:
+                    assert time.monotonic() < deadline, "the executor was never orphaned"
+                    time.sleep(0.05)
+                assert _alive(executor), "the orphan must exist for this test to mean anything"
+                raise RuntimeError("forced failure")
+        assert not _alive(executor), "the orphaned executor survived the federation"
+        sessions = set(federation._sessions)
+        assert not [p for p, stat in _processes().items() if stat[2] in sessions]
+    finally:
+        if executor is not None and _alive(executor):  # never leak it, whatever happened
+            os.kill(executor, signal.SIGKILL)

@@ -1,5 +1,6 @@
 """The transport layer in process: records, request sequencing, end-to-end client links,
-secure aggregation as exchanges, party state round trips, and the FedAvg pilot.
+secure aggregation as exchanges (several sums at once, bytes as the in-process protocol
+meters them), party state round trips, client-state checkpoints.
 
 The same halves run on Flower in ``tests/deploy``; here every property is checked in
 milliseconds, including the attacks of a modified server.
@@ -320,9 +321,9 @@ def test_a_tampered_share_ciphertext_makes_its_receiver_raise_and_drop():
 
     def tamper(client, request):
         if client == 2 and request.config["_step"] == "secagg/ciphertexts":
-            blob = request.arrays["secagg/in/1"].copy()
+            blob = request.arrays["secagg/sum/in/1"].copy()
             blob[0, 20] ^= 1
-            request.arrays["secagg/in/1"] = blob
+            request.arrays["secagg/sum/in/1"] = blob
         return request
 
     outcome = summed(values, [0, 1, 2, 3], 3, intercept=tamper)
@@ -336,7 +337,7 @@ def test_a_server_sending_a_later_rounds_message_is_refused_by_the_client():
 
     def skip_ahead(client, request):
         if client == 0 and request.config["_step"] == "secagg/keys":
-            put_message(request, secure_sum_steps.SLOT_DOWN,
+            put_message(request, secure_sum_steps.slot_down(),
                         Message(-1, 0, TAGS["survivors"], (np.arange(3, dtype=np.int32),)))
         return request
 
@@ -345,43 +346,99 @@ def test_a_server_sending_a_later_rounds_message_is_refused_by_the_client():
     assert outcome.survivors == (1, 2) and list(outcome.total) == [5, 5, 5]
 
 
-# ----------------------------------------------------------------------------- pilot
+class MultiSummand(ClientHalf):
+    """Submits values[k] and 10 * values[k] to two secure sums in the same exchanges."""
+
+    program = "multi-summand"
+
+    def handle(self, step, request, state, node):
+        reply = Record()
+        if step != "input":
+            secure_sum_steps.answer(request, state, reply)
+            return reply
+        value = np.asarray(node.run_config["values"][node.partition], dtype=np.uint64)
+        for name, factor in (("small", 1), ("large", 10)):
+            config = SecAggConfig(bytes(request.config[f"session/{name}"]), int(request.config["n"]),
+                                  int(request.config["t"]), value.size, 64)
+            secure_sum_steps.start(state, reply, index=int(request.config["index"]), config=config,
+                                   encoded=value * np.uint64(factor), name=name)
+        return reply
 
 
-def test_pilot_partitions_match_the_simulator_and_fedavg_matches_aggregate():
-    from securefl.data import load_dataset, partition
-    from securefl.fl import aggregate, load_model_vector, model_vector
-    from securefl.fl.pilot import PilotClient, PilotServer, _model, federation, local_update, model_digest
-    from securefl.fl.pilot import settings as pilot_settings
+def test_several_sums_share_the_exchanges_and_count_bytes_as_the_in_process_protocol():
+    values = [np.arange(5, dtype=np.uint64) + c for c in range(4)]
+    members = [0, 1, 2, 3]
+    transport = InProcessTransport(MultiSummand(), nodes(4, {"values": values}),
+                                   dropouts={2: "secagg/ciphertexts"})
+    configs = {name: secure_sum_steps.new_config(members, threshold=3, dim=5)
+               for name in ("small", "large")}
+    requests = {c: Record(config={"n": 4, "t": 3, "index": i,
+                                  **{f"session/{n}": cfg.session for n, cfg in configs.items()}})
+                for i, c in enumerate(members)}
+    first = transport.exchange("input", requests)
+    outcome = secure_sum_steps.aggregate_steps(transport, configs, members, first)
+    assert transport.stats.exchanges == 4                      # one input step + three for both sums
+    survivors = (0, 1, 3)
+    assert outcome.sums["small"].survivors == outcome.sums["large"].survivors == survivors
+    assert list(outcome.sums["small"].total) == list(sum(values[c] for c in survivors))
+    assert list(outcome.sums["large"].total) == list(10 * sum(values[c] for c in survivors))
+    assert outcome.dropped == {"advertise": (), "share": (), "masked_input": (2,), "unmask": ()}
+    with pytest.raises(InputError, match="several"):
+        outcome.total
+    # the frames each client sent in a sum: the bytes secure_sum's own network meters
+    reference = secure_sum(values, threshold=3, backend="secagg", dropouts={2: "masked_input"})
+    for client in members:
+        assert outcome.sums["small"].bytes_sent[client] == reference.bytes_sent[client]
 
-    run = {"rounds": 1, "num-partitions": 3, "seed": 5, "local-epochs": 1}
-    simulator = partition(load_dataset("digits"), scheme="iid", num_clients=3, seed=5,
-                          labeled_fraction=0.1)
-    fed = federation(pilot_settings(run))
-    for k in range(3):
-        assert np.array_equal(fed.clients[k].x, simulator.clients[k].x)
-        assert np.array_equal(fed.clients[k].labeled, simulator.clients[k].labeled)
-    result = PilotServer().run(InProcessTransport(PilotClient(), nodes(3, run)), run)
-    settled = pilot_settings(run)
-    start = model_vector(_model(settled, fed))
-    updates = [local_update(settled, fed, k, 0, start) for k in range(3)]
-    average, _ = aggregate([u[0] for u in updates], [u[1] for u in updates], secure="plaintext")
-    model = _model(settled, fed)
-    load_model_vector(model, average)
-    assert result["rounds"][0]["model_digest"] == model_digest(model_vector(model))
+
+def test_client_states_survive_a_checkpoint_into_a_new_session():
+    transport = InProcessTransport(Counter(), nodes(2))
+    for _ in range(2):
+        transport.exchange("tick", {0: Record(), 1: Record()})
+    transport.states[1].arrays["links/private"] = np.ones(32, np.uint8)   # session secrets
+    transport.states[1].config["secagg/sum/party/stage#"] = "scalar"
+    saved = transport.client_states()
+    assert saved[0].config == {"count": 2} and saved[1].config == {"count": 2}
+    assert not saved[1].arrays  # no link key, no party, no session stamp is checkpointed
+    resumed = InProcessTransport(Counter(), nodes(2))
+    assert resumed.session != transport.session
+    resumed.adopt(saved)
+    assert resumed.exchange("tick", {0: Record(), 1: Record()}).replies[0].config["count"] == 3
+    fresh = InProcessTransport(Counter(), nodes(2))          # without adopting: a new client
+    assert fresh.exchange("tick", {0: Record()}).replies[0].config["count"] == 1
+    with pytest.raises(InputError, match="not among the clients"):
+        fresh.adopt({5: Record()})
 
 
-def test_pilot_dropouts_follow_secure_aggregation():
-    from securefl.fl.pilot import PilotClient, PilotServer
+def test_the_order_hook_runs_clients_in_its_order_and_must_permute_them():
+    seen = []
 
-    run = {"rounds": 1, "num-partitions": 3}
-    full = PilotServer().run(InProcessTransport(PilotClient(), nodes(3, run)), run)
-    late = PilotServer().run(InProcessTransport(PilotClient(), nodes(3, run),
-                                                dropouts={1: "secagg/survivors"}), run)
-    early = PilotServer().run(InProcessTransport(PilotClient(), nodes(3, run),
-                                                 dropouts={1: "secagg/ciphertexts"}), run)
-    assert late["rounds"][0]["survivors"] == [0, 1, 2]       # input already in the sum
-    assert late["model_digest"] == full["model_digest"]
-    assert early["rounds"][0]["survivors"] == [0, 2]         # masked input never sent
-    assert early["model_digest"] != full["model_digest"]
-    assert early["rounds"][0]["dropped"] == {"masked_input": [1]}
+    class Recorder(Counter):
+        def handle(self, step, request, state, node):
+            seen.append(node.partition)
+            return super().handle(step, request, state, node)
+
+    transport = InProcessTransport(Recorder(), nodes(3), order=lambda clients: list(reversed(clients)))
+    transport.exchange("tick", {c: Record() for c in range(3)})
+    assert seen == [2, 1, 0]
+    broken = InProcessTransport(Recorder(), nodes(3), order=lambda clients: clients[:1])
+    with pytest.raises(InputError, match="permutation"):
+        broken.exchange("tick", {c: Record() for c in range(3)})
+
+
+def test_a_server_tampering_with_method_traffic_is_caught_by_the_targeted_clients():
+    from securefl.experiments.config import load_config
+    from securefl.experiments.deployment import ExperimentClient, program_config
+
+    from .tampering import TamperingMethod, method_failures
+
+    config = load_config(None, settings=["partition.num_clients=3", "partition.samples_per_client=30",
+                                         "hyper.local_epochs=1"], methods=["fedavg-labeled"], rounds=3)
+    run = program_config(config, "fedavg-labeled", secure="real")
+    transport = InProcessTransport(ExperimentClient(), nodes(3, run))
+    result = TamperingMethod().run(transport, run)
+    for record in result["rounds"]:
+        client, text = method_failures()[record["round"]]
+        failed = record["participation"]["failed"]
+        assert list(failed) == [client] and "ProtocolError" in failed[client] and text in failed[client]
+        assert record["participation"]["survivors"] == sorted({0, 1, 2} - {int(client)})

@@ -9,8 +9,15 @@ import torch
 from securefl.errors import ConfigError, InputError
 from securefl.methods import METHOD_NAMES, build_method, hyper_parameters, method_class
 from securefl.methods.base import Method
+from securefl.methods.fedavg_clients import FedAvgClient
+from securefl.methods.halves import local_data
 
 from .conftest import play
+
+
+def client_of(method):
+    """The method's client half, configured like the method."""
+    return type(method).client_half(method)
 
 
 def run(name, federation, hyper, secure, rounds=2):
@@ -156,11 +163,12 @@ def test_every_fedavg_family_method_gets_fedprops_translations(name):
     reference = build_method("fedprop", warmup_rounds=0)
     reference.setup(federation)
     batch = torch.rand(16, 1, 28, 28)
-    shifted = method._augmentation(torch.Generator().manual_seed(1))(batch)
-    expected = reference._augmentation(torch.Generator().manual_seed(1))(batch)
+    data = local_data(federation, 0)
+    shifted = client_of(method).augmentation(data, torch.Generator().manual_seed(1))(batch)
+    expected = client_of(reference).augmentation(data, torch.Generator().manual_seed(1))(batch)
     assert torch.equal(shifted, expected) and not torch.equal(shifted, batch)
     method.max_shift = 0
-    assert method._augmentation(torch.Generator()) is None
+    assert client_of(method).augmentation(data, torch.Generator()) is None
 
 
 @pytest.mark.parametrize("name", ["fedavg-labeled", "fedavg-locallp", "fedavg-mt"])
@@ -178,9 +186,17 @@ def test_baselines_train_on_translated_batches(name):
                               max_shift=max_shift, **extra.get(name, {}))
         method.setup(federation)
         inputs = []
-        method.network.body.register_forward_pre_hook(
-            lambda module, args: inputs.extend(args[0].numpy()) if module.training else None)
-        method.run_round(0)
+        build = FedAvgClient.build
+
+        def watched(self, data, vector):  # every model a client trains (student and teacher)
+            model = build(self, data, vector)
+            model.body.register_forward_pre_hook(
+                lambda module, args: inputs.extend(args[0].numpy()) if module.training else None)
+            return model
+
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(FedAvgClient, "build", watched)
+            method.run_round(0)
         return [x.tobytes() in raw for x in inputs]
 
     plain = seen_in_training(0)
@@ -238,14 +254,14 @@ def test_fedavg_pl_pseudo_labels_are_the_networks_predictions(tiny_digits):
     with torch.no_grad():
         probs = torch.softmax(method.network.head(torch.from_numpy(features[0])), 1).double().numpy()
     method.threshold = float(np.median(probs.max(1)))
-    (pseudo,), (weights,), traffic = method._pseudo_labels(features, [np.full(7, -1)])
+    pseudo, weights = client_of(method).predictions(method.network, features[0], 10)
     confident = probs.max(1) > method.threshold
-    assert traffic == 0.0 and 0 < confident.sum() < 7
+    assert 0 < confident.sum() < 7
     assert np.array_equal(pseudo, np.where(confident, probs.argmax(1), -1))
     entropy = -(probs * np.log(probs)).sum(1)
     np.testing.assert_allclose(weights, 1 - entropy / np.log(10))
     method.entropy_weights = False
-    (_,), (ones,), _ = method._pseudo_labels(features, [np.full(7, -1)])
+    _, ones = client_of(method).predictions(method.network, features[0], 10)
     assert (ones == 1).all()
     with pytest.raises(InputError, match="threshold"):
         build_method("fedavg-pl", threshold=1.0).setup(tiny_digits)

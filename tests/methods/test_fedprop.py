@@ -126,15 +126,18 @@ def test_bad_hyper_parameters(tiny_digits, digits):
 
 
 def test_translation_augmentation_rule(tiny_digits):
+    from securefl.methods.halves import local_data
+
     method = FedProp(warmup_rounds=0)
     method.setup(tiny_digits)
-    assert method._augmentation(torch.Generator().manual_seed(0)) is None  # 8x8 digits: no shifts by default
+    client, data = FedProp.client_half(method), local_data(tiny_digits, 0)
+    assert client.augmentation(data, torch.Generator().manual_seed(0)) is None  # 8x8 digits: no shifts by default
     method.max_shift = 1
-    shift = method._augmentation(torch.Generator().manual_seed(0))
+    shift = client.augmentation(data, torch.Generator().manual_seed(0))
     image = np.zeros((1,) + tiny_digits.input_shape, dtype=np.float32)
     image[..., 3, 3] = 1.0
     moved = shift(torch.as_tensor(image)).numpy()
     assert moved.sum() in (0.0, 1.0) and moved.shape == image.shape
     method.max_shift = -1
     with pytest.raises(InputError, match="max_shift"):
-        method._augmentation(torch.Generator().manual_seed(0))
+        client.augmentation(data, torch.Generator().manual_seed(0))

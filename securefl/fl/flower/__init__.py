@@ -5,7 +5,8 @@ nothing outside this package imports flwr.
 
 - :class:`FlowerTransport` (``grid_transport``): exchanges as Flower messages.
 - ``app``: ``server_app`` / ``client_app``, the components of securefl's FAB, and
-  ``PROGRAMS`` (the programs they serve).
+  ``PROGRAMS`` (the programs they serve: ``method`` -- any split method, one experiment
+  job, :mod:`securefl.experiments.deployment` -- and ``link-check``).
 - ``deploy``: :class:`LocalFederation` (SuperLink + N SuperNodes on 127.0.0.1),
   ``write_app``.
 - ``node``: ``python -m securefl.fl.flower.node``, a SuperNode with securefl's latency

@@ -37,10 +37,15 @@ from securefl.fl.flower.records import CONFIG, from_recorddict, store, to_record
 from securefl.fl.transport import ClientHalf, NodeContext, ServerHalf, serve
 
 PROGRAMS: dict[str, tuple[str, str]] = {
-    "pilot-fedavg": ("securefl.fl.pilot:PilotServer", "securefl.fl.pilot:PilotClient"),
+    "method": ("securefl.experiments.deployment:ExperimentServer",
+               "securefl.experiments.deployment:ExperimentClient"),
     "link-check": ("securefl.fl.linkcheck:LinkCheckServer", "securefl.fl.linkcheck:LinkCheckClient"),
 }
-"""Program name -> (server half, client half) as ``module:class``."""
+"""Program name -> (server half, client half) as ``module:class``, imported when first
+used: ``method`` runs one job of an experiment with any split method
+(:mod:`securefl.experiments.deployment`; the host of every program may live in a room
+below this one, hence names, not imports), ``link-check`` verifies the client-to-client
+links (:mod:`securefl.fl.linkcheck`)."""
 
 
 def _resolve(reference: str) -> Any:
@@ -62,16 +67,23 @@ def client_half(program: str) -> ClientHalf:
 
 def warm_up() -> None:
     """Import and initialise what every handler needs, once, before a warm executor forks:
-    the programs, the default dataset, and torch's first training step (about 3 s the first
-    time in a process, single-threaded so no thread pool exists at fork time)."""
+    the programs, every method's module and the experiment configuration (validating the
+    digits default imports them all: otherwise every forked message handler would import
+    them again), the default dataset (digits), and torch's first training step (about 3 s
+    the first time in a process, single-threaded so no thread pool exists at fork time)."""
     import torch
 
+    from securefl.experiments.config import load_config
+    from securefl.experiments.deployment import dataset
     from securefl.fl import train_supervised
-    from securefl.fl.pilot import DEFAULTS, dataset
+    from securefl.methods import METHOD_NAMES, method_class
 
     for server, client in PROGRAMS.values():
         _resolve(server), _resolve(client)
-    dataset(str(DEFAULTS["dataset"]))
+    for name in METHOD_NAMES:
+        method_class(name)
+    load_config(None)
+    dataset("digits")
     torch.set_num_threads(1)
     model = torch.nn.Linear(4, 2)
     train_supervised(model, torch.zeros(2, 4).numpy(), torch.zeros(2, dtype=torch.int64).numpy(),

@@ -17,10 +17,17 @@ by hand and across machines (TLS, node authentication).
 * :meth:`LocalFederation.run` writes the app (:func:`write_app`: a ``pyproject.toml``
   whose run config holds the program's settings and ``out``), submits it with
   ``flwr run`` and waits for ``<out>/result.json`` (or ``error.json``).
-* :meth:`LocalFederation.stop` signals every process it started, and every process
-  those started (found through ``/proc`` before signalling: Flower detaches its
-  SuperExec into its own session), by PID: SIGTERM, then SIGKILL after ``grace``
-  seconds.  Use it as a context manager so this happens pass or fail.
+* :meth:`LocalFederation.stop` stops every process of the federation, pass or fail:
+  SIGTERM, then SIGKILL after ``grace`` seconds, by PID.  *Which* processes: each one
+  securefl starts is the leader of a session of its own (``start_new_session``), and
+  everything it starts inherits that session unless it detaches (Flower's SuperExec
+  does); :meth:`LocalFederation.track` scans ``/proc`` for every process in one of the
+  federation's sessions or descended from one of its processes, and adopts the sessions
+  of detached descendants.  It runs after start-up, on every launch and wait, and again
+  inside :meth:`stop` until nothing is left, so a process orphaned by a crash (PPID 1,
+  e.g. a node's warm executor whose node died) is still found by its session and killed.
+  Each PID is signalled only while its start time is the one recorded (a PID reused by
+  another process is never signalled).  Use the federation as a context manager.
 """
 
 from __future__ import annotations
@@ -84,16 +91,31 @@ def write_app(directory: str | os.PathLike, run_config: dict[str, Any], *,
     return target
 
 
-def _children(pid: int) -> set[int]:
-    """All descendants of ``pid`` (from /proc)."""
-    parent_of: dict[int, int] = {}
+def _stat(pid: int) -> tuple[int, int, int, int] | None:
+    """``(ppid, process group, session, start time)`` of ``pid`` from /proc (None if gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    if fields[0] == "Z":
+        return None
+    return int(fields[1]), int(fields[2]), int(fields[3]), int(fields[19])
+
+
+def _processes() -> dict[int, tuple[int, int, int, int]]:
+    """Every live process: pid -> :func:`_stat`."""
+    table = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            parent_of[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+            stat = _stat(int(entry.name))
+            if stat is not None:
+                table[int(entry.name)] = stat
+    return table
+
+
+def _children(pid: int) -> set[int]:
+    """All live descendants of ``pid`` (from /proc)."""
+    parent_of = {p: stat[0] for p, stat in _processes().items()}
     found, frontier = set(), {pid}
     while frontier:
         frontier = {child for child, parent in parent_of.items() if parent in frontier} - found
@@ -108,11 +130,7 @@ def _alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
+    return _stat(pid) is not None
 
 
 @dataclass
@@ -128,6 +146,8 @@ class LocalFederation:
     superlink_port: int = 0
     processes: dict[str, subprocess.Popen] = field(default_factory=dict)
     _own_workdir: bool = False
+    _sessions: set[int] = field(default_factory=set)
+    _known: dict[int, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -161,10 +181,31 @@ class LocalFederation:
 
     def _spawn(self, name: str, command: list[str]) -> None:
         log = (self.workdir / f"{name}.log").open("wb")
-        self.processes[name] = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
-                                                env=self.env(), start_new_session=True,
-                                                cwd=self.workdir)
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=self.env(),
+                                   start_new_session=True, cwd=self.workdir)
         log.close()
+        self.processes[name] = process
+        self._sessions.add(process.pid)  # its own session: the session id is its PID
+        stat = _stat(process.pid)
+        if stat is not None:
+            self._known[process.pid] = stat[3]
+
+    def track(self) -> set[int]:
+        """Record every live process of the federation (module docstring); returns them."""
+        table = _processes()
+        roots = {pid for pid in self._known if pid in table and table[pid][3] == self._known[pid]}
+        members = {pid for pid, (_, group, session, _) in table.items()
+                   if session in self._sessions or group in self._sessions}
+        frontier = roots | members
+        while frontier:
+            found = {pid for pid, stat in table.items() if stat[0] in frontier} - members - roots
+            members |= found
+            frontier = found
+        members |= roots
+        for pid in members:
+            self._known.setdefault(pid, table[pid][3])
+            self._sessions.add(table[pid][2])
+        return {pid for pid in members if table[pid][3] == self._known[pid]}
 
     def start(self, *, wait: float = 60.0) -> None:
         """Start the SuperLink and the nodes; returns when the SuperLink accepts connections."""
@@ -210,38 +251,44 @@ class LocalFederation:
 
     def kill_node(self, index: int) -> list[int]:
         """SIGKILL node ``index`` and everything it started (a crashed machine)."""
+        self.track()
         process = self.processes[f"node{index}"]
-        pids = [process.pid, *sorted(_children(process.pid))]
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        table = _processes()
+        pids = [pid for pid, stat in table.items() if stat[2] == process.pid]
+        pids = sorted(set(pids) | {process.pid} | _children(process.pid))
+        self._signal(pids, signal.SIGKILL)
         process.wait(timeout=self.grace)
         return pids
 
-    def stop(self) -> list[int]:
-        """Stop every process started (and their descendants) by PID; returns the PIDs."""
-        pids: list[int] = []
-        for process in self.processes.values():
-            if process.poll() is None:
-                pids += [process.pid, *sorted(_children(process.pid))]
+    def _signal(self, pids: set[int] | list[int], signum: int) -> None:
+        """Send ``signum`` to each PID still running the process recorded under it."""
         for pid in pids:
+            stat = _stat(pid)
+            if stat is None or self._known.get(pid, stat[3]) != stat[3]:
+                continue
             try:
-                os.kill(pid, signal.SIGTERM)
+                os.kill(pid, signum)
             except ProcessLookupError:
                 pass
-        deadline = time.monotonic() + self.grace
-        while time.monotonic() < deadline and any(_alive(p) for p in pids):
-            for process in self.processes.values():
-                process.poll()
-            time.sleep(0.1)
-        for pid in pids:
-            if _alive(pid):
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+
+    def stop(self) -> list[int]:
+        """Stop every process of the federation (module docstring); returns their PIDs."""
+        stopped: set[int] = set()
+        for signum, wait in ((signal.SIGTERM, self.grace), (signal.SIGKILL, self.grace)):
+            deadline = time.monotonic() + wait
+            while True:
+                running = self.track()
+                stopped |= running
+                if not running:
+                    break
+                self._signal(running, signum)
+                for process in self.processes.values():
+                    process.poll()
+                if time.monotonic() >= deadline:
+                    break
+                time.sleep(0.1)
+            if not self.track():
+                break
         for process in self.processes.values():
             try:
                 process.wait(timeout=self.grace)
@@ -249,7 +296,7 @@ class LocalFederation:
                 pass
         if self._own_workdir and self.workdir is not None and os.environ.get("SECUREFL_KEEP_FLOWER") != "1":
             shutil.rmtree(self.workdir, ignore_errors=True)
-        return pids
+        return sorted(stopped)
 
     # ------------------------------------------------------------------ runs
     def submit(self, app_dir: Path) -> None:
@@ -274,13 +321,14 @@ class LocalFederation:
         for filename, text in (extra_files or {}).items():
             (app_dir / filename).write_text(text)
         self.submit(app_dir)
+        self.track()
         return out
 
     def run(self, run_config: dict[str, Any], *, name: str, timeout: float = 600.0,
             **options: Any) -> dict[str, Any]:
         """:meth:`launch` and wait; returns ``result.json`` (ConfigError on error/timeout)."""
         return wait_result(self.launch(run_config, name=name, **options), timeout,
-                           processes=self.processes)
+                           processes=self.processes, track=self.track)
 
 
 
@@ -298,11 +346,16 @@ def progress(out: Path) -> list[dict[str, Any]]:
     return events
 
 
-def wait_result(out: Path, timeout: float, *, processes: dict[str, subprocess.Popen] | None = None
-                ) -> dict[str, Any]:
-    """Wait for ``out/result.json``; ``error.json``, a dead SuperLink or the timeout: ConfigError."""
+def wait_result(out: Path, timeout: float, *, processes: dict[str, subprocess.Popen] | None = None,
+                track: Any = None) -> dict[str, Any]:
+    """Wait for ``out/result.json``; ``error.json``, a dead SuperLink or the timeout: ConfigError.
+    ``track``: called about once a second while waiting (:meth:`LocalFederation.track`)."""
     deadline = time.monotonic() + timeout
+    tracked = 0.0
     while time.monotonic() < deadline:
+        if track is not None and time.monotonic() - tracked >= 1.0:
+            track()
+            tracked = time.monotonic()
         if (out / "result.json").exists():
             return json.loads((out / "result.json").read_text())
         if (out / "error.json").exists():

@@ -14,7 +14,8 @@ its child, a task executor (:func:`run_executor`) that has already imported flwr
 and securefl's app, polls the SuperNode's Runtime API for ClientApp tasks every
 ``--poll`` seconds and runs each task in a ``fork()`` of itself -- still a fresh process
 per message, as Flower requires (state travels in ``Context.state``), without the import
-cost.  ``--cold`` keeps Flower's default subprocess isolation (a new ``flwr-clientapp``
+cost; it dies with its SuperNode (``PR_SET_PDEATHSIG`` on Linux).  ``--cold`` keeps
+Flower's default subprocess isolation (a new ``flwr-clientapp``
 per message) and only sets ``FLWR_SUPEREXEC_TASK_POLL_INTERVAL``.  The executor stops when
 its SuperNode exits.  The executor uses Flower's Runtime API (``AcquireTask``) exactly as
 Flower's SuperExec does; it is tied to the pinned flwr version like
@@ -49,6 +50,7 @@ def run_executor(address: str, *, kind: str, poll: float, parent_pid: int,
     from securefl.fl.flower.app import warm_up
     from securefl.fl.flower.tuning import tune_object_pulls
 
+    _die_with_parent(parent_pid)
     certificates = None if root_certificates is None else open(root_certificates, "rb").read()
     task = _task_runner(kind, address, certificates)
     tune_object_pulls()
@@ -74,6 +76,23 @@ def run_executor(address: str, *, kind: str, poll: float, parent_pid: int,
                 os._exit(code)
             continue
         time.sleep(poll)
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """Have the kernel send this process SIGTERM when its parent dies (Linux
+    ``PR_SET_PDEATHSIG``): an executor whose SuperNode crashed would otherwise wait in
+    ``AcquireTask`` retries for ever as an orphan.  Elsewhere the loop's own check of the
+    parent PID remains."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent_pid:  # the parent died before the request took effect
+        os._exit(0)
 
 
 def _task_runner(kind: str, address: str, certificates: bytes | None):

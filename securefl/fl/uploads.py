@@ -1,0 +1,230 @@
+"""Weighted averages of client vectors over a transport: FedAvg's ServerUpdate split into
+what a client uploads (:func:`upload`) and what the server collects (:class:`UploadPlan`).
+
+Each client k of a round's ``members`` uploads, for every named vector ``v`` of the
+round (FedAvg: ``model``; FedAvg+MT: ``model`` and ``teacher``), the vector
+``[w_k v_k, w_k]`` (``w_k``: its weight, |D_k| for FedAvg); the server learns, per name,
+
+    average = (sum_k w_k v_k) / (sum_k w_k)      over the sum's survivors,
+
+exactly as :func:`securefl.fl.aggregate` computes it in process, bit for bit:
+
+* ``secure="real"``, ``sum_backend="secagg"``: each name is one secure sum of
+  :mod:`securefl.fl.secure_sum_steps` in fixed point (:class:`~securefl.crypto.FixedPoint`
+  with the parties and defaults of :func:`securefl.crypto.secure_sum`, so the same
+  encoding, the same ring total, the same decoded average).  Round 0 rides on the reply
+  of the step that produced the vectors (:func:`upload` puts the advertise messages in
+  it); :meth:`UploadPlan.collect` runs the three remaining exchanges for all names at
+  once.  The server learns each sum over the survivors and who dropped, nothing else.
+* ``secure="plaintext"``: the placeholder.  Clients upload ``v_k`` and ``w_k`` in the
+  clear (``upload/<name>`` arrays, ``upload/weight``) and the server sums them with the
+  plaintext oracle (:func:`securefl.fl.aggregate`).  It protects nothing.
+* ``secure="real"``, ``sum_backend="he"``: simulated in process only.  No HE exchanges
+  exist yet, so clients upload as in plaintext mode to the *simulator*, which runs the
+  HE protocol with every party in its own process (:func:`securefl.fl.aggregate`,
+  backend ``he``): the cost figures are the protocol's, the privacy is not a
+  deployment's.  :meth:`UploadPlan.collect` refuses it on any transport other than
+  :class:`~securefl.fl.transport.InProcessTransport`.
+
+**Who decides the mode.**  The client: :func:`upload` takes ``secure`` and
+``sum_backend`` from the client's own configuration (the run's agreement), never from the
+request.  A request of a real-mode secagg run that lacks the secure-sum parameters makes
+the client raise :class:`~securefl.errors.ProtocolError`; no request makes it upload a
+vector in the clear.
+
+**Costs** (:class:`UploadOutcome`): ``protocol_bytes_per_client`` is
+:class:`securefl.fl.AggregationReport`'s figure -- per name, a client's mean secure-sum
+traffic (the frames it sent, :func:`securefl.crypto.channel.frame_size`) minus the
+float32 payload ``4 (dim + 1)``; 0 in plaintext mode -- summed over names, so a method's
+protocol bytes are the same on every transport.  ``crypto_seconds``: the clients'
+secure-sum handler seconds (as they report them) plus the server's (real secagg), or the
+in-process sum's wall time (plaintext, he).
+
+**Dropouts.**  A member that does not answer the upload step is not in any sum
+(``dropped["upload"]``); in real mode the secure sums' own semantics follow
+(:mod:`securefl.fl.secure_sum_steps`).  Fewer than ``threshold`` uploads:
+:class:`~securefl.errors.DropoutError`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from securefl.crypto.fixed_point import FixedPoint
+from securefl.crypto.secagg import SecAggConfig
+from securefl.errors import DropoutError, InputError, ProtocolError
+from securefl.fl import secure_sum_steps
+from securefl.fl.costs import CRYPTO
+from securefl.fl.transport import Exchange, InProcessTransport, Record, Transport
+
+PLAIN = "upload/"
+WEIGHT = "upload/weight"
+MEMBERS = "upload/members"
+INDEX = "upload/index"
+THRESHOLD = "upload/threshold"
+SESSION = "upload/session/"
+MODES = ("real", "plaintext")
+BACKENDS = ("secagg", "he")
+
+
+def _check_mode(secure: str, sum_backend: str) -> None:
+    if secure not in MODES:
+        raise InputError("secure", secure, f"must be one of {MODES}")
+    if sum_backend not in BACKENDS:
+        raise InputError("sum_backend", sum_backend, f"must be one of {BACKENDS}")
+
+
+def _masked(secure: str, sum_backend: str) -> bool:
+    return secure == "real" and sum_backend == "secagg"
+
+
+# ----------------------------------------------------------------------------- client
+
+
+def upload(reply: Record, state: Record, request: Record, *, secure: str, sum_backend: str,
+           vectors: Mapping[str, np.ndarray], weight: float) -> float:
+    """Client side: put ``[weight * v, weight]`` of every named vector into ``reply`` as
+    the client's configuration (``secure``, ``sum_backend``) requires; returns the seconds
+    spent on cryptography (encoding and secure-sum round 0)."""
+    _check_mode(secure, sum_backend)
+    secure_sum_steps.clear(state)
+    w = np.float64(weight)
+    if not _masked(secure, sum_backend):
+        for name, vector in vectors.items():
+            reply.arrays[f"{PLAIN}{name}"] = np.asarray(vector, dtype=np.float64)
+        reply.config[WEIGHT] = float(w)
+        return 0.0
+    start = time.perf_counter()
+    try:
+        members = int(request.config[MEMBERS])
+        index = int(request.config[INDEX])
+        threshold = int(request.config[THRESHOLD])
+        sessions = {name: bytes(request.config[f"{SESSION}{name}"]) for name in vectors}
+    except KeyError as missing:
+        raise ProtocolError(f"a real-mode upload needs the secure-sum parameter {missing}") from None
+    encoding = FixedPoint(members)
+    for name, vector in vectors.items():
+        payload = np.append(np.asarray(vector, dtype=np.float64) * w, w)
+        config = SecAggConfig(sessions[name], members, threshold, payload.size, encoding.modulus_bits)
+        secure_sum_steps.start(state, reply, index=index, config=config,
+                               encoded=encoding.encode(payload, name=name), name=name)
+    return time.perf_counter() - start
+
+
+# ----------------------------------------------------------------------------- server
+
+
+@dataclass
+class UploadOutcome:
+    """The averages of one upload, who took part, and what it cost (module docstring)."""
+
+    averages: dict[str, np.ndarray]
+    survivors: tuple[int, ...]
+    dropped: dict[str, tuple[int, ...]]
+    failed: dict[int, str]
+    protocol_bytes_per_client: float
+    crypto_seconds: float
+    exchanges: list[Exchange] = field(default_factory=list)
+
+
+@dataclass
+class UploadPlan:
+    """One round's upload: members (in secure-aggregation index order), threshold and, in
+    real secagg mode, one fresh :class:`SecAggConfig` per name.  Build with :meth:`new`."""
+
+    secure: str
+    sum_backend: str
+    members: tuple[int, ...]
+    dims: dict[str, int]
+    threshold: int
+    configs: dict[str, SecAggConfig] = field(default_factory=dict)
+
+    @classmethod
+    def new(cls, *, secure: str, sum_backend: str, members: Sequence[int],
+            dims: Mapping[str, int], threshold: int | None = None) -> "UploadPlan":
+        """``dims``: name -> length of the vector (the sums carry one entry more, the
+        weight); ``threshold``: default a majority of the members (as
+        :func:`securefl.fl.aggregate`)."""
+        _check_mode(secure, sum_backend)
+        members = tuple(int(c) for c in members)
+        if not members or len(set(members)) != len(members):
+            raise InputError("members", members, "must be distinct clients, at least one")
+        for name in dims:
+            secure_sum_steps.slot_up(name)
+        t = len(members) // 2 + 1 if threshold is None else int(threshold)
+        plan = cls(secure, sum_backend, members, {str(k): int(v) for k, v in dims.items()}, t)
+        if _masked(secure, sum_backend):
+            plan.configs = {name: secure_sum_steps.new_config(members, threshold=t, dim=dim + 1)
+                            for name, dim in plan.dims.items()}
+        return plan
+
+    def request_config(self, client: int) -> dict[str, Any]:
+        """What the upload step's request to ``client`` carries (real secagg: the sums'
+        public parameters; otherwise nothing)."""
+        if not self.configs:
+            return {}
+        config: dict[str, Any] = {MEMBERS: len(self.members), INDEX: self.members.index(int(client)),
+                                  THRESHOLD: self.threshold}
+        config.update({f"{SESSION}{name}": c.session for name, c in self.configs.items()})
+        return config
+
+    def collect(self, transport: Transport, first: Exchange, *,
+                timeout: float | None = None) -> UploadOutcome:
+        """The averages, from ``first`` (the upload step's exchange) and, in real secagg
+        mode, the three secure-sum exchanges that follow."""
+        if self.configs:
+            return self._collect_masked(transport, first, timeout)
+        if self.secure == "real" and not isinstance(transport, InProcessTransport):
+            raise InputError("sum_backend", self.sum_backend,
+                             "is simulated in process only; on a deployment use 'secagg'")
+        return self._collect_plain(first)
+
+    def _collect_plain(self, first: Exchange) -> UploadOutcome:
+        from securefl.fl.aggregation import aggregate
+
+        survivors = tuple(c for c in self.members if c in first.replies)
+        dropped = {"upload": tuple(c for c in self.members if c not in first.replies)}
+        if len(survivors) < self.threshold:
+            raise DropoutError(f"{len(survivors)} of {len(self.members)} clients uploaded, "
+                               f"fewer than the threshold {self.threshold}")
+        weights = [float(first.replies[c].config[WEIGHT]) for c in survivors]
+        averages, protocol_bytes, seconds = {}, 0.0, 0.0
+        for name, dim in self.dims.items():
+            vectors = []
+            for c in survivors:
+                vector = np.asarray(first.replies[c].arrays.get(f"{PLAIN}{name}"))
+                if vector.shape != (dim,):
+                    raise ProtocolError(f"client {c}: upload {name!r} must have shape ({dim},)")
+                vectors.append(vector)
+            average, report = aggregate(vectors, weights, secure=self.secure,
+                                        sum_backend=self.sum_backend)
+            averages[name] = average
+            protocol_bytes += report.protocol_bytes_per_client
+            seconds += report.crypto_seconds
+        return UploadOutcome(averages, survivors, dropped, dict(first.failed), protocol_bytes,
+                             seconds)
+
+    def _collect_masked(self, transport: Transport, first: Exchange,
+                        timeout: float | None) -> UploadOutcome:
+        outcome = secure_sum_steps.aggregate_steps(transport, self.configs, self.members, first,
+                                                   timeout=timeout)
+        encoding = FixedPoint(len(self.members))
+        averages, protocol_bytes = {}, 0.0
+        survivors: set[int] | None = None
+        for name, result in outcome.sums.items():
+            total = encoding.decode(result.total)
+            averages[name] = total[:-1] / float(total[-1])
+            payload = 4.0 * (self.dims[name] + 1)
+            sent = [result.bytes_sent.get(c, 0) for c in self.members]
+            protocol_bytes += max(float(np.mean(sent)) - payload, 0.0)
+            survivors = set(result.survivors) if survivors is None else survivors & set(result.survivors)
+        crypto = outcome.server_seconds
+        for exchange in (first, *outcome.exchanges):
+            crypto += sum(float(r.config.get(CRYPTO, 0.0)) for r in exchange.replies.values())
+        return UploadOutcome(averages, tuple(sorted(survivors or ())), outcome.dropped,
+                             outcome.failed, protocol_bytes, crypto, list(outcome.exchanges))

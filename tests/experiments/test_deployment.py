@@ -1,0 +1,134 @@
+"""Program ``method`` in process: the same job as ``securefl run``, nodes that load their own
+partition, secure aggregation's dropout semantics, and what it refuses.
+
+The same program runs on a real SuperLink in ``tests/deploy``; here every property is
+checked in a few seconds on a tiny digits split.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from securefl.errors import InputError
+from securefl.experiments.config import load_config
+from securefl.experiments.deployment import (
+    ExperimentClient,
+    build,
+    federation_of,
+    in_process,
+    job_of,
+    model_digest,
+    program_config,
+)
+from securefl.experiments.runner import evaluate_round, load_federations
+from securefl.fl.transport import NodeContext, Record
+
+TINY = ["partition.num_clients=3", "partition.samples_per_client=40", "partition.labeled_fraction=0.2",
+        "hyper.local_epochs=1", "hyper.batch_size=8", "hyper.lr=0.05", "hyper.warmup_rounds=1"]
+COMPARED = ("test_accuracy", "validation_accuracy", "model_digest", "pseudo_label_digest",
+            "pseudo_label_accuracy", "bytes_model_per_client", "bytes_protocol_per_client",
+            "bytes_down_per_client", "bytes_up_per_client", "participation")
+
+
+def job(method, secure="real", rounds=2, **options):
+    config = load_config(None, settings=TINY, methods=[method], rounds=rounds)
+    return program_config(config, method, secure=secure, **options)
+
+
+def runner_rounds(run):
+    """What ``securefl run`` does for the job: the runner's federation, method, loop."""
+    spec = job_of(run)
+    federation = load_federations(spec.config)[spec.method]
+    method = build(spec)
+    method.setup(federation.for_training())
+    rounds = []
+    for r in range(spec.rounds):
+        record = {**method.run_round(r).to_dict(), **evaluate_round(method, federation)}
+        rounds.append({**record, "model_digest": model_digest(method)})
+    return rounds
+
+
+@pytest.mark.parametrize("method, secure", [("fedavg-labeled", "real"), ("fedavg-locallp", "plaintext"),
+                                            ("fedavg-mt", "real")])
+def test_the_program_in_process_is_the_runners_job(method, secure):
+    run = job(method, secure)
+    program = in_process(run)
+    reference = runner_rounds(run)
+    assert len(program["rounds"]) == len(reference) == 2
+    for ours, theirs in zip(program["rounds"], reference):
+        for key in COMPARED:
+            assert ours[key] == theirs[key], (method, ours["round"], key)
+    assert program["final_accuracy"] == reference[-1]["test_accuracy"]
+    if method == "fedavg-locallp":
+        assert all(r["pseudo_label_digest"] for r in program["rounds"])
+
+
+def test_each_node_loads_the_simulators_partition():
+    run = job("fedavg-labeled")
+    simulator = load_federations(job_of(run).config)["fedavg-labeled"]
+    seen = {}
+
+    class Spy(ExperimentClient):
+        def handle(self, step, request, state, node):
+            seen[node.partition] = node
+            return super().handle(step, request, state, node)
+
+    from securefl.experiments.deployment import ExperimentServer
+    from securefl.fl.transport import InProcessTransport
+
+    nodes = [NodeContext(k, {"partition-id": k, "num-partitions": 3}, run) for k in range(3)]
+    ExperimentServer().run(InProcessTransport(Spy(), nodes), {**run, "rounds": 1})
+    federation = federation_of(run)
+    for k in range(3):
+        assert seen[k].data is None  # the node loads its own data
+        assert np.array_equal(federation.clients[k].x, simulator.clients[k].x)
+        assert np.array_equal(federation.clients[k].labeled, simulator.clients[k].labeled)
+
+
+def test_dropouts_follow_secure_aggregation():
+    run = job("fedavg-labeled", rounds=1)
+    full = in_process(run)
+    late = in_process(run, dropouts={1: "secagg/survivors"})
+    early = in_process(run, dropouts={1: "secagg/ciphertexts"})
+    assert late["rounds"][0]["participation"]["survivors"] == [0, 1, 2]  # input already in the sum
+    assert late["model_digest"] == full["model_digest"]
+    assert early["rounds"][0]["participation"]["survivors"] == [0, 2]    # masked input never sent
+    assert early["rounds"][0]["participation"]["dropped"] == {"masked_input": [1]}
+    assert early["model_digest"] != full["model_digest"]
+
+
+def test_a_node_with_another_partition_count_is_refused():
+    run = job("fedavg-labeled", rounds=1)
+    node = NodeContext(0, {"partition-id": 0, "num-partitions": 4}, run)
+    with pytest.raises(InputError, match="num-partitions"):
+        ExperimentClient().handle("train", Record(), Record(), node)
+    outside = NodeContext(3, {"partition-id": 3}, run)
+    with pytest.raises(InputError, match="partition-id"):
+        ExperimentClient().handle("train", Record(), Record(), outside)
+
+
+def test_methods_that_are_not_deployable_or_not_split_are_refused():
+    from securefl.experiments.deployment import ExperimentServer
+    from securefl.fl.transport import Transport
+
+    class Elsewhere(Transport):
+        """Any transport but the in-process one (no client may be reached)."""
+
+        clients = (0, 1, 2)
+
+        def _exchange(self, step, requests, timeout):
+            raise AssertionError("a refused method reached a client")
+
+    for method, problem in (("fedprop", "in process only"), ("protofssl", "not split")):
+        with pytest.raises(InputError, match=problem):
+            ExperimentServer().run(Elsewhere(program="method"), job(method, rounds=1))
+
+
+def test_a_real_runs_secret_crypto_seed_stays_out_of_the_clients_run_config():
+    import json
+
+    run = job("fedavg-labeled")
+    assert json.loads(job_of(run).method_run["method-keywords"])["crypto_seed"] is None
+    plain = job("fedavg-labeled", "plaintext")
+    assert json.loads(job_of(plain).method_run["method-keywords"])["crypto_seed"] is not None

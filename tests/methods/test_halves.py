@@ -1,0 +1,124 @@
+"""The method split (securefl.methods.halves) for the FedAvg family: the server half reads
+no client's data, the client half decides how it uploads, reports leave a client only when
+the run asks, and a method's configuration travels losslessly in a run config.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from securefl.data import ClientData, Federation
+from securefl.errors import InputError, ProtocolError
+from securefl.fl import model_vector
+from securefl.fl.transport import InProcessTransport, NodeContext, Record
+from securefl.methods import METHOD_NAMES, build_method
+from securefl.methods.halves import MethodProgramClient, configured_method, local_data, run_config
+
+FEDAVG = ("fedavg-labeled", "fedavg-supervised", "fedavg-locallp", "fedavg-pl", "fedavg-mt")
+TINY = {"clients_per_round": 3, "local_epochs": 1, "batch_size": 8, "lr": 0.05}
+
+
+def hyper(name):
+    return {**TINY, **({"warmup_rounds": 1} if name in ("fedavg-locallp", "fedavg-pl") else {})}
+
+
+def nodes_of(method, federation, **run):
+    config = {**run_config(method), **run}
+    return [NodeContext(k, {"partition-id": k}, config, local_data(federation, k))
+            for k in range(federation.num_clients)]
+
+
+def rounds(method, federation, count=2):
+    results = [method.run_round(r) for r in range(count)]
+    return [r.pseudo_label_digest for r in results], method.score(federation.test.x, federation.test.y)
+
+
+@pytest.mark.parametrize("secure", ["plaintext", "real"])
+@pytest.mark.parametrize("name", FEDAVG)
+def test_the_server_half_reads_no_clients_data(name, secure, tiny_digits):
+    """Give the server half a federation whose client images and labels are noise (only
+    the public facts -- how many clients, which hold labels -- are true) while the nodes
+    hold the real data: every output is the same as with the true federation."""
+    rng = np.random.default_rng(0)
+    noise = Federation(
+        tiny_digits.name,
+        [ClientData(rng.random(c.x.shape, dtype=np.float32), rng.permutation(c.y), c.labeled.copy())
+         for c in tiny_digits.clients],
+        tiny_digits.num_classes, tiny_digits.input_shape)
+    honest = build_method(name, secure=secure, seed=1, **hyper(name))
+    honest.setup(tiny_digits.for_training())
+    blind = build_method(name, secure=secure, seed=1, **hyper(name))
+    blind.setup(noise, transport=InProcessTransport(MethodProgramClient(),
+                                                    nodes_of(blind, tiny_digits)))
+    assert rounds(blind, tiny_digits) == rounds(honest, tiny_digits)
+
+
+@pytest.mark.parametrize("name", ["fedavg-locallp", "fedavg-pl"])
+def test_local_pseudo_labels_leave_a_client_only_as_reports_the_run_asks_for(name, tiny_digits):
+    replies = []
+
+    def run(reports):
+        method = build_method(name, seed=2, **hyper(name))
+        transport = InProcessTransport(MethodProgramClient(),
+                                       nodes_of(method, tiny_digits, reports=reports))
+        deliver = transport._exchange
+
+        def watched(step, requests, timeout):
+            result = deliver(step, requests, timeout)
+            replies.extend((reports, reply) for reply in result.replies.values())
+            return result
+
+        transport._exchange = watched
+        method.setup(tiny_digits.for_training(), transport=transport)
+        return method.run_round(0)
+
+    quiet, measured = run(False), run(True)
+    assert quiet.pseudo_label_digest is None and quiet.pseudo_label_accuracy is None
+    assert measured.pseudo_label_digest is not None and measured.pseudo_label_accuracy is not None
+    reported = [any(k.startswith("report/") for k in (*r.arrays, *r.config)) for on, r in replies if on]
+    unreported = [any(k.startswith("report/") for k in (*r.arrays, *r.config)) for on, r in replies if not on]
+    assert any(reported) and not any(unreported)
+
+
+def test_a_real_mode_client_never_uploads_in_the_clear(tiny_digits):
+    method = build_method("fedavg-labeled", secure="real", seed=0, **TINY)
+    node = nodes_of(method, tiny_digits)[0]
+    method.setup(tiny_digits.for_training())
+
+    request = Record({"model": model_vector(method.network)}, {"round": 0, "lr": 0.05, "warmup": False})
+    with pytest.raises(ProtocolError, match="secure-sum parameter"):
+        MethodProgramClient().handle("train", request, Record(), node)
+    uploads = []
+    deliver = method.transport._exchange
+
+    def watched(step, requests, timeout):
+        result = deliver(step, requests, timeout)
+        uploads.extend(k for reply in result.replies.values() for k in reply.arrays)
+        return result
+
+    method.transport._exchange = watched
+    method.run_round(0)
+    assert uploads and not any(k.startswith("upload/") for k in uploads)
+    assert any(k.startswith("secagg/model/out") for k in uploads)
+
+
+def test_unknown_steps_and_requests_without_a_model_are_refused(tiny_digits):
+    method = build_method("fedavg-mt", **TINY)
+    node = nodes_of(method, tiny_digits)[0]
+    with pytest.raises(InputError, match="step"):
+        MethodProgramClient().handle("dance", Record(), Record(), node)
+    with pytest.raises(ProtocolError, match="without a model"):
+        MethodProgramClient().handle("train", Record(config={"round": 0, "lr": 0.1}), Record(), node)
+
+
+@pytest.mark.parametrize("name", METHOD_NAMES)
+def test_a_methods_configuration_travels_losslessly_in_its_run_config(name):
+    method = build_method(name, secure="real", seed=5, crypto_seed=2**100 + 1, clients_per_round=4)
+    config = run_config(method)
+    assert all(isinstance(v, (str, bool)) for v in config.values())  # flat, as Flower's
+    rebuilt = configured_method(json.loads(json.dumps(config)))
+    assert type(rebuilt) is type(method) and rebuilt.keywords() == method.keywords()
+    assert json.loads(run_config(method, public_crypto_seed=False)["method-keywords"])["crypto_seed"] is None
