@@ -45,7 +45,7 @@ def test_readme_dotted_names_resolve():
         module, _, attribute = name.rpartition(".")
         try:
             value = getattr(importlib.import_module(module), attribute)
-        except ModuleNotFoundError:
+        except (ModuleNotFoundError, AttributeError):  # a module, e.g. ``python -m a.b``
             value = importlib.import_module(name)
         assert value is not None, name
 

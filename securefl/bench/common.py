@@ -235,14 +235,17 @@ def format_bytes(count: float) -> str:
 
 
 def format_seconds(seconds: float) -> str:
-    """Seconds with sensible precision: 850 µs, 12.3 ms, 2.27 s, 31.6 s, 143 s (2 min 23 s)."""
+    """Seconds with sensible precision: 850 µs, 12.3 ms, 2.27 s, 31.6 s, 143 s (2 min 23 s).
+
+    A value that rounds up to the next unit is written in it (0.9996 s is "1 s", never
+    "1e+03 ms")."""
     if seconds == 0:
         return "0 s"
-    if abs(seconds) < 1e-3:
+    if abs(float(f"{seconds * 1e6:.3g}")) < 1000:
         return f"{seconds * 1e6:.3g} µs"
-    if abs(seconds) < 1:
+    if abs(float(f"{seconds * 1e3:.3g}")) < 1000:
         return f"{seconds * 1e3:.3g} ms"
-    if abs(seconds) < 100:
+    if abs(float(f"{seconds:.3g}")) < 100:
         return f"{seconds:.3g} s"
     minutes, rest = divmod(round(seconds), 60)
     hours, minutes = divmod(minutes, 60)

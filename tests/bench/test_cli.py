@@ -246,3 +246,15 @@ def test_validate_hooks_name_flags_for_programmatic_calls():
     with pytest.raises(InputError) as raised:
         lp.validate(args)
     assert raised.value.parameter == "--n" and raised.value.value == 3
+
+
+@pytest.mark.parametrize("seconds", [0.0009996, 0.9996, 0.99949, 99.96, 4.2e-7, 0.05, 3600.4])
+def test_format_seconds_never_writes_a_rounded_up_mantissa(seconds):
+    from securefl.bench.common import format_seconds
+
+    text = format_seconds(seconds)
+    number, unit = text.split()[:2]
+    assert "e" not in number, text
+    assert float(number.replace(",", "")) < (1000 if unit in ("µs", "ms") else float("inf")), text
+    scale = {"µs": 1e-6, "ms": 1e-3, "s": 1.0}[unit]
+    assert float(number.replace(",", "")) * scale == pytest.approx(seconds, rel=6e-3), text

@@ -131,8 +131,9 @@ def test_a_failing_plot_leaves_no_partial_file(tmp_path, fake_config, monkeypatc
 
 ROUND_LINE = re.compile(
     r"^(softmax-st|softmax-sup) \((real|plaintext)\) round (\d+)/3: "
-    r"(validation \d+\.\d\d %, )?test \d+\.\d\d %(, pseudo-labels \d+\.\d\d %)?, [\d.]+ (µs|ms|s)"
-    r"(, (crypto|placeholder) [\d.]+ (µs|ms|s))?$"
+    r"(validation \d+\.\d\d %, )?test \d+\.\d\d %(, pseudo-labels \d+\.\d\d %)?, "
+    r"[\d.,]+ (µs|ms|s)( \(\d+ (h|min) \d+ (min|s)\))?"
+    r"(, (crypto|placeholder) [\d.,]+ (µs|ms|s)( \(\d+ (h|min) \d+ (min|s)\))?)?$"
 )
 
 
@@ -143,7 +144,7 @@ def test_piped_run_prints_one_plain_line_per_round(tmp_path, fake_config, capsys
     rounds = [ROUND_LINE.match(line) for line in err]
     seen = [(m.group(1), m.group(2), int(m.group(3))) for m in rounds if m]
     assert seen == [(method, mode, r) for method in ("softmax-st", "softmax-sup")
-                    for mode in ("real", "plaintext") for r in (1, 2, 3)]
+                    for mode in ("real", "plaintext") for r in (1, 2, 3)], "\n".join(err)
     assert not any("\x1b[" in line for line in err)  # no terminal control codes in a log
     assert len(err) == len(set(err))  # nothing printed twice
 
