@@ -109,7 +109,6 @@ class FedProp(PseudoLabelMethod):
     def _setup_extra(self) -> None:
         from securefl.fl.transport import InProcessTransport
 
-        self._check_protocol()
         if self.secure == "real" and self.hamming_backend != "shade" \
                 and not isinstance(self.transport, InProcessTransport):
             raise InputError("hamming_backend", self.hamming_backend,
@@ -137,7 +136,12 @@ class FedProp(PseudoLabelMethod):
         down, up = meter.bytes_per_client()
         self._cclp_costs = {"compute_seconds": meter.compute_seconds,
                             "messaging_seconds": meter.messaging_seconds,
-                            "bytes_down": down, "bytes_up": up}
+                            "bytes_down": down, "bytes_up": up,
+                            "participation": {
+                                "graph": done.graph, "in_sum": done.in_sum,
+                                "survivors": done.survivors,
+                                "dropped": {k: list(v) for k, v in done.dropped.items()},
+                                "failed": {str(c): t for c, t in sorted(done.failed.items())}}}
         return {"crypto_seconds": done.crypto_seconds,
                 "protocol_bytes": done.protocol_bytes_per_client, "rows": done.rows}
 
@@ -197,6 +201,7 @@ class FedProp(PseudoLabelMethod):
             result.messaging_seconds = (result.messaging_seconds or 0.0) + extra["messaging_seconds"]
             result.bytes_down_per_client = (result.bytes_down_per_client or 0.0) + extra["bytes_down"]
             result.bytes_up_per_client = (result.bytes_up_per_client or 0.0) + extra["bytes_up"]
+            result.participation = {**(result.participation or {}), "crossclient": extra["participation"]}
         link_bytes = self._round_link_bytes + result.bytes_model_per_client / 2
         result.seconds_at_bandwidth = seconds_at_bandwidth(time.process_time() - cpu_start, link_bytes)
         return result
