@@ -25,13 +25,23 @@ MEMBERS = [0, 1, 2]
 KEYWORDS = {"clients_per_round": 3, "L": 64, "k": 5, "crypto_seed": 99}
 
 
-def _run(federation, *, secure="real", dropouts=None, intercept=None):
-    """CrossClientLP among MEMBERS over an in-process transport, and each member's output."""
+def _run(federation, *, secure="real", dropouts=None, intercept=None, replies=None):
+    """CrossClientLP among MEMBERS over an in-process transport, and each member's output
+    (``replies``: a list that collects every reply)."""
     method = build_method("fedprop", secure=secure, seed=4, **KEYWORDS)
     nodes = [NodeContext(k, {"partition-id": k}, run_config(method), local_data(federation, k))
              for k in range(federation.num_clients)]
     transport = InProcessTransport(MethodProgramClient(), nodes, dropouts=dropouts,
                                    intercept=intercept)
+    if replies is not None:
+        deliver = transport._exchange
+
+        def watched(step, requests, timeout):
+            result = deliver(step, requests, timeout)
+            replies.extend(result.replies.values())
+            return result
+
+        transport._exchange = watched
     model = build_model(method.model, input_shape=tuple(federation.input_shape),
                         num_classes=federation.num_classes, seed=4)
     done = cross_client_round(transport, MEMBERS, feature_model=model_vector(model), round_index=0,
@@ -77,6 +87,22 @@ def test_without_dropouts_the_clients_get_the_in_process_protocols_outputs(secur
     assert done.protocol_bytes_per_client == pytest.approx(
         np.mean(list(expected.bytes_per_client().values())))
     assert done.failed == {} and done.graph == done.in_sum == done.survivors == MEMBERS
+
+
+def test_a_real_client_sends_no_codes_shares_or_scores_in_the_clear(tiny_digits):
+    """What leaves a client in real mode: public keys, AES-GCM-sealed seed shares, sealed
+    SHADE batches for its peers, its shares of H and own block, labeled positions and
+    secure-sum messages -- never its LSH codes, seed share or score matrix in the clear
+    (the plaintext placeholder's ``cclp/codes``, ``cclp/share``, ``cclp/input``)."""
+    real, plain = [], []
+    _run(tiny_digits, replies=real)
+    _run(tiny_digits, secure="plaintext", replies=plain)
+    clear = ("cclp/codes", "cclp/share", "cclp/input")
+    assert any(name in r.arrays for r in plain for name in clear)
+    names = {name for r in real for name in r.arrays}
+    assert not names & set(clear) and not any("features" in n for n in names)
+    assert any(n.startswith("relay/to/") for n in names)
+    assert all(r.arrays[n].dtype == np.uint8 for r in real for n in r.arrays if n.startswith("relay/to/"))
 
 
 @pytest.mark.parametrize("dropouts, stages", [
