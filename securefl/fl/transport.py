@@ -116,7 +116,7 @@ RESERVED = ("_program", "_session", "_seq", "_step")
 
 SESSION_BYTES = 16
 
-SESSION_SCOPED = ("links/", "secagg/")
+SESSION_SCOPED = ("links/", "secagg/", "cclp/")
 """Prefixes of client-state entries that belong to one session (:mod:`securefl.fl.links`'
 keys and counters, :mod:`securefl.fl.secure_sum_steps`' parties): never checkpointed by
 :meth:`InProcessTransport.client_states`."""

@@ -41,15 +41,19 @@ lr 0.1, momentum 0.9, weight decay 2e-4, 5 clients per round, cosine decay over 
 rounds, random translations as augmentation: ``max_shift``, applied to the warm-up too).
 The paper does not state the number of warm-up rounds; ``warmup_rounds=10``.
 
-Split into halves (:mod:`securefl.methods.halves`): ClientUpdate and the model's secure
-aggregation run on the method's transport (client halves
-:class:`~securefl.methods.fedavg_clients.PseudoLabelClient` and
-:class:`~securefl.methods.fedavg_clients.PseudoLabelMTClient`: the round's
-pseudo-labels and weights travel down in the ``train`` request).  CrossClientLP itself
-still runs every party in this process (:meth:`FedProp._prepare_round` reads the selected
-clients' features and calls :func:`securefl.protocols.cross_client_lp`): a simulation
-step, so FedProp runs in process only (``deployable = False``) until CrossClientLP is
-converted into exchanges (``docs/transport-phase2.md``).
+Split into halves (:mod:`securefl.methods.halves`): the whole round runs on the method's
+transport.  CrossClientLP's client parties run at the clients
+(:mod:`securefl.methods.fedprop_clients`: embedding, LSH seed agreement, LSH codes, SHADE in
+four hops with sealed batches relayed between clients, column request, the padded secure
+sum); the server half (:func:`securefl.methods.crossclient_server.cross_client_round`)
+relays, assembles H, builds the graph, solves for the requested columns and forwards each
+client's rows, which its ``train`` request carries; ClientUpdate and the model's secure
+aggregation follow (:class:`~securefl.methods.fedprop_clients.FedPropClient`,
+:class:`~securefl.methods.fedprop_clients.FedPropMTClient`).  The server half reads only the
+federation's public facts, so FedProp runs on Flower (``deployable = True``).  The
+pseudo-label digest and accuracy come from the clients' reports (run config ``reports``).
+``hamming_backend="lwe"`` in real mode has no exchanges yet: it runs CrossClientLP with
+every party in this process and is refused on any other transport.
 """
 
 from __future__ import annotations
@@ -64,18 +68,21 @@ from typing import Any, ClassVar
 
 from securefl.crypto.projection import seconds_at_bandwidth
 from securefl.errors import InputError
-from securefl.fl import extract_features
-from securefl.methods.base import RoundResult, label_digest
+from securefl.fl import extract_features, model_vector
+from securefl.fl.costs import RoundMeter
+from securefl.methods.base import RoundResult
 from securefl.methods.baselines import MeanTeacherRounds, PseudoLabelMethod
-from securefl.methods.fedavg_clients import PseudoLabelClient, PseudoLabelMTClient
+from securefl.methods.crossclient_server import cross_client_round
+from securefl.methods.fedprop_clients import ROWS_BLOCK, ROWS_SURVIVORS, FedPropClient, FedPropMTClient
+from securefl.protocols.crossclient import HAMMING_BACKENDS
 
 
 class FedProp(PseudoLabelMethod):
     """FedProp: cross-client label propagation pseudo-labels (Algorithm 2)."""
 
     name = "fedprop"
-    client_half = PseudoLabelClient
-    deployable: ClassVar[bool] = False
+    client_half = FedPropClient
+    deployable: ClassVar[bool] = True
 
     def __init__(self, *, secure: str = "plaintext", seed: int = 0, crypto_seed: int | None = None,
                  sum_backend: str = "secagg", model: str = "auto",
@@ -99,50 +106,102 @@ class FedProp(PseudoLabelMethod):
     def _feature_model(self) -> nn.Module:
         return self.network
 
-    def _prepare_round(self, selected: np.ndarray, round_index: int) -> dict[str, Any]:
-        """CrossClientLP on the selected clients' features (in process, every party here):
-        per-client pseudo-labels and weights for the train requests, and the round's
-        pseudo-label digest and accuracy."""
-        clients = [self.federation.clients[int(k)] for k in selected]
-        features = [extract_features(self._feature_model(), c.x) for c in clients]
-        labels = [c.observed_labels() for c in clients]
-        start = time.perf_counter()
-        pseudo, weights, protocol_bytes = self._pseudo_labels(features, labels)
-        seconds = time.perf_counter() - start
-        hits = total = 0
-        for client, pl in zip(clients, pseudo):
-            unl = ~client.labeled
-            hits += int((pl[unl] == client.y[unl]).sum())
-            total += int(unl.sum())
-        return {"crypto_seconds": seconds, "protocol_bytes": protocol_bytes,
-                "pseudo": dict(zip((int(k) for k in selected), zip(pseudo, weights))),
-                "pseudo_label_accuracy": hits / total if total else None,
-                "pseudo_label_digest": label_digest([np.asarray(p) for p in pseudo])}
+    def _setup_extra(self) -> None:
+        from securefl.fl.transport import InProcessTransport
 
-    def _pseudo_labels(self, features: list[np.ndarray], labels: list[np.ndarray]
-                       ) -> tuple[list[np.ndarray], list[np.ndarray], float]:
-        """Per-client pseudo-labels and weights, plus protocol bytes per client."""
+        if self.secure == "real" and self.hamming_backend != "shade" \
+                and not isinstance(self.transport, InProcessTransport):
+            raise InputError("hamming_backend", self.hamming_backend,
+                             "is simulated in process only; on a deployment use 'shade'")
+        super()._setup_extra()
+
+    def _prepare_round(self, selected: np.ndarray, round_index: int) -> dict[str, Any]:
+        """CrossClientLP among the selected clients over the transport
+        (:func:`~securefl.methods.crossclient_server.cross_client_round`: the clients embed,
+        hash and run their parties; the server relays, assembles H, solves and forwards);
+        each client's rows of the padded total travel in its ``train`` request."""
+        self._check_protocol()
+        members = [int(k) for k in selected]
+        if self.secure == "real" and self.hamming_backend != "shade":
+            return self._prepare_round_in_process(members)
+        self._phase(f"CrossClientLP ({self.secure})")
+        meter = RoundMeter(self.transport, members)
+        done = cross_client_round(
+            self.transport, members, feature_model=model_vector(self._feature_model()),
+            round_index=self.rounds_done, secure=self.secure, k=self.k, alpha=self.alpha,
+            L=self.L, num_classes=self.federation.num_classes)
+        meter.add(done.exchanges)
+        self.last_cross_client = done
+        self._round_link_bytes = done.link_bytes
+        down, up = meter.bytes_per_client()
+        self._cclp_costs = {"compute_seconds": meter.compute_seconds,
+                            "messaging_seconds": meter.messaging_seconds,
+                            "bytes_down": down, "bytes_up": up,
+                            "participation": {
+                                "graph": done.graph, "in_sum": done.in_sum,
+                                "survivors": done.survivors,
+                                "dropped": {k: list(v) for k, v in done.dropped.items()},
+                                "failed": {str(c): t for c, t in sorted(done.failed.items())}}}
+        return {"crypto_seconds": done.crypto_seconds,
+                "protocol_bytes": done.protocol_bytes_per_client, "rows": done.rows}
+
+    def _check_protocol(self) -> None:
+        if not isinstance(self.L, (int, np.integer)) or not 1 <= self.L < 1 << 16:
+            raise InputError("L", self.L, "must be an integer in [1, 2^16)")
+        if not isinstance(self.k, (int, np.integer)) or self.k < 1:
+            raise InputError("k", self.k, "must be a positive integer")
+        if not (isinstance(self.alpha, (int, float, np.floating)) and 0.0 < float(self.alpha) < 1.0):
+            raise InputError("alpha", self.alpha, "must lie strictly between 0 and 1")
+        if self.hamming_backend not in HAMMING_BACKENDS:
+            raise InputError("hamming_backend", self.hamming_backend, f"must be one of {HAMMING_BACKENDS}")
+
+    def _request_arrays(self, client: int, context: dict[str, Any]) -> dict[str, np.ndarray]:
+        if "rows" not in context:
+            return super()._request_arrays(client, context)
+        if int(client) not in context["rows"]:
+            return {}
+        block, survivors = context["rows"][int(client)]
+        return {ROWS_BLOCK: block, ROWS_SURVIVORS: survivors}
+
+    def _prepare_round_in_process(self, members: list[int]) -> dict[str, Any]:
+        """``hamming_backend="lwe"`` in real mode: CrossClientLP with every party in this
+        process (the LWE backend has no exchanges yet; in process only, like ``he``)."""
+        from securefl.fl.transport import InProcessTransport
         from securefl.protocols.crossclient import cross_client_lp
 
-        if not isinstance(self.L, (int, np.integer)) or self.L < 1:
-            raise InputError("L", self.L, "must be a positive integer")
-        self._phase(f"CrossClientLP ({self.secure})")
-        result = cross_client_lp(features, labels, num_classes=self.federation.num_classes,
-                                 k=self.k, alpha=self.alpha, L=self.L, backend=self.secure,
+        if not isinstance(self.transport, InProcessTransport):
+            raise InputError("hamming_backend", self.hamming_backend,
+                             "is simulated in process only; on a deployment use 'shade'")
+        clients = [self.federation.clients[k] for k in members]
+        features = [extract_features(self._feature_model(), c.x) for c in clients]
+        self._phase(f"CrossClientLP ({self.secure}, in process)")
+        start = time.perf_counter()
+        result = cross_client_lp(features, [c.observed_labels() for c in clients],
+                                 num_classes=self.federation.num_classes, k=self.k,
+                                 alpha=self.alpha, L=self.L, backend=self.secure,
                                  seed=self.crypto_seed_for("lsh", self.rounds_done),
                                  workers=torch.get_num_threads(),
                                  hamming_backend=self.hamming_backend)
         self._round_link_bytes = result.link_bytes()
-        pseudo = [np.asarray(p, dtype=np.int64) for p, _ in result]
-        weights = [np.asarray(w, dtype=np.float64) for _, w in result]
         traffic = result.bytes_per_client()
-        return pseudo, weights, float(np.mean(list(traffic.values()))) if traffic else 0.0
+        return {"crypto_seconds": time.perf_counter() - start,
+                "protocol_bytes": float(np.mean(list(traffic.values()))) if traffic else 0.0,
+                "pseudo": {k: (np.asarray(p, dtype=np.int64), np.asarray(w, dtype=np.float64))
+                           for k, (p, w) in zip(members, result)}}
 
     def run_round(self, round_index: int) -> RoundResult:
         """A round, with its projection onto real links (:class:`RoundResult`)."""
         self._round_link_bytes = 0
+        self._cclp_costs = {}
         cpu_start = time.process_time()
         result = super().run_round(round_index)
+        extra = self._cclp_costs
+        if extra:
+            result.train_seconds += extra["compute_seconds"]
+            result.messaging_seconds = (result.messaging_seconds or 0.0) + extra["messaging_seconds"]
+            result.bytes_down_per_client = (result.bytes_down_per_client or 0.0) + extra["bytes_down"]
+            result.bytes_up_per_client = (result.bytes_up_per_client or 0.0) + extra["bytes_up"]
+            result.participation = {**(result.participation or {}), "crossclient": extra["participation"]}
         link_bytes = self._round_link_bytes + result.bytes_model_per_client / 2
         result.seconds_at_bandwidth = seconds_at_bandwidth(time.process_time() - cpu_start, link_bytes)
         return result
@@ -152,7 +211,7 @@ class FedPropMT(MeanTeacherRounds, FedProp):
     """FedProp + mean teacher (§5.1)."""
 
     name = "fedprop-mt"
-    client_half = PseudoLabelMTClient
+    client_half = FedPropMTClient
 
     def __init__(self, *, secure: str = "plaintext", seed: int = 0, crypto_seed: int | None = None,
                  sum_backend: str = "secagg", model: str = "auto",

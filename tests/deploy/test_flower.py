@@ -10,6 +10,9 @@
   process.
 * A SuperNode killed during a run is a dropout with secure aggregation's outcome: the
   run equals the in-process run with that client dropping at the same exchange.
+* ``fedprop`` with ``--secure real`` (CrossClientLP's client parties in the ClientApps,
+  SHADE frames relayed by the ServerApp) equals the in-process run: accuracy, pseudo-label
+  digests and accuracy, bytes.
 * Nothing survives a failure: a test body that raises, with a node's executor orphaned
   (its node killed) and hung, still leaves no process of the federation behind.
 
@@ -115,6 +118,33 @@ def test_fedavg_labeled_equals_in_process_and_a_modified_server_app_is_caught():
 
     transport = tamper_method_traffic(InProcessTransport(ExperimentClient(), nodes))
     same_rounds(tampered, {"rounds": ExperimentServer().run(transport, attacked)["rounds"]})
+
+
+FEDPROP = ["partition.num_clients=3", "partition.samples_per_client=60", "crypto_seed=11",
+           "hyper.warmup_rounds=1", "hyper.L=128"]
+"""A small digits split (60 points per client) so that SHADE's traffic stays small; the
+crypto seed is configured (public) so that both runs hash with the same hyperplanes."""
+
+
+def test_fedprop_crossclient_lp_over_flower_equals_in_process():
+    """FedProp ``--secure real``: CrossClientLP's client parties (embedding, LSH seed
+    agreement, SHADE with sealed batches relayed by the ServerApp, padded secure sum) run
+    in the SuperNodes' ClientApps; accuracy, models, pseudo-label digests and accuracy,
+    bytes and participation equal the in-process run of the same job."""
+    config = load_config(None, settings=FEDPROP, methods=["fedprop"], rounds=2)
+    run = program_config(config, "fedprop", secure="real", timeout=120.0)
+    federation = LocalFederation(nodes=3, mode="fast", poll=0.1)
+    try:
+        federation.start()
+        result = federation.run(run, name="fedprop", timeout=600)
+    finally:
+        assert not stopped(federation)
+    reference = in_process(run)
+    same_rounds(result, reference)
+    for ours, theirs in zip(result["rounds"], reference["rounds"]):
+        assert ours["pseudo_label_digest"] and ours["pseudo_label_accuracy"] == theirs["pseudo_label_accuracy"]
+        assert ours["participation"]["survivors"] == [0, 1, 2] and not ours["participation"]["failed"]
+    assert result["final_accuracy"] == reference["final_accuracy"]
 
 
 def test_killed_supernode_is_a_secure_aggregation_dropout():

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import securefl.protocols.crossclient as crossclient
+import securefl.methods.fedprop_clients as fedprop_clients
 from securefl.errors import InputError
 from securefl.methods import build_method, hyper_parameters
 from securefl.methods.base import plaintext_crypto_seed
@@ -19,16 +19,17 @@ FAST = {"warmup_rounds": 1, "L": 64, "clients_per_round": 3, "local_epochs": 1, 
 
 @pytest.fixture
 def lsh_seeds(monkeypatch):
-    """Record the LSH seed the clients agree on in every CrossClientLP call."""
+    """Record the LSH seed the clients agree on in every CrossClientLP run (as party 0,
+    the first selected client, hashes with it at its own node)."""
     seen: list[bytes] = []
-    original = crossclient.cross_client_lp
+    original = fedprop_clients.CrossClientSteps._hash
 
-    def recording(*args, **kwargs):
-        result = original(*args, **kwargs)
-        seen.append(result.clients[0].agreement.lsh_seed)
-        return result
+    def recording(self, state, seed):
+        if self._party(state) == 0:
+            seen.append(seed)
+        return original(self, state, seed)
 
-    monkeypatch.setattr(crossclient, "cross_client_lp", recording)
+    monkeypatch.setattr(fedprop_clients.CrossClientSteps, "_hash", recording)
     return seen
 
 

@@ -122,3 +122,28 @@ def test_a_methods_configuration_travels_losslessly_in_its_run_config(name):
     rebuilt = configured_method(json.loads(json.dumps(config)))
     assert type(rebuilt) is type(method) and rebuilt.keywords() == method.keywords()
     assert json.loads(run_config(method, public_crypto_seed=False)["method-keywords"])["crypto_seed"] is None
+
+
+@pytest.mark.parametrize("secure", ["plaintext", "real"])
+@pytest.mark.parametrize("name", ["fedprop", "fedprop-mt"])
+def test_fedprops_server_half_reads_no_clients_data(name, secure, tiny_digits):
+    """FedProp's CrossClientLP runs at the clients (embedding, LSH, SHADE, padded sums):
+    the server half given a federation of noise while the nodes hold the real data gives
+    the same pseudo-labels, models and bytes as the true federation -- what makes FedProp
+    and FedProp+MT ``deployable``."""
+    rng = np.random.default_rng(1)
+    noise = Federation(
+        tiny_digits.name,
+        [ClientData(rng.random(c.x.shape, dtype=np.float32), rng.permutation(c.y), c.labeled.copy())
+         for c in tiny_digits.clients],
+        tiny_digits.num_classes, tiny_digits.input_shape)
+    keywords = {**TINY, "warmup_rounds": 1, "L": 64, "crypto_seed": 7}
+    honest = build_method(name, secure=secure, seed=1, **keywords)
+    honest.setup(tiny_digits.for_training())
+    blind = build_method(name, secure=secure, seed=1, **keywords)
+    blind.setup(noise, transport=InProcessTransport(MethodProgramClient(),
+                                                    nodes_of(blind, tiny_digits)))
+    digests, accuracy = rounds(blind, tiny_digits)
+    assert (digests, accuracy) == rounds(honest, tiny_digits)
+    assert all(digests)
+    assert type(blind).deployable

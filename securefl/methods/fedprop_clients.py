@@ -1,0 +1,370 @@
+"""Client halves of FedProp and FedProp+MT: CrossClientLP's client parties as steps.
+
+FedProp's round (``docs/transport-phase2.md``, "Per method") is CrossClientLP
+(:mod:`securefl.protocols.crossclient`, FedProp Algorithm 3) followed by FedAvg's
+``train``.  Every CrossClientLP party a client plays runs here, at the client, on its own
+data; the server half (:class:`securefl.methods.fedprop.FedProp`) only relays, assembles
+the Hamming matrix, solves for columns and forwards rows.  Steps, one exchange each
+(request -> reply); ``j`` is the client's party index in the round (its position among the
+round's selected clients, config ``cclp/party``):
+
+``cclp/advertise``
+    request: array ``model`` (the feature model: the global model, FedProp+MT's teacher),
+    config ``round``, ``cclp/party``, ``cclp/session`` (8 bytes).  The client embeds all
+    its points, V_j = f(X_j) (kept in its state until hashed), and starts the LSH seed
+    agreement (:class:`~securefl.protocols.lsh.SeedAgreementClient`: public key up; the
+    share from ``crypto_seed_for("lsh", round)``) and its links
+    (:func:`securefl.fl.links.advertise`).  Plaintext: the share itself goes up.
+``cclp/shares``
+    real: the relayed public keys down; the sealed seed shares up; the links' key table
+    installed.  Plaintext: all shares down; the client hashes its features and sends its
+    LSH codes in the clear (the placeholder computes H from them).
+``cclp/codes`` (real)
+    the relayed sealed shares down; the client derives the common seed, hashes (lines
+    3-4), sends its own block of distances to the server and starts SHADE
+    (:mod:`securefl.crypto.shade_hops` hop 1) with every live peer it is OT receiver of.
+``cclp/shade/1`` .. ``cclp/shade/4`` (real)
+    the SHADE hops of all its pairs at once: one batch per peer sealed through
+    :mod:`securefl.fl.links` (``relay/to/<peer>`` up, ``relay/from/<peer>`` down), the
+    shares of finished pairs up to the server (``cclp/share/<a>-<b>``).  Config array
+    ``cclp/alive`` names the peers still in the protocol: a pair with a peer that left is
+    abandoned.
+``cclp/columns``
+    the positions of the client's labeled points up (line 12, never the labels).
+``cclp/sum``
+    S_L^(j) and the row layout down; the client forms Zbar^(j) = S_L^(j) Y_L^(j), encodes
+    and pads it per receiving block (line 14) and starts the secure sum ``cclp``
+    (:mod:`securefl.fl.secure_sum_steps`; three ``secagg/*`` exchanges follow).
+    Plaintext: the unpadded encoding goes up.
+``train``
+    as :class:`~securefl.methods.fedavg_clients.PseudoLabelClient`, with the client's rows
+    of the padded total (``cclp/rows/block``, ``cclp/rows/survivors``) in the request: the client removes the survivors'
+    pads, decodes and takes argmax labels and entropy weights (lines 15-16), trains on
+    them, and reports them (:func:`securefl.methods.halves.report_pseudo_labels`) where
+    the run asks.  A client without rows (it left CrossClientLP) trains on its labels.
+
+Costs: ``seconds/compute`` (embedding, training) and ``seconds/crypto`` per reply, and the
+nominal protocol bytes of the client-to-client frames the server cannot see
+(``cclp/link-sent``, ``cclp/link-received``: :func:`securefl.crypto.channel.frame_size`
+of the SHADE messages, as the in-process protocol meters them).
+
+State (``cclp/...``, session-scoped: never checkpointed, cleared at the next round's
+advertise and after ``train``): the features until hashed, the codes, the agreement's
+X25519 key, share and peer keys, SHADE pair states, the self-pad seed, S_L and the
+layout.  Who learns what: exactly the client's view in
+:mod:`securefl.protocols.crossclient` (the LSH seed, pairwise keys, S_L^(j), the layout,
+the sum's survivors, its own rows).
+"""
+
+from __future__ import annotations
+
+import time
+import numpy as np
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
+
+from securefl.crypto import shade_hops
+from securefl.crypto.channel import SERVER, Message, frame_size
+from securefl.crypto.fixed_point import FixedPoint
+from securefl.crypto.hamming import own_block, pair_roles
+from securefl.crypto.prg import random_seed
+from securefl.crypto.rand import RandomSource
+from securefl.crypto.secagg import SecAggConfig
+from securefl.errors import InputError, ProtocolError
+from securefl.fl import extract_features, links, secure_sum_steps
+from securefl.fl.costs import COMPUTE, CRYPTO
+from securefl.fl.transport import NodeContext, Record, put_message, take_message
+from securefl.methods.fedavg_clients import TRAIN, PseudoLabelClient, PseudoLabelMTClient
+from securefl.methods.halves import LocalData
+from securefl.protocols.crossclient import TAG_ROWS, CrossClientLPClient
+from securefl.protocols.keys import KeyPair
+from securefl.protocols.lsh import SeedAgreementClient, common_seed
+
+ADVERTISE = "cclp/advertise"
+SHARES = "cclp/shares"
+CODES = "cclp/codes"
+SHADE = tuple(f"cclp/shade/{hop}" for hop in range(1, shade_hops.HOPS + 1))
+COLUMNS = "cclp/columns"
+SUM = "cclp/sum"
+STEPS = (ADVERTISE, SHARES, CODES, *SHADE, COLUMNS, SUM)
+"""CrossClientLP's steps before the secure sum's (``secure_sum_steps.STEPS``) and ``train``."""
+SUM_NAME = "cclp"
+"""Name of CrossClientLP's secure sum (:mod:`securefl.fl.secure_sum_steps`)."""
+PREFIX = "cclp/"
+
+SLOT_LSH = "cclp/lsh"
+SLOT_OWN = "cclp/own"
+SLOT_COLUMNS = "cclp/columns"
+SLOT_S_L = "cclp/s-l"
+ROWS_BLOCK = "cclp/rows/block"
+ROWS_SURVIVORS = "cclp/rows/survivors"
+LINK_SENT = "cclp/link-sent"
+LINK_RECEIVED = "cclp/link-received"
+
+
+def share_slot(a: int, b: int) -> str:
+    """Reply slot of a client's share of the SHADE block of the pair ``a < b``."""
+    return f"cclp/share/{a}-{b}"
+
+
+def clear(state: Record) -> None:
+    """Forget this round's CrossClientLP state and links."""
+    for table in (state.arrays, state.config):
+        for key in [k for k in table if k.startswith(PREFIX) or k.startswith("links/")]:
+            del table[key]
+
+
+class CrossClientSteps:
+    """CrossClientLP's client steps (mixin before a :class:`PseudoLabelClient`; see the
+    module docstring)."""
+
+    reports_pseudo_labels = True
+
+    def handle(self, step: str, request: Record, state: Record, node: NodeContext) -> Record:
+        if step not in STEPS:
+            return super().handle(step, request, state, node)
+        reply = Record()
+        start = time.perf_counter()
+        handler = {ADVERTISE: self._advertise, SHARES: self._shares, CODES: self._codes,
+                   COLUMNS: self._columns, SUM: self._sum}.get(step)
+        if handler is None:
+            self._shade(SHADE.index(step) + 1, request, state, reply)
+        else:
+            handler(request, state, reply, self.data(node))
+        reply.config[CRYPTO] = time.perf_counter() - start - float(reply.config.get(COMPUTE, 0.0))
+        return reply
+
+    # ----------------------------------------------------------------- pieces
+    @property
+    def real(self) -> bool:
+        return self.method.secure == "real"
+
+    @staticmethod
+    def _party(state: Record) -> int:
+        try:
+            return int(state.config["cclp/party"])
+        except KeyError:
+            raise ProtocolError("CrossClientLP step before cclp/advertise") from None
+
+    def _agreement(self, state: Record) -> SeedAgreementClient:
+        """The seed-agreement party as stored in ``state``."""
+        party = self._party(state)
+        agreement = SeedAgreementClient(party=party, session=bytes(state.config["cclp/session"]))
+        agreement.share = bytes(state.arrays["cclp/lsh/share"])
+        if "cclp/lsh/private" in state.arrays:
+            private = X25519PrivateKey.from_private_bytes(bytes(state.arrays["cclp/lsh/private"]))
+            agreement.keys = KeyPair(private, private.public_key().public_bytes_raw())
+        if "cclp/lsh/ids" in state.arrays:
+            agreement.peer_keys = {int(p): bytes(k) for p, k in
+                                   zip(state.arrays["cclp/lsh/ids"], state.arrays["cclp/lsh/keys"])}
+        return agreement
+
+    def _protocol_client(self, state: Record, data: LocalData) -> CrossClientLPClient:
+        """The CrossClientLP client party (features are not kept: no step needs them now)."""
+        labels = data.client.observed_labels().astype(np.int64)
+        client = CrossClientLPClient(
+            party=self._party(state), features=np.zeros((len(labels), 1)), labels=labels,
+            num_classes=int(data.num_classes), L=int(self.method.L),
+            agreement=self._agreement(state),
+            private_pad_seed=bytes(state.arrays.get("cclp/pad", np.zeros(0, np.uint8))))
+        if "cclp/s-l" in state.arrays:
+            client.s_l = state.arrays["cclp/s-l"]
+            client.layout_parties = state.arrays["cclp/layout-parties"]
+            client.layout_sizes = state.arrays["cclp/layout-sizes"]
+            client.sum_parties = state.arrays["cclp/sum-parties"]
+        return client
+
+    # ----------------------------------------------------------------- steps
+    def _advertise(self, request: Record, state: Record, reply: Record, data: LocalData) -> None:
+        clear(state)
+        party = int(request.config["cclp/party"])
+        round_index = int(request.config["round"])
+        begin = time.perf_counter()
+        model = self.build(data, request.arrays["model"])
+        features = extract_features(model, data.client.x).astype(np.float64)
+        reply.config[COMPUTE] = time.perf_counter() - begin
+        if not np.all(np.isfinite(features)):
+            raise InputError("features", "non-finite", f"client {party}'s features contain NaN or inf")
+        session = bytes(request.config.get("cclp/session", b""))
+        if len(session) != 8:
+            raise ProtocolError("cclp/advertise needs an 8-byte cclp/session")
+        state.config["cclp/party"] = party
+        state.config["cclp/session"] = session
+        state.arrays["cclp/features"] = features
+        agreement = SeedAgreementClient(party=party, session=session,
+                                        seed=self.method.crypto_seed_for("lsh", round_index))
+        if self.real:
+            message = agreement.advertise()
+            state.arrays["cclp/lsh/private"] = np.frombuffer(
+                agreement.keys.private.private_bytes_raw(), np.uint8).copy()
+            put_message(reply, SLOT_LSH, message)
+            reply.arrays["cclp/link-key"] = links.advertise(state)
+        else:
+            reply.arrays["cclp/share"] = np.frombuffer(agreement.draw_share(), np.uint8).copy()
+        state.arrays["cclp/lsh/share"] = np.frombuffer(agreement.share, np.uint8).copy()
+        reply.config["cclp/points"] = int(len(data.client))
+
+    def _hash(self, state: Record, seed: bytes) -> np.ndarray:
+        client = CrossClientLPClient(
+            party=self._party(state), features=state.arrays.pop("cclp/features"),
+            labels=np.zeros(0, np.int64), num_classes=1, L=int(self.method.L),
+            agreement=SeedAgreementClient(party=self._party(state), session=b""))
+        client.agreement.lsh_seed = seed
+        codes = client.hash_features()
+        state.arrays["cclp/codes"] = codes
+        return codes
+
+    def _shares(self, request: Record, state: Record, reply: Record, data: LocalData) -> None:
+        party = self._party(state)
+        if not self.real:
+            shares = np.asarray(request.arrays.get("cclp/shares"))
+            if shares.ndim != 2 or shares.shape[1] != 16 or shares.dtype != np.uint8:
+                raise ProtocolError("cclp/shares must be (parties, 16) uint8 seed shares")
+            reply.arrays["cclp/codes"] = self._hash(state, common_seed([bytes(s) for s in shares]))
+            return
+        agreement = self._agreement(state)
+        message = agreement.send_shares(take_message(request, SLOT_LSH))
+        state.arrays["cclp/lsh/ids"] = np.array(sorted(agreement.peer_keys), dtype=np.int64)
+        state.arrays["cclp/lsh/keys"] = np.stack(
+            [np.frombuffer(agreement.peer_keys[p], np.uint8) for p in sorted(agreement.peer_keys)])
+        links.install(state, request.arrays["cclp/link-ids"], request.arrays["cclp/link-keys"],
+                      me=party)
+        put_message(reply, SLOT_LSH, message)
+
+    def _codes(self, request: Record, state: Record, reply: Record, data: LocalData) -> None:
+        party = self._party(state)
+        agreement = self._agreement(state)
+        codes = self._hash(state, agreement.receive_shares(take_message(request, SLOT_LSH)))
+        put_message(reply, SLOT_OWN, Message(party, SERVER, f"shade/own/{party}", (own_block(codes),)))
+        self._shade(0, request, state, reply)
+
+    def _pairs(self, request: Record, state: Record) -> list[tuple[int, int, int, int]]:
+        """``(peer, a, b, sender)`` of every live pair of this client (``a < b``)."""
+        me = self._party(state)
+        alive = np.asarray(request.arrays.get("cclp/alive", np.zeros(0, np.int64)))
+        pairs = []
+        for peer in sorted(int(p) for p in alive):
+            if peer == me:
+                continue
+            a, b = min(me, peer), max(me, peer)
+            pairs.append((peer, a, b, pair_roles(a, b)[0]))
+        return pairs
+
+    def _shade(self, hop: int, request: Record, state: Record, reply: Record) -> None:
+        """SHADE hop ``hop + 1`` of every live pair (hop 0 rides on ``cclp/codes``)."""
+        me = self._party(state)
+        codes = state.arrays.get("cclp/codes")
+        if codes is None:
+            raise ProtocolError(f"client {me}: SHADE step before its codes")
+        sizes = np.asarray(request.arrays.get("cclp/sizes", np.zeros(0, np.int64)))
+        sent = received = 0
+        for peer, a, b, sender in self._pairs(request, state):
+            receiver = b if sender == a else a
+            i_send = sender == me
+            # who sends in this hop: receiver at hops 0 and 2, sender at hops 1 and 3
+            acting = (hop in (1, 3)) == i_send
+            if hop == 4 and i_send:
+                continue
+            prefix = f"cclp/shade/{peer}/"
+            pair = {k[len(prefix):]: v for k, v in state.arrays.items() if k.startswith(prefix)}
+            incoming: list[Message] = []
+            if hop > 0 and (hop == 4 or acting):
+                incoming = links.receive_batch(request, state, me=me, peer=peer)
+                received += sum(frame_size(m) for m in incoming)
+            outgoing: list[Message] = []
+            share = None
+            if hop == 0 and acting:
+                outgoing = [shade_hops.receiver_base(pair, sender=sender, receiver=receiver,
+                                                     rng=RandomSource())]
+            elif hop == 1 and acting:
+                outgoing = [shade_hops.sender_base(pair, _one(incoming), rng=RandomSource())]
+            elif hop == 2 and acting:
+                outgoing = shade_hops.receiver_extend(pair, _one(incoming), codes,
+                                                      sender=sender, receiver=receiver)
+            elif hop == 3 and acting:
+                outgoing, share = shade_hops.sender_correct(
+                    pair, incoming, codes, receivers=int(sizes[receiver]), sender=sender,
+                    receiver=receiver)
+            elif hop == 4:
+                share = shade_hops.receiver_finish(pair, incoming, codes, senders=int(sizes[sender]),
+                                                   sender=sender, receiver=receiver)
+            for key in [k for k in state.arrays if k.startswith(prefix)]:
+                del state.arrays[key]
+            state.arrays.update({prefix + k: v for k, v in pair.items()})
+            if outgoing:
+                links.send_batch(reply, state, outgoing, me=me, peer=peer)
+                sent += sum(frame_size(m) for m in outgoing)
+            if share is not None:
+                oriented = share if sender == a else share.T
+                put_message(reply, share_slot(a, b), Message(
+                    me, SERVER, f"shade/share/{a}-{b}", (np.ascontiguousarray(oriented),)))
+        reply.config[LINK_SENT] = sent
+        reply.config[LINK_RECEIVED] = received
+
+    def _columns(self, request: Record, state: Record, reply: Record, data: LocalData) -> None:
+        put_message(reply, SLOT_COLUMNS, self._protocol_client(state, data).request_columns())
+
+    def _sum(self, request: Record, state: Record, reply: Record, data: LocalData) -> None:
+        client = self._protocol_client(state, data)
+        client.receive_columns(take_message(request, SLOT_S_L))
+        members = int(request.config["cclp/sum/members"])
+        state.arrays["cclp/s-l"] = np.ascontiguousarray(client.s_l)
+        state.arrays["cclp/layout-parties"] = np.asarray(client.layout_parties)
+        state.arrays["cclp/layout-sizes"] = np.asarray(client.layout_sizes)
+        state.arrays["cclp/sum-parties"] = np.asarray(client.sum_parties)
+        state.config["cclp/sum/members"] = members
+        if self.real:
+            client.private_pad_seed = random_seed()
+            state.arrays["cclp/pad"] = np.frombuffer(client.private_pad_seed, np.uint8).copy()
+        encoded = client.sum_input(FixedPoint(members), padded=self.real)
+        if not self.real:
+            reply.arrays["cclp/input"] = encoded
+            return
+        config = SecAggConfig(bytes(request.config["cclp/sum/session"]), members,
+                              int(request.config["cclp/sum/threshold"]), int(encoded.size), 64)
+        secure_sum_steps.start(state, reply, index=int(request.config["cclp/sum/index"]),
+                               config=config, encoded=encoded, name=SUM_NAME)
+
+    # ----------------------------------------------------------------- train
+    def pseudo_labels(self, request, models, data):
+        if "pseudo/labels" in request.arrays:   # hamming_backend="lwe": made in process
+            return super().pseudo_labels(request, models, data)
+        if ROWS_BLOCK not in request.arrays:
+            return None
+        state = self._train_state
+        client = self._protocol_client(state, data)
+        encoding = FixedPoint(int(state.config["cclp/sum/members"]))
+        message = Message(SERVER, client.party, TAG_ROWS,
+                          (request.arrays[ROWS_BLOCK], request.arrays.get(ROWS_SURVIVORS)))
+        output = client.finish(message, encoding, padded=self.real)
+        return (np.asarray(output.pseudo_labels, dtype=np.int64),
+                np.asarray(output.weights, dtype=np.float64))
+
+
+class _TrainState:
+    """Gives :meth:`CrossClientSteps.pseudo_labels` the state of the ``train`` request and
+    clears CrossClientLP's state after it."""
+
+    def handle(self, step: str, request: Record, state: Record, node: NodeContext) -> Record:
+        if step != TRAIN:
+            return super().handle(step, request, state, node)
+        self._train_state = state
+        try:
+            return super().handle(step, request, state, node)
+        finally:
+            clear(state)
+
+
+def _one(messages: list[Message]) -> Message:
+    if len(messages) != 1:
+        raise ProtocolError(f"SHADE: expected one message in the batch, got {len(messages)}")
+    return messages[0]
+
+
+class FedPropClient(_TrainState, CrossClientSteps, PseudoLabelClient):
+    """FedProp's client: CrossClientLP's steps, then FedProp's ClientUpdate."""
+
+
+class FedPropMTClient(_TrainState, CrossClientSteps, PseudoLabelMTClient):
+    """FedProp+MT's client: CrossClientLP's steps (on the teacher's features, which the
+    server sends as the round's feature model), then FedProp+MT's ClientUpdate."""
+

@@ -1,0 +1,171 @@
+"""FedProp's CrossClientLP over a transport: a client that stops answering at any step gets
+the outcome :class:`securefl.protocols.crossclient.Dropouts` defines for that stage (the
+in-process protocol with every party in one place is the reference), and a relay that
+alters, replays or misroutes a client-to-client frame makes the receiving client raise
+ProtocolError.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from securefl.errors import DropoutError
+from securefl.fl import extract_features, model_vector
+from securefl.fl.transport import InProcessTransport, NodeContext
+from securefl.methods import build_method
+from securefl.methods.crossclient_server import cross_client_round
+from securefl.methods.fedprop_clients import FedPropClient
+from securefl.methods.halves import MethodProgramClient, local_data, run_config
+from securefl.models import build_model
+from securefl.protocols.crossclient import TAG_ROWS, cross_client_lp
+from securefl.crypto.channel import SERVER, Message
+
+MEMBERS = [0, 1, 2]
+KEYWORDS = {"clients_per_round": 3, "L": 64, "k": 5, "crypto_seed": 99}
+
+
+def _run(federation, *, secure="real", dropouts=None, intercept=None, replies=None):
+    """CrossClientLP among MEMBERS over an in-process transport, and each member's output
+    (``replies``: a list that collects every reply)."""
+    method = build_method("fedprop", secure=secure, seed=4, **KEYWORDS)
+    nodes = [NodeContext(k, {"partition-id": k}, run_config(method), local_data(federation, k))
+             for k in range(federation.num_clients)]
+    transport = InProcessTransport(MethodProgramClient(), nodes, dropouts=dropouts,
+                                   intercept=intercept)
+    if replies is not None:
+        deliver = transport._exchange
+
+        def watched(step, requests, timeout):
+            result = deliver(step, requests, timeout)
+            replies.extend(result.replies.values())
+            return result
+
+        transport._exchange = watched
+    model = build_model(method.model, input_shape=tuple(federation.input_shape),
+                        num_classes=federation.num_classes, seed=4)
+    done = cross_client_round(transport, MEMBERS, feature_model=model_vector(model), round_index=0,
+                              secure=secure, k=method.k, alpha=method.alpha, L=method.L,
+                              num_classes=federation.num_classes)
+    outputs = {}
+    for client in MEMBERS:
+        if client not in done.rows:
+            outputs[client] = None
+            continue
+        half = FedPropClient(method)
+        state = transport.states[client]
+        party = half._protocol_client(state, local_data(federation, client))
+        block, survivors = done.rows[client]
+        from securefl.crypto.fixed_point import FixedPoint
+
+        result = party.finish(Message(SERVER, party.party, TAG_ROWS, (block, survivors)),
+                              FixedPoint(int(state.config["cclp/sum/members"])), padded=secure == "real")
+        outputs[client] = (result.pseudo_labels, result.weights)
+    features = [extract_features(model, federation.clients[k].x) for k in MEMBERS]
+    labels = [federation.clients[k].observed_labels() for k in MEMBERS]
+    reference = dict(features=features, labels=labels, num_classes=federation.num_classes,
+                     k=method.k, alpha=method.alpha, L=method.L, backend=secure,
+                     seed=method.crypto_seed_for("lsh", 0))
+    return done, outputs, reference
+
+
+def _same(outputs, expected):
+    for client, (labels, weights) in zip(MEMBERS, expected):
+        if labels is None:
+            assert outputs[client] is None, client
+        else:
+            assert outputs[client] is not None, client
+            np.testing.assert_array_equal(outputs[client][0], labels)
+            np.testing.assert_array_equal(outputs[client][1], weights)
+
+
+@pytest.mark.parametrize("secure", ["plaintext", "real"])
+def test_without_dropouts_the_clients_get_the_in_process_protocols_outputs(secure, tiny_digits):
+    done, outputs, reference = _run(tiny_digits, secure=secure)
+    expected = cross_client_lp(**reference)
+    _same(outputs, expected)
+    assert done.protocol_bytes_per_client == pytest.approx(
+        np.mean(list(expected.bytes_per_client().values())))
+    assert done.failed == {} and done.graph == done.in_sum == done.survivors == MEMBERS
+
+
+def test_a_real_client_sends_no_codes_shares_or_scores_in_the_clear(tiny_digits):
+    """What leaves a client in real mode: public keys, AES-GCM-sealed seed shares, sealed
+    SHADE batches for its peers, its shares of H and own block, labeled positions and
+    secure-sum messages -- never its LSH codes, seed share or score matrix in the clear
+    (the plaintext placeholder's ``cclp/codes``, ``cclp/share``, ``cclp/input``)."""
+    real, plain = [], []
+    _run(tiny_digits, replies=real)
+    _run(tiny_digits, secure="plaintext", replies=plain)
+    clear = ("cclp/codes", "cclp/share", "cclp/input")
+    assert any(name in r.arrays for r in plain for name in clear)
+    names = {name for r in real for name in r.arrays}
+    assert not names & set(clear) and not any("features" in n for n in names)
+    assert any(n.startswith("relay/to/") for n in names)
+    assert all(r.arrays[n].dtype == np.uint8 for r in real for n in r.arrays if n.startswith("relay/to/"))
+
+
+@pytest.mark.parametrize("dropouts, stages", [
+    ({1: ("cclp/codes", 0)}, {"before_hamming": {1}}),            # no codes
+    ({2: ("cclp/shade/2", 0)}, {"before_hamming": {2}}),          # gone during SHADE
+    ({0: ("cclp/columns", 0)}, {"before_sum": {0}}),              # in the graph, no columns
+    ({2: ("secagg/ciphertexts", 0)}, {"during_sum": {2: "masked_input"}}),
+    ({1: ("secagg/survivors", 0)}, {"during_sum": {1: "unmask"}}),  # contributes, no output
+])
+def test_a_client_lost_at_each_step_gets_the_protocols_dropout_outcome(dropouts, stages, tiny_digits):
+    done, outputs, reference = _run(tiny_digits, dropouts=dropouts)
+    expected = cross_client_lp(**reference, dropouts=stages)
+    _same(outputs, expected)
+    (client,) = dropouts
+    assert client not in done.rows
+    assert any(client in lost for lost in done.dropped.values())
+
+
+def test_a_client_lost_during_seed_agreement_stops_the_round(tiny_digits):
+    with pytest.raises(DropoutError, match="SecureHamming"):
+        _run(tiny_digits, dropouts={1: ("cclp/shares", 0)})
+
+
+def _flip(blob):
+    altered = np.array(blob, copy=True)
+    altered[len(altered) // 2] ^= 1
+    return altered
+
+
+@pytest.mark.parametrize("attack", ["alter", "replay", "misroute"])
+def test_a_relay_that_tampers_with_shade_frames_is_caught_by_the_receiving_client(attack, tiny_digits):
+    """A modified server changes what it relays to client 1 at SHADE's third hop (client 0's
+    IKNP matrix): a flipped bit, client 0's batch of the first hop replayed, or the batch
+    client 2 sent client 0 delivered as if from 0.  Client 1 raises ProtocolError and leaves
+    the graph; the others finish among themselves (as if client 1 had dropped before
+    SecureHamming)."""
+    kept = {}
+
+    def tamper(client, request):
+        step = request.config["_step"]
+        if step == "cclp/shade/1" and client == 1:
+            kept["replay"] = np.array(request.arrays["relay/from/0"])
+        if step == "cclp/shade/3" and client == 0:
+            kept["misroute"] = np.array(request.arrays["relay/from/2"])
+        if client != 1 or step != "cclp/shade/3":
+            return request
+        arrays = dict(request.arrays)
+        arrays["relay/from/0"] = _flip(arrays["relay/from/0"]) if attack == "alter" else kept[attack]
+        request.arrays = arrays
+        return request
+
+    done, outputs, reference = _run(tiny_digits, intercept=tamper)
+    assert done.failed[1].startswith("ProtocolError")
+    assert 1 not in done.graph and outputs[1] is None
+    _same(outputs, cross_client_lp(**reference, dropouts={"before_hamming": {1}}))
+
+
+def test_a_relay_that_alters_a_sealed_seed_share_is_caught(tiny_digits):
+    def tamper(client, request):
+        if client == 2 and request.config["_step"] == "cclp/codes":
+            request.arrays = {k: (_flip(v) if k == "cclp/lsh/1" else v) for k, v in request.arrays.items()}
+        return request
+
+    done, outputs, _ = _run(tiny_digits, intercept=tamper)
+    assert done.failed[2].startswith("ProtocolError")
+    assert 2 not in done.graph and outputs[2] is None
