@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from securefl.errors import InputError
+from securefl.errors import DropoutError, InputError
 from securefl.experiments.config import load_config
 from securefl.experiments.deployment import (
     ExperimentClient,
@@ -50,7 +50,8 @@ def runner_rounds(run):
 
 
 @pytest.mark.parametrize("method, secure", [("fedavg-labeled", "real"), ("fedavg-locallp", "plaintext"),
-                                            ("fedavg-mt", "real")])
+                                            ("fedavg-mt", "real"),
+                                            ("fedsemi-pi", "plaintext"), ("fedsemi-mt", "real")])
 def test_the_program_in_process_is_the_runners_job(method, secure):
     run = job(method, secure)
     program = in_process(run)
@@ -96,6 +97,29 @@ def test_dropouts_follow_secure_aggregation():
     assert early["rounds"][0]["participation"]["survivors"] == [0, 2]    # masked input never sent
     assert early["rounds"][0]["participation"]["dropped"] == {"masked_input": [1]}
     assert early["model_digest"] != full["model_digest"]
+
+
+def test_fedsemi_dropouts_follow_secure_aggregation_in_every_sum():
+    """FedSemi-MT sums the teachers and every student layer (one secure sum each, in the
+    same exchanges): a client lost before its masked input is in none of them, one lost
+    at unmask is in all of them, too many lost is a DropoutError; one lost in training
+    sends no FSM and joins no sum."""
+    run = job("fedsemi-mt", rounds=1)
+    full = in_process(run)
+    late = in_process(run, dropouts={1: "secagg/survivors"})
+    early = in_process(run, dropouts={1: "secagg/ciphertexts"})
+    untrained = in_process(run, dropouts={1: "train"})
+    assert full["rounds"][0]["participation"]["survivors"] == [0, 1, 2]
+    assert late["rounds"][0]["participation"]["survivors"] == [0, 1, 2]  # inputs already in the sums
+    assert late["model_digest"] == full["model_digest"]
+    assert early["rounds"][0]["participation"]["survivors"] == [0, 2]    # masked inputs never sent
+    assert early["rounds"][0]["participation"]["dropped"] == {"masked_input": [1]}
+    assert early["model_digest"] != full["model_digest"]
+    assert untrained["rounds"][0]["participation"]["dropped"] == {"train": [1]}
+    assert untrained["rounds"][0]["participation"]["survivors"] == [0, 2]
+    assert untrained["model_digest"] == early["model_digest"]  # the same two clients' sums
+    with pytest.raises(DropoutError):
+        in_process(run, dropouts={1: "secagg/ciphertexts", 2: "secagg/ciphertexts"})
 
 
 def test_a_node_with_another_partition_count_is_refused():

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import torch
 import pytest
 
 from securefl.data import ClientData, Federation
@@ -122,3 +123,45 @@ def test_a_methods_configuration_travels_losslessly_in_its_run_config(name):
     rebuilt = configured_method(json.loads(json.dumps(config)))
     assert type(rebuilt) is type(method) and rebuilt.keywords() == method.keywords()
     assert json.loads(run_config(method, public_crypto_seed=False)["method-keywords"])["crypto_seed"] is None
+
+
+CONVERTED = ("fedsemi-pi", "fedsemi-mt", "fedsemi-d")
+"""Methods converted after the FedAvg family (issue 14, phase 2), each with the small
+settings of ``tests/methods/test_client_order.py``."""
+CONVERTED_TINY = {**TINY, "rounds": 5, "n_unlabeled": 10, "helpers": 2, "pretrain_epochs": 1,
+                  "server_batch_size": 20, "threshold": 0.0}
+
+
+def converted_hyper(name):
+    from securefl.methods import hyper_parameters
+
+    return {k: v for k, v in CONVERTED_TINY.items() if k in hyper_parameters(name)}
+
+
+def noise_of(federation, seed=0):
+    """``federation`` with every client's images and labels replaced by noise (the public
+    facts -- how many clients, which points are labeled -- and the server's own anchor
+    set kept)."""
+    rng = np.random.default_rng(seed)
+    return Federation(
+        federation.name,
+        [ClientData(rng.random(c.x.shape, dtype=np.float32), rng.permutation(c.y), c.labeled.copy())
+         for c in federation.clients],
+        federation.num_classes, federation.input_shape, server=federation.server)
+
+
+@pytest.mark.parametrize("secure", ["plaintext", "real"])
+@pytest.mark.parametrize("name", CONVERTED)
+def test_a_converted_server_half_reads_no_clients_data(name, secure, tiny_digits, tiny_digits_server):
+    """As for the FedAvg family: the server half given a federation of noise while the
+    nodes hold the real data gives every output of the true federation (models included)."""
+    federation = tiny_digits_server if name == "fedanchor" else tiny_digits
+    honest = build_method(name, secure=secure, seed=1, **converted_hyper(name))
+    honest.setup(federation.for_training())
+    blind = build_method(name, secure=secure, seed=1, **converted_hyper(name))
+    blind.setup(noise_of(federation), transport=InProcessTransport(MethodProgramClient(),
+                                                                    nodes_of(blind, federation)))
+    assert type(blind).deployable
+    assert rounds(blind, federation) == rounds(honest, federation)
+    assert [model_vector(m).tobytes() for m in (v for v in vars(blind).values() if isinstance(v, torch.nn.Module))] \
+        == [model_vector(m).tobytes() for m in (v for v in vars(honest).values() if isinstance(v, torch.nn.Module))]
