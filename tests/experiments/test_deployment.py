@@ -31,8 +31,12 @@ COMPARED = ("test_accuracy", "validation_accuracy", "model_digest", "pseudo_labe
             "bytes_down_per_client", "bytes_up_per_client", "participation")
 
 
+EXTRA = {"fedanchor": ["hyper.clients_per_round=3"]}
+"""Settings a method needs on three nodes (FedAnchor samples without FedProp's cap)."""
+
+
 def job(method, secure="real", rounds=2, **options):
-    config = load_config(None, settings=TINY, methods=[method], rounds=rounds)
+    config = load_config(None, settings=[*TINY, *EXTRA.get(method, [])], methods=[method], rounds=rounds)
     return program_config(config, method, secure=secure, **options)
 
 
@@ -51,7 +55,8 @@ def runner_rounds(run):
 
 @pytest.mark.parametrize("method, secure", [("fedavg-labeled", "real"), ("fedavg-locallp", "plaintext"),
                                             ("fedavg-mt", "real"),
-                                            ("fedsemi-pi", "plaintext"), ("fedsemi-mt", "real")])
+                                            ("fedsemi-pi", "plaintext"), ("fedsemi-mt", "real"),
+                                            ("fedanchor", "real")])
 def test_the_program_in_process_is_the_runners_job(method, secure):
     run = job(method, secure)
     program = in_process(run)

@@ -125,7 +125,7 @@ def test_a_methods_configuration_travels_losslessly_in_its_run_config(name):
     assert json.loads(run_config(method, public_crypto_seed=False)["method-keywords"])["crypto_seed"] is None
 
 
-CONVERTED = ("fedsemi-pi", "fedsemi-mt", "fedsemi-d")
+CONVERTED = ("fedsemi-pi", "fedsemi-mt", "fedsemi-d", "fedanchor")
 """Methods converted after the FedAvg family (issue 14, phase 2), each with the small
 settings of ``tests/methods/test_client_order.py``."""
 CONVERTED_TINY = {**TINY, "rounds": 5, "n_unlabeled": 10, "helpers": 2, "pretrain_epochs": 1,
