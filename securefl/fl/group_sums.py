@@ -23,6 +23,10 @@ for the same inputs:
   :mod:`securefl.fl.uploads` (clients upload to the simulator, which runs the HE
   protocol); :meth:`GroupSumPlan.collect` refuses it on any other transport.
 
+A plan with ``weighted=False`` sums the vectors themselves (no weight entry: ProtoFSSL's
+global prototypes, whose inputs carry their own per-class weights), bit for bit
+:func:`securefl.crypto.secure_sum` of those inputs.
+
 Every request of the contributing step names the sums its client takes part in
 (``sums/<name>/members``, ``/index``, ``/threshold`` and, in real secagg mode,
 ``/session``), in every mode, so that a client learns from the request which sums the
@@ -95,21 +99,23 @@ def requested(request: Record) -> dict[str, int]:
 
 
 def contribute(reply: Record, state: Record, request: Record, *, secure: str, sum_backend: str,
-               vectors: Mapping[str, np.ndarray], weight: float) -> float:
+               vectors: Mapping[str, np.ndarray], weight: float | None) -> float:
     """Client side: ``[weight * v, weight]`` of every named vector into ``reply`` as the
-    client's configuration requires (module docstring); returns the seconds spent on
-    cryptography.  ``vectors`` must name exactly the sums the request asks for."""
+    client's configuration requires (module docstring); ``weight=None``: ``v`` itself (a
+    plain sum, :class:`GroupSumPlan` with ``weighted=False``).  Returns the seconds spent
+    on cryptography.  ``vectors`` must name exactly the sums the request asks for."""
     _check_mode(secure, sum_backend)
     asked = requested(request)
     if set(asked) != set(vectors):
         raise ProtocolError(f"the request asks for sums {sorted(asked)}, the client contributes "
                             f"{sorted(vectors)}")
     secure_sum_steps.clear(state)
-    w = np.float64(weight)
+    w = None if weight is None else np.float64(weight)
     if not _masked(secure, sum_backend):
         for name, vector in vectors.items():
             reply.arrays[f"{PREFIX}{name}"] = np.asarray(vector, dtype=np.float64)
-        reply.config[WEIGHT] = float(w)
+        if w is not None:
+            reply.config[WEIGHT] = float(w)
         return 0.0
     start = time.perf_counter()
     for name, vector in vectors.items():
@@ -121,7 +127,8 @@ def contribute(reply: Record, state: Record, request: Record, *, secure: str, su
         except KeyError as missing:
             raise ProtocolError(f"a real-mode sum needs the secure-sum parameter {missing}") from None
         encoding = FixedPoint(members)
-        payload = np.append(np.asarray(vector, dtype=np.float64) * w, w)
+        payload = (np.asarray(vector, dtype=np.float64) if w is None else
+                   np.append(np.asarray(vector, dtype=np.float64) * w, w))
         config = SecAggConfig(session, members, threshold, payload.size, encoding.modulus_bits)
         secure_sum_steps.start(state, reply, index=index, config=config,
                                encoded=encoding.encode(payload, name=name), name=name)
@@ -133,8 +140,11 @@ def contribute(reply: Record, state: Record, request: Record, *, secure: str, su
 
 @dataclass
 class GroupSumOutcome:
-    """Per name: ``totals`` (sum of ``w_k v_k``), ``weights`` (sum of ``w_k``) and
-    ``survivors``; who dropped, who failed, and the costs of the module docstring."""
+    """Per name: ``totals`` (sum of ``w_k v_k``; of ``v_k`` in a plain sum), ``weights``
+    (sum of ``w_k``; absent for a plain sum) and ``survivors``; who dropped, who failed,
+    and the costs of the module docstring (``bytes_per_member``: the mean bytes a member
+    sent in the sum, frames in real mode and the encoded vector in plaintext mode, as
+    :func:`securefl.crypto.secure_sum` meters them)."""
 
     totals: dict[str, np.ndarray]
     weights: dict[str, float]
@@ -145,13 +155,15 @@ class GroupSumOutcome:
     protocol_bytes_per_member: dict[str, float]
     crypto_seconds: float
     exchanges: list[Exchange] = field(default_factory=list)
+    bytes_per_member: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
 class GroupSumPlan:
     """One step's sums: per name its members (secure-aggregation index order), length and
     threshold (a majority of its members), and in real secagg mode a fresh
-    :class:`SecAggConfig`.  Build with :meth:`new`."""
+    :class:`SecAggConfig`; ``weighted=False``: plain sums of the members' vectors (no
+    weight entry).  Build with :meth:`new`."""
 
     secure: str
     sum_backend: str
@@ -159,10 +171,11 @@ class GroupSumPlan:
     dims: dict[str, int]
     thresholds: dict[str, int]
     configs: dict[str, SecAggConfig] = field(default_factory=dict)
+    weighted: bool = True
 
     @classmethod
     def new(cls, *, secure: str, sum_backend: str, groups: Mapping[str, Sequence[int]],
-            dims: Mapping[str, int]) -> "GroupSumPlan":
+            dims: Mapping[str, int], weighted: bool = True) -> "GroupSumPlan":
         """``groups``: name -> its members; ``dims``: name -> length of its vector."""
         _check_mode(secure, sum_backend)
         if set(groups) != set(dims) or not groups:
@@ -177,10 +190,12 @@ class GroupSumPlan:
                 raise InputError("groups", {name: clients}, "a sum needs distinct members, at least one")
             members[str(name)] = clients
         thresholds = {name: len(clients) // 2 + 1 for name, clients in members.items()}
-        plan = cls(secure, sum_backend, members, {str(k): int(v) for k, v in dims.items()}, thresholds)
+        plan = cls(secure, sum_backend, members, {str(k): int(v) for k, v in dims.items()}, thresholds,
+                   weighted=bool(weighted))
+        extra = 1 if plan.weighted else 0
         if _masked(secure, sum_backend):
             plan.configs = {name: secure_sum_steps.new_config(clients, threshold=thresholds[name],
-                                                              dim=plan.dims[name] + 1)
+                                                              dim=plan.dims[name] + extra)
                             for name, clients in members.items()}
         return plan
 
@@ -210,9 +225,10 @@ class GroupSumPlan:
         return self._collect_plain(first)
 
     def _collect_plain(self, first: Exchange) -> GroupSumOutcome:
-        from securefl.fl.aggregation import secure_weighted_sum
+        from securefl.crypto.summation import secure_sum
+        from securefl.fl.aggregation import secure_backend, secure_weighted_sum
 
-        totals, weights, survivors, overhead, payload = {}, {}, {}, {}, {}
+        totals, weights, survivors, overhead, payload, sent = {}, {}, {}, {}, {}, {}
         seconds = 0.0
         for name, clients in self.groups.items():
             alive = tuple(c for c in clients if c in first.replies)
@@ -225,32 +241,48 @@ class GroupSumPlan:
                 if vector.shape != (self.dims[name],):
                     raise ProtocolError(f"client {c}: sum {name!r} must have shape ({self.dims[name]},)")
                 vectors.append(vector)
+            survivors[name] = alive
+            if not self.weighted:
+                begin = time.perf_counter()
+                result = secure_sum(vectors, threshold=len(alive) // 2 + 1,
+                                    backend=secure_backend(self.secure, self.sum_backend))
+                seconds += time.perf_counter() - begin
+                totals[name] = np.asarray(result.total, dtype=np.float64)
+                payload[name] = 4.0 * self.dims[name]
+                sent[name] = float(np.mean([result.bytes_sent.get(i, 0) for i in range(len(alive))]))
+                overhead[name] = max(sent[name] - payload[name], 0.0) if self.secure == "real" else 0.0
+                continue
             sizes = [float(first.replies[c].config[WEIGHT]) for c in alive]
             total, weight, report = secure_weighted_sum(vectors, sizes, secure=self.secure,
                                                         sum_backend=self.sum_backend)
-            totals[name], weights[name], survivors[name] = total, weight, alive
+            totals[name], weights[name] = total, weight
             overhead[name] = report.protocol_bytes_per_client
             payload[name] = report.payload_bytes
+            sent[name] = float(np.mean([report.bytes_sent.get(i, 0) for i in range(len(alive))]))
             seconds += report.crypto_seconds
         everyone = sorted({c for clients in self.groups.values() for c in clients})
         dropped = {"upload": tuple(c for c in everyone if c not in first.replies)}
         return GroupSumOutcome(totals, weights, survivors, dropped, dict(first.failed), payload,
-                               overhead, seconds)
+                               overhead, seconds, bytes_per_member=sent)
 
     def _collect_masked(self, transport: Transport, first: Exchange,
                         timeout: float | None) -> GroupSumOutcome:
         outcome = secure_sum_steps.aggregate_steps(transport, self.configs, self.groups, first,
                                                    timeout=timeout)
-        totals, weights, survivors, overhead, payload = {}, {}, {}, {}, {}
+        totals, weights, survivors, overhead, payload, sent = {}, {}, {}, {}, {}, {}
+        extra = 1 if self.weighted else 0
         for name, result in outcome.sums.items():
             total = FixedPoint(len(self.groups[name])).decode(result.total)
-            totals[name], weights[name] = total[:-1], float(total[-1])
+            if self.weighted:
+                totals[name], weights[name] = total[:-1], float(total[-1])
+            else:
+                totals[name] = total
             survivors[name] = tuple(result.survivors)
-            payload[name] = 4.0 * (self.dims[name] + 1)
-            sent = [result.bytes_sent.get(c, 0) for c in self.groups[name]]
-            overhead[name] = max(float(np.mean(sent)) - payload[name], 0.0)
+            payload[name] = 4.0 * (self.dims[name] + extra)
+            sent[name] = float(np.mean([result.bytes_sent.get(c, 0) for c in self.groups[name]]))
+            overhead[name] = max(sent[name] - payload[name], 0.0)
         crypto = outcome.server_seconds
         for exchange in (first, *outcome.exchanges):
             crypto += sum(float(r.config.get(CRYPTO, 0.0)) for r in exchange.replies.values())
         return GroupSumOutcome(totals, weights, survivors, outcome.dropped, outcome.failed,
-                               payload, overhead, crypto, list(outcome.exchanges))
+                               payload, overhead, crypto, list(outcome.exchanges), sent)

@@ -31,7 +31,7 @@ COMPARED = ("test_accuracy", "validation_accuracy", "model_digest", "pseudo_labe
             "bytes_down_per_client", "bytes_up_per_client", "participation")
 
 
-EXTRA = {"fedanchor": ["hyper.clients_per_round=3"]}
+EXTRA = {"fedanchor": ["hyper.clients_per_round=3"], "protofssl": ["hyper.clients_per_round=3"]}
 """Settings a method needs on three nodes (FedAnchor samples without FedProp's cap)."""
 
 
@@ -56,7 +56,7 @@ def runner_rounds(run):
 @pytest.mark.parametrize("method, secure", [("fedavg-labeled", "real"), ("fedavg-locallp", "plaintext"),
                                             ("fedavg-mt", "real"),
                                             ("fedsemi-pi", "plaintext"), ("fedsemi-mt", "real"),
-                                            ("fedanchor", "real")])
+                                            ("fedanchor", "real"), ("protofssl", "real")])
 def test_the_program_in_process_is_the_runners_job(method, secure):
     run = job(method, secure)
     program = in_process(run)
@@ -137,7 +137,7 @@ def test_a_node_with_another_partition_count_is_refused():
         ExperimentClient().handle("train", Record(), Record(), outside)
 
 
-def test_methods_that_are_not_deployable_or_not_split_are_refused():
+def test_methods_that_are_not_deployable_or_not_split_are_refused(monkeypatch):
     from securefl.experiments.deployment import ExperimentServer
     from securefl.fl.transport import Transport
 
@@ -149,6 +149,9 @@ def test_methods_that_are_not_deployable_or_not_split_are_refused():
         def _exchange(self, step, requests, timeout):
             raise AssertionError("a refused method reached a client")
 
+    from securefl.methods.protofssl import ProtoFSSL
+
+    monkeypatch.setattr(ProtoFSSL, "client_half", None)  # every method is split today
     for method, problem in (("fedprop", "in process only"), ("protofssl", "not split")):
         with pytest.raises(InputError, match=problem):
             ExperimentServer().run(Elsewhere(program="method"), job(method, rounds=1))
