@@ -127,6 +127,25 @@ def test_fedsemi_dropouts_follow_secure_aggregation_in_every_sum():
         in_process(run, dropouts={1: "secagg/ciphertexts", 2: "secagg/ciphertexts"})
 
 
+def test_a_node_trains_with_the_experiments_thread_count():
+    """A fresh ClientApp process (Flower's stock and cold modes) starts with torch's default
+    thread count; with two threads the clients' training differed from the simulator's in
+    the last bits (model digests differed, accuracies did not).  The node takes the
+    experiment's ``threads``."""
+    import torch
+
+    run = job("fedavg-labeled", rounds=1)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        node = NodeContext(0, {"partition-id": 0, "num-partitions": 3}, run)
+        with pytest.raises(Exception):
+            ExperimentClient().handle("train", Record(), Record(), node)
+        assert torch.get_num_threads() == job_of(run).config.threads == 1
+    finally:
+        torch.set_num_threads(threads)
+
+
 def test_a_node_with_another_partition_count_is_refused():
     run = job("fedavg-labeled", rounds=1)
     node = NodeContext(0, {"partition-id": 0, "num-partitions": 4}, run)
