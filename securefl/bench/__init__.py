@@ -36,5 +36,6 @@ BENCHMARKS = {
     "crossclient": "securefl.bench.crossclient",
     "flower-secagg": "securefl.bench.flower_secagg",
     "flower-rounds": "securefl.bench.flower_rounds",
+    "flower-methods": "securefl.bench.flower_methods",
 }
 """Benchmark name -> module implementing it."""

@@ -240,7 +240,13 @@ class ExperimentClient(ClientHalf):
     program = PROGRAM
 
     def handle(self, step: str, request: Record, state: Record, node: NodeContext) -> Record:
+        import torch
+
         job = job_of(node.run_config)
+        # the experiment's thread count, as the simulator trains: a fresh ClientApp process
+        # (Flower's stock and cold modes) starts with torch's default, whose float
+        # reductions differ in the last bits
+        torch.set_num_threads(job.config.threads)
         data = node.data
         if data is None:
             federation = federation_of(node.run_config, node.node_config.get("data-dir"))

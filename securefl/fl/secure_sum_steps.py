@@ -184,22 +184,25 @@ def new_config(members: Sequence[int], *, threshold: int, dim: int, modulus_bits
 
 
 def aggregate_steps(transport: Transport, configs: SecAggConfig | Mapping[str, SecAggConfig],
-                    members: Sequence[int], first: Exchange, *,
+                    members: Sequence[int] | Mapping[str, Sequence[int]], first: Exchange, *,
                     timeout: float | None = None) -> SecureSumOutcome:
     """Run rounds 1-3 of every sum after ``first`` (whose replies hold their round 0) and
     unmask.  ``configs``: one config (the sum :data:`DEFAULT`) or ``{name: config}``;
-    ``members[i]`` is the client playing secure-aggregation index ``i`` in every sum.
+    ``members[i]`` is the client playing secure-aggregation index ``i`` in every sum, or
+    ``members`` is ``{name: clients}`` where the sums have members of their own (FedSemi's
+    per-layer sums among a layer's uploaders; :mod:`securefl.fl.group_sums`).
     """
     if isinstance(configs, SecAggConfig):
         configs = {DEFAULT: configs}
-    members = list(members)
-    client_of = dict(enumerate(members))
-    index_of = {c: i for i, c in client_of.items()}
+    groups = ({name: [int(c) for c in members[name]] for name in configs}
+              if isinstance(members, Mapping) else {name: [int(c) for c in members] for name in configs})
+    client_of = {name: dict(enumerate(group)) for name, group in groups.items()}
+    index_of = {name: {c: i for i, c in mapping.items()} for name, mapping in client_of.items()}
     servers = {_check_name(name): SecAggServer(config) for name, config in configs.items()}
     seconds = 0.0
     client_seconds: dict[int, float] = {}
     failed = dict(first.failed)
-    sent = {name: {c: 0 for c in members} for name in servers}
+    sent = {name: {c: 0 for c in groups[name]} for name in servers}
     answered = {name: set() for name in servers}
     dropped = {name: {} for name in servers}
 
@@ -214,7 +217,7 @@ def aggregate_steps(transport: Transport, configs: SecAggConfig | Mapping[str, S
                 if not has_message(reply, slot_up(name)):
                     continue
                 message = take_message(reply, slot_up(name))
-                if message.sender != index_of[client]:
+                if message.sender != index_of[name].get(client):
                     failed[client] = f"ProtocolError: client {client} sent as index {message.sender}"
                     continue
                 begin = time.thread_time()
@@ -225,7 +228,7 @@ def aggregate_steps(transport: Transport, configs: SecAggConfig | Mapping[str, S
 
     take(first)
     for name in servers:
-        dropped[name]["advertise"] = tuple(c for c in members if c not in answered[name])
+        dropped[name]["advertise"] = tuple(c for c in groups[name] if c not in answered[name])
     exchanges = []
     for step in STEPS:
         requests: dict[int, Record] = {}
@@ -234,7 +237,7 @@ def aggregate_steps(transport: Transport, configs: SecAggConfig | Mapping[str, S
             outgoing = server.close_round()
             seconds += time.thread_time() - begin
             for message in outgoing:
-                put_message(requests.setdefault(client_of[message.receiver], Record()),
+                put_message(requests.setdefault(client_of[name][message.receiver], Record()),
                             slot_down(name), message)
         exchange = transport.exchange(step, requests, timeout=timeout)
         exchanges.append(exchange)
@@ -247,7 +250,7 @@ def aggregate_steps(transport: Transport, configs: SecAggConfig | Mapping[str, S
         begin = time.thread_time()
         server.close_round()
         seconds += time.thread_time() - begin
-    sums = {name: SumResult(server.total, tuple(client_of[i] for i in server.survivors),
+    sums = {name: SumResult(server.total, tuple(client_of[name][i] for i in server.survivors),
                             dropped[name], dict(sent[name]))
             for name, server in servers.items()}
     return SecureSumOutcome(sums, failed, seconds, client_seconds, exchanges)

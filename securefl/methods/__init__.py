@@ -34,8 +34,10 @@ The last four are FedProp's Table 1 baselines (fedprop.md §5.1).
 Server and client halves (:mod:`securefl.methods.halves`): a split method names its
 :class:`MethodClient` in ``client_half``; :class:`LocalData` is what a node holds;
 :func:`method_run_config` is the run config its client halves are built from.  Split
-today: the FedAvg family (all five deployable) and FedProp / FedProp+MT (deployable,
-CrossClientLP's parties at the clients); ``docs/transport-phase2.md`` converts the others.
+today: every method -- the FedAvg family, FedProp / FedProp+MT (CrossClientLP's parties at
+the clients), FedSemi-Pi/-MT/-D, FedAnchor and ProtoFSSL, all deployable (client halves in
+``fedavg_clients``, ``fedprop_clients``, ``fedsemi_clients``, ``fedanchor_client``,
+``protofssl_client``); ``docs/transport-phase2.md`` is the conversion guide.
 """
 
 from __future__ import annotations

@@ -56,6 +56,18 @@ of the client models and of their sizes, through :func:`securefl.fl.aggregate`
 bit-identical plaintext oracle otherwise).  The anchor
 head is never trained at clients, so it is only downloaded.
 
+**Server half and client half** (:mod:`securefl.methods.halves`).  The class here is the
+server half: sampling, the anchor latents, the secure FedAvg and the server's training on
+its own anchor set (pre-training in ``setup``, the anchor epochs after each round); of the
+clients it reads only public facts (how many).  Its client half,
+:class:`securefl.methods.fedanchor_client.FedAnchorClient`, pseudo-labels, trains and
+uploads.  A round is the exchange ``train`` (model, anchor head, anchor latents and labels
+down; the upload up, secure-sum round 0 in real mode) and in real mode the three
+secure-sum exchanges (:mod:`securefl.fl.uploads`); pseudo-labels leave a client only as
+the simulation's report (run config ``reports``), so without reports a round's
+pseudo-label digest and accuracy are ``None``.  Dropouts follow secure aggregation (a
+client lost before its masked input is not in the average).
+
 Randomness: the server's :class:`~securefl.fl.SimulationRNG` samples the round's clients
 and then drives the server training (pre-training, anchor epochs: batch order, dropout,
 server mixup); everything a client draws (batch order, translations, dropout masks, the
@@ -76,13 +88,18 @@ import torch.nn.functional as F
 from torch import nn
 
 from securefl.errors import ConfigError, InputError
-from securefl.fl.rng import SimulationRNG, client_rng
+from securefl.fl.aggregation import load_model_vector, model_vector
+from securefl.fl.costs import RoundMeter
+from securefl.fl.rng import SimulationRNG
 from securefl.fl.sampling import sample_clients
-from securefl.fl.training import batches, make_optimizer, predict_labels
-from securefl.methods.anchoring import anchor_pseudo_labels, fix_and_mix, label_contrastive_loss, mixup_loss
-from securefl.methods.base import Method, RoundResult, label_digest
-from securefl.fl.aggregation import aggregate, load_model_vector, model_vector
-from securefl.methods.common import build_network, translation
+from securefl.fl.training import batches, predict_labels
+from securefl.fl.transport import Record, Transport
+from securefl.fl.uploads import UploadPlan
+from securefl.methods.anchoring import label_contrastive_loss, mixup_loss
+from securefl.methods.base import Method, RoundResult
+from securefl.methods.common import build_network
+from securefl.methods.fedanchor_client import LABELS, LATENTS, TRAIN, FedAnchorClient, latents
+from securefl.methods.halves import collect_pseudo_labels
 from securefl.models import dropout_generator
 
 
@@ -91,6 +108,8 @@ class FedAnchor(Method):
 
     name: ClassVar[str] = "fedanchor"
     uses_pseudo_labels: ClassVar[bool] = True
+    client_half = FedAnchorClient
+    deployable: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -156,7 +175,10 @@ class FedAnchor(Method):
         if self.max_shift is not None and (not isinstance(self.max_shift, (int, np.integer)) or self.max_shift < 0):
             raise InputError("max_shift", self.max_shift, "must be a non-negative integer or None")
 
-    def setup(self, federation: Any) -> None:
+    def setup(self, federation: Any, *, transport: Transport | None = None) -> None:
+        """Build the networks, connect to ``transport`` (default: in process over
+        ``federation``'s clients) and pre-train on the anchors.  The server half reads
+        the server's own anchor set and only public facts of the clients."""
         self._validate()
         server = federation.server
         if server is None or server.num_labeled < 2:
@@ -171,8 +193,7 @@ class FedAnchor(Method):
         keep = server.labeled
         self.anchor_x = torch.from_numpy(np.ascontiguousarray(server.x[keep], dtype=np.float32))
         self.anchor_y = torch.from_numpy(server.y[keep].astype(np.int64))
-        self.client_x = [torch.from_numpy(np.ascontiguousarray(c.x, dtype=np.float32)) for c in federation.clients]
-        self.sizes = np.array([len(c) for c in federation.clients], dtype=np.float64)
+        self._connect(federation, transport)
         for _ in range(self.pretrain_epochs):
             self._server_epochs(self.pretrain_lr)
 
@@ -210,85 +231,56 @@ class FedAnchor(Method):
             loss.backward()
             optimizer.step()
 
-    @torch.no_grad()
     def _latents(self, x: torch.Tensor, network: nn.Module) -> torch.Tensor:
-        network.eval()
-        self.anchor_head.eval()
-        return torch.cat([self.anchor_head(network.features(x[i : i + 1024])) for i in range(0, len(x), 1024)])
-
-    # ------------------------------------------------------------------ client side
-    def _client_update(self, client: int, anchor_z: torch.Tensor, rng: SimulationRNG) -> tuple[nn.Module, np.ndarray]:
-        """Pseudo-labelling and local training of ``client``, drawing from ``rng`` (its
-        generators for the round) only; returns the trained network and the pseudo-labels."""
-        x = self.client_x[client]
-        network = copy.deepcopy(self.network)
-        labels, scores = anchor_pseudo_labels(self._latents(x, network), anchor_z, self.anchor_y, self.num_classes)
-        with dropout_generator(network, rng.torch):
-            self._train_client(network, x, labels, scores, rng)
-        return network, labels
-
-    def _train_client(self, network: nn.Module, x: torch.Tensor, labels: np.ndarray, scores: np.ndarray,
-                      rng: SimulationRNG) -> None:
-        """Local training on the pseudo-labels: Appendix B, or plain cross-entropy."""
-        optimizer = make_optimizer(network, lr=self.lr, momentum=self.momentum, weight_decay=self.weight_decay)
-        network.train()
-        augment = translation(self.federation.input_shape, self.max_shift, rng.torch) or (lambda batch: batch)
-        y = torch.from_numpy(labels)
-        if not self.client_mixup:
-            for _ in range(self.local_epochs):
-                for idx in batches(len(y), self.batch_size, rng.torch):
-                    loss = F.cross_entropy(network(augment(x[idx])), y[idx])
-                    optimizer.zero_grad(set_to_none=True)
-                    loss.backward()
-                    optimizer.step()
-            return
-        fix, mix = fix_and_mix(scores, self.threshold, rng.numpy)
-        if fix.size == 0:
-            return
-        fix_t, mix_t = torch.from_numpy(fix), torch.from_numpy(mix)
-        for _ in range(self.local_epochs):
-            for idx in batches(len(fix), self.batch_size, rng.torch):
-                i_fix, i_mix = fix_t[idx], mix_t[idx]
-                lam = float(rng.numpy.beta(self.mixup_alpha, self.mixup_alpha))
-                mixed = lam * x[i_fix] + (1.0 - lam) * x[i_mix]
-                loss = F.cross_entropy(network(augment(x[i_fix])), y[i_fix])
-                loss = loss + self.mix_weight * mixup_loss(network(augment(mixed)), y[i_fix], y[i_mix], lam)
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                optimizer.step()
+        return latents(x, network, self.anchor_head)
 
     # ------------------------------------------------------------------ round
     def run_round(self, round_index: int) -> RoundResult:
+        """One round of the server half: the exchange ``train`` (model, anchor head and
+        anchor latents and labels down; + the three secure-sum exchanges in real mode),
+        the secure FedAvg of the uploads, then the server's epochs on its anchors."""
         start = time.perf_counter()
-        chosen = sample_clients(self.rng.numpy, self.federation.num_clients, self.clients_per_round)
+        chosen = [int(k) for k in sample_clients(self.rng.numpy, self.federation.num_clients,
+                                                  self.clients_per_round)]
         anchor_z = self._latents(self.anchor_x, self.network)
-        def local_update(client: int) -> tuple[float, np.ndarray, np.ndarray]:
-            t0 = time.perf_counter()
-            network, labels = self._client_update(client, anchor_z, client_rng(self.seed, round_index, client))
-            return time.perf_counter() - t0, model_vector(network), labels
-
-        updates = self._per_client(chosen, local_update)
-        train_seconds = float(sum(u[0] for u in updates))
-        uploads, pseudo = [u[1] for u in updates], [u[2] for u in updates]
-        average, report = aggregate(uploads, self.sizes[chosen], secure=self.secure,
-                                    sum_backend=self.sum_backend)
-        load_model_vector(self.network, average)
+        meter = RoundMeter(self.transport, chosen)
+        vector = model_vector(self.network)
+        plan = UploadPlan.new(secure=self.secure, sum_backend=self.sum_backend, members=chosen,
+                              dims={"model": vector.size})
+        arrays = {"model": vector, "anchor_head": model_vector(self.anchor_head),
+                  LATENTS: anchor_z.numpy(), LABELS: self.anchor_y.numpy()}
+        train = self.transport.exchange(TRAIN, {k: Record(dict(arrays), {"round": int(round_index),
+                                                                         **plan.request_config(k)})
+                                                for k in chosen})
+        meter.add(train)
+        outcome = plan.collect(self.transport, train)
+        meter.add(outcome.exchanges)
+        load_model_vector(self.network, outcome.averages["model"])
         t0 = time.perf_counter()
         self._server_epochs(self.server_lr)
-        train_seconds += time.perf_counter() - t0
+        server_seconds = time.perf_counter() - t0
 
-        truth = np.concatenate([self.federation.clients[c].y for c in chosen])
+        digest, accuracy = collect_pseudo_labels(train.replies, chosen)
         head_bytes = sum(p.numel() for p in self.anchor_head.parameters()) * 4
         anchor_bytes = anchor_z.numel() * 4 + self.anchor_y.numel()  # latents (float32) and labels (1 byte each)
+        payload = 4.0 * (vector.size + 1)
+        down, up = meter.bytes_per_client()
+        participation = {"members": chosen, "survivors": list(outcome.survivors),
+                         "dropped": {k: list(v) for k, v in outcome.dropped.items() if v},
+                         "failed": {str(c): text for c, text in sorted(outcome.failed.items())}}
         return RoundResult(
             round=round_index,
             seconds=time.perf_counter() - start,
-            train_seconds=train_seconds,
-            crypto_seconds=report.crypto_seconds,
-            bytes_model_per_client=2.0 * report.payload_bytes + head_bytes,
-            bytes_protocol_per_client=report.protocol_bytes_per_client + anchor_bytes,
-            pseudo_label_accuracy=float((np.concatenate(pseudo) == truth).mean()),
-            pseudo_label_digest=label_digest(pseudo),
+            train_seconds=meter.compute_seconds + server_seconds,
+            crypto_seconds=outcome.crypto_seconds,
+            bytes_model_per_client=2.0 * payload + head_bytes,
+            bytes_protocol_per_client=outcome.protocol_bytes_per_client + anchor_bytes,
+            pseudo_label_accuracy=accuracy,
+            pseudo_label_digest=digest,
+            messaging_seconds=meter.messaging_seconds,
+            bytes_down_per_client=down,
+            bytes_up_per_client=up,
+            participation=participation,
         )
 
     def predict(self, x: np.ndarray) -> np.ndarray:
@@ -301,9 +293,11 @@ class FedAnchor(Method):
             "network": copy.deepcopy(self.network.state_dict()),
             "anchor_head": copy.deepcopy(self.anchor_head.state_dict()),
             "rng": self.rng.state_dict(),
+            "clients": self._client_states(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.network.load_state_dict(state["network"])
         self.anchor_head.load_state_dict(state["anchor_head"])
         self.rng.load_state_dict(state["rng"])
+        self._adopt_client_states(state.get("clients", {}))

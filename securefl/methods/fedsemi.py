@@ -37,6 +37,22 @@ anyone (a secure sum over one client would reveal it); this rule is applied in b
 modes, so ``secure="plaintext"`` (same fixed-point sums, computed directly) gives
 bit-identical models.
 
+**Server half and client half** (:mod:`securefl.methods.halves`).  The class here is the
+server half: sampling, the history ``Lambda``, the boundary, which client sums which layer,
+and the new global networks; it reads only public facts of the federation.  Its client
+half, :class:`securefl.methods.fedsemi_clients.FedSemiClient`, trains and contributes.  A
+round is the exchange ``train`` (global student and teacher down, the FSM vector up), then
+``upload`` (boundary and the sums' parameters down; the teacher and the chosen layers'
+deltas up as secure-sum inputs, :mod:`securefl.fl.group_sums`: one sum for the teachers
+and one per chosen layer among its uploaders ``U_j``, all in the same three secure-sum
+exchanges in real mode).  A client keeps its own count of rounds trained (the ``x`` of
+eqs. 7 and 9) in its state Record.  Dropouts: a client lost in ``train`` sends no FSM and
+joins no sum; after that every sum follows secure aggregation (lost before its masked
+input: in none of its sums, so neither its teacher nor its layers count, and the total
+weight ``sum_k w_k`` is over the teacher sum's survivors; lost at unmask: in all of them);
+a sum left below its threshold (a majority of its members) raises
+:class:`~securefl.errors.DropoutError`.
+
 Randomness: the server's :class:`~securefl.fl.SimulationRNG` samples the round's clients;
 a client's batch order and perturbations come from its own generator for the round,
 :func:`securefl.fl.client_rng` ``(seed, round, client)``, so a round's result does not
@@ -50,29 +66,26 @@ import time
 from typing import Any, ClassVar
 
 import numpy as np
-import torch
-import torch.nn.functional as F
 
-from securefl.errors import ConfigError, InputError
+from securefl.errors import ConfigError, DropoutError, InputError, ProtocolError
+from securefl.fl.costs import RoundMeter
+from securefl.fl.group_sums import GroupSumPlan
+from securefl.fl.rng import SimulationRNG
+from securefl.fl.sampling import sample_clients
+from securefl.fl.training import predict_labels
+from securefl.fl.transport import Record, Transport
 from securefl.methods.base import Method, RoundResult
+from securefl.methods.common import build_network, layer_groups
 from securefl.methods.consistency import (
     CONSISTENCY_LOSSES,
     CURVES,
     alpha_ramp,
-    beta_ramp,
-    consistency_loss,
-    ema_update,
-    fsm_divergence,
     select_layers,
     tau_linear,
     tau_rectangle,
     upload_boundary,
 )
-from securefl.fl.rng import SimulationRNG, client_rng
-from securefl.fl.sampling import sample_clients
-from securefl.fl.training import make_optimizer, predict_labels
-from securefl.fl.aggregation import secure_weighted_sum
-from securefl.methods.common import build_network, layer_groups, perturb
+from securefl.methods.fedsemi_clients import TEACHER, TRAIN, UPLOAD, FedSemiClient, flat, layer_sum
 
 
 class FedSemi(Method):
@@ -87,6 +100,8 @@ class FedSemi(Method):
 
     name: ClassVar[str] = "fedsemi"
     variant: ClassVar[str] = "d"
+    client_half = FedSemiClient
+    deployable: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -158,7 +173,10 @@ class FedSemi(Method):
             return float(self.phi_g)
         return 3.0 if self.curve == "linear" else 10.0
 
-    def setup(self, federation: Any) -> None:
+    def setup(self, federation: Any, *, transport: Transport | None = None) -> None:
+        """Build the global networks and connect to ``transport`` (default: in process over
+        ``federation``'s clients).  The server half reads only the federation's public
+        facts (number of clients, which hold labels, classes, input shape)."""
         self._validate()
         if not federation.labeled_clients:
             raise ConfigError(f"{self.name}: no client holds labels (labels at the server?); FedSemi needs labels at clients")
@@ -168,17 +186,9 @@ class FedSemi(Method):
         self.student = build_network(self.model, federation, seed=self.seed)
         self.teacher = copy.deepcopy(self.student)
         self.groups = layer_groups(self.student)
-        self.clients = [
-            (torch.from_numpy(np.ascontiguousarray(c.x, dtype=np.float32)),
-             torch.from_numpy(np.where(c.labeled, c.y, -1).astype(np.int64)))
-            for c in federation.clients
-        ]
-        self.sizes = np.array([len(c) for c in federation.clients], dtype=np.float64)
-        self.selections = np.zeros(federation.num_clients, dtype=np.int64)
         self.history: list[np.ndarray] = []
         self.last_upload_rate = 0.0
-        shape = federation.input_shape
-        self.shift = self.max_shift if self.max_shift is not None else (int(round(0.07 * shape[-1])) if len(shape) == 3 else 0)
+        self._connect(federation, transport)
 
     # ------------------------------------------------------------------ schedules
     def tau(self, global_round: int) -> float:
@@ -198,63 +208,31 @@ class FedSemi(Method):
         gate = 0.0 if self.variant == "mt" else self.tipping_point
         return alpha_ramp(global_round, local_epochs, phi_g=gate, alpha_max=self.alpha_max)
 
-    # ------------------------------------------------------------------ local update
-    def _local_update(self, client: int, global_round: int,
-                      generator: torch.Generator) -> tuple[torch.nn.Module, torch.nn.Module]:
-        """Client ``client``'s local update in 1-based round ``global_round``, drawing from
-        ``generator`` (its generator for the round) only; returns (teacher, student)."""
-        x, y = self.clients[client]
-        student = copy.deepcopy(self.student)
-        teacher = copy.deepcopy(self.teacher)
-        teacher.eval()
-        student.train()
-        optimizer = make_optimizer(student, lr=self.lr, momentum=self.momentum, weight_decay=self.weight_decay)
-        done = int(self.selections[client]) * self.local_epochs
-        for epoch in range(self.local_epochs):
-            beta = beta_ramp(done + epoch, phi_l=self.phi_l)
-            alpha = self.alpha(global_round, done + epoch + 1)
-            order = torch.randperm(len(y), generator=generator)
-            for start in range(0, len(order), self.batch_size):
-                batch = order[start : start + self.batch_size]
-                xb, yb = x[batch], y[batch]
-                labeled = yb >= 0
-                x_student = perturb(xb, self.noise_std, self.shift, generator)
-                x_teacher = perturb(xb, self.noise_std, self.shift, generator)
-                n_lab = int(labeled.sum())
-                logits = student(torch.cat([x_student, xb[labeled]]) if n_lab else x_student)
-                student_logits = logits[: len(yb)]
-                loss = student_logits.sum() * 0.0
-                if n_lab:
-                    targets = yb[labeled]
-                    loss = F.cross_entropy(torch.cat([student_logits[labeled], logits[len(yb):]]), torch.cat([targets, targets]))
-                if beta > 0:
-                    with torch.no_grad():
-                        teacher_logits = teacher(x_teacher)
-                    loss = loss + beta * consistency_loss(teacher_logits, student_logits, self.consistency)
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                optimizer.step()
-                ema_update(teacher, student, alpha)
-        return teacher, student
-
     # ------------------------------------------------------------------ round
     def run_round(self, round_index: int) -> RoundResult:
+        """One round of the server half: ``train`` (FSM vectors up), the boundary, then
+        ``upload`` (+ the three secure-sum exchanges in real mode) into the new teacher and
+        student (module docstring)."""
         start = time.perf_counter()
         global_round = round_index + 1
         m = min(self.clients_per_round, self.federation.num_clients)
-        chosen = sample_clients(self.rng.numpy, self.federation.num_clients, m)
-        def local_update(client: int) -> tuple[float, list[np.ndarray], list[np.ndarray]]:
-            t0 = time.perf_counter()
-            teacher, student = self._local_update(client, global_round,
-                                                  client_rng(self.seed, round_index, client).torch)
-            seconds = time.perf_counter() - t0
-            self.selections[client] += 1
-            return seconds, self.groups.arrays(teacher), self.groups.arrays(student)
-
-        updates = self._per_client(chosen, local_update)
-        train_seconds = float(sum(u[0] for u in updates))
-        teachers, students = [u[1] for u in updates], [u[2] for u in updates]
-        fsms = [fsm_divergence(t, s) for t, s in zip(teachers, students)]
+        chosen = [int(k) for k in sample_clients(self.rng.numpy, self.federation.num_clients, m)]
+        meter = RoundMeter(self.transport, chosen)
+        networks = {"student": flat(self.groups.arrays(self.student)),
+                    "teacher": flat(self.groups.arrays(self.teacher))}
+        train = self.transport.exchange(TRAIN, {k: Record(dict(networks), {"round": int(round_index)})
+                                                for k in chosen})
+        meter.add(train)
+        trained = [k for k in chosen if k in train.replies]
+        if not trained:
+            raise DropoutError(f"round {round_index}: no client of {chosen} finished training")
+        width = len(self.groups.names)
+        fsms = []
+        for k in trained:
+            fsm = np.asarray(train.replies[k].arrays.get("fsm"), dtype=np.float64)
+            if fsm.shape != (width,):
+                raise ProtocolError(f"client {k}: FSM vector must have shape ({width},)")
+            fsms.append(fsm)
         # server: boundary from the FSM history of the last phi_g rounds, this one included
         self.history.append(np.stack(fsms))
         keep = max(1, int(self.tipping_point))
@@ -265,36 +243,55 @@ class FedSemi(Method):
         uploaders = masks.sum(axis=0)
         masks[:, uploaders < self.min_group] = False
 
-        sizes = self.sizes[chosen]
-        teacher_vectors = [np.concatenate([a.ravel() for a in t]) for t in teachers]
-        teacher_sum, total_size, report = secure_weighted_sum(teacher_vectors, sizes, secure=self.secure,
-                                                                sum_backend=self.sum_backend)
-        crypto_seconds = report.crypto_seconds
-        protocol_bytes = report.protocol_bytes_per_client * m
-        model_bytes = 2.0 * report.payload_bytes * m  # teacher down and up
-        new_teacher = self.groups.split(teacher_sum / total_size)
+        sizes = [a.size for a in self.groups.split(networks["teacher"])]
+        groups = {TEACHER: trained}
+        dims = {TEACHER: int(networks["teacher"].size)}
+        layers = np.flatnonzero(masks.any(axis=0))
+        for j in layers:
+            groups[layer_sum(j)] = [trained[i] for i in np.flatnonzero(masks[:, j])]
+            dims[layer_sum(j)] = int(sizes[j])
+        plan = GroupSumPlan.new(secure=self.secure, sum_backend=self.sum_backend, groups=groups, dims=dims)
+        requests = {k: Record(config={"round": int(round_index), "boundary": float(boundary),
+                                      **plan.request_config(k)}) for k in trained}
+        upload = self.transport.exchange(UPLOAD, requests)
+        meter.add(upload)
+        outcome = plan.collect(self.transport, upload)
+        meter.add(outcome.exchanges)
+
+        total_size = outcome.weights[TEACHER]
+        new_teacher = self.groups.split(outcome.totals[TEACHER] / total_size)
         new_student = [layer.copy() for layer in new_teacher]
-        for j in np.flatnonzero(masks.any(axis=0)):
-            members = np.flatnonzero(masks[:, j])
-            deltas = [students[i][j] - teachers[i][j] for i in members]
-            delta_sum, _, group_report = secure_weighted_sum(deltas, sizes[members], secure=self.secure,
-                                                        sum_backend=self.sum_backend)
-            crypto_seconds += group_report.crypto_seconds
-            protocol_bytes += group_report.protocol_bytes_per_client * len(members)
-            model_bytes += 2.0 * group_report.payload_bytes * len(members)  # student layer up, and down next round
-            new_student[j] = new_teacher[j] + delta_sum / total_size
-        protocol_bytes += m * (fsms[0].nbytes + 8)  # FSM vector up, boundary down
+        model_bytes = 2.0 * outcome.payload_bytes[TEACHER] * len(trained)  # teacher down and up
+        protocol_bytes = outcome.protocol_bytes_per_member[TEACHER] * len(trained)
+        for j in layers:
+            name = layer_sum(j)
+            count = len(groups[name])
+            protocol_bytes += outcome.protocol_bytes_per_member[name] * count
+            model_bytes += 2.0 * outcome.payload_bytes[name] * count  # student layer up, and down next round
+            new_student[j] = new_teacher[j] + outcome.totals[name] / total_size
+        protocol_bytes += len(trained) * (fsms[0].nbytes + 8)  # FSM vector up, boundary down
         self.groups.load(self.teacher, new_teacher)
         self.groups.load(self.student, new_student)
         self.last_upload_rate = float(masks.mean())
 
+        down, up = meter.bytes_per_client()
+        survivors = sorted(set.intersection(*(set(v) for v in outcome.survivors.values())))
+        dropped = {"train": tuple(k for k in chosen if k not in train.replies), **outcome.dropped}
+        participation = {"members": chosen, "survivors": survivors,
+                         "dropped": {k: list(v) for k, v in dropped.items() if v},
+                         "failed": {str(c): text for c, text in
+                                    sorted({**train.failed, **outcome.failed}.items())}}
         return RoundResult(
             round=round_index,
             seconds=time.perf_counter() - start,
-            train_seconds=train_seconds,
-            crypto_seconds=crypto_seconds,
-            bytes_model_per_client=model_bytes / m,
-            bytes_protocol_per_client=protocol_bytes / m,
+            train_seconds=meter.compute_seconds,
+            crypto_seconds=outcome.crypto_seconds,
+            bytes_model_per_client=model_bytes / len(trained),
+            bytes_protocol_per_client=protocol_bytes / len(trained),
+            messaging_seconds=meter.messaging_seconds,
+            bytes_down_per_client=down,
+            bytes_up_per_client=up,
+            participation=participation,
         )
 
     def predict(self, x: np.ndarray) -> np.ndarray:
@@ -306,17 +303,17 @@ class FedSemi(Method):
         return {
             "teacher": copy.deepcopy(self.teacher.state_dict()),
             "student": copy.deepcopy(self.student.state_dict()),
-            "selections": self.selections.copy(),
             "history": [h.copy() for h in self.history],
             "rng": self.rng.state_dict(),
+            "clients": self._client_states(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.teacher.load_state_dict(state["teacher"])
         self.student.load_state_dict(state["student"])
-        self.selections = state["selections"].copy()
         self.history = [h.copy() for h in state["history"]]
         self.rng.load_state_dict(state["rng"])
+        self._adopt_client_states(state.get("clients", {}))
 
 
 class FedSemiPi(FedSemi):

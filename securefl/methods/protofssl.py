@@ -78,6 +78,22 @@ without a crypto seed, never the simulation seed (:mod:`securefl.methods.base`).
 prototypes are summed with :func:`securefl.crypto.secure_sum` (``secure="real"``) or its
 bit-identical plaintext oracle, so both modes produce identical pseudo-labels.
 
+**Server half and client half** (:mod:`securefl.methods.halves`).  The class here is the
+server half: sampling, helper selection and the prototype relay (:class:`PrototypeStore`),
+the model average, the global prototypes and the privacy accounting; it reads only public
+facts of the federation.  Its client half,
+:class:`securefl.methods.protofssl_client.ProtoFSSLClient`, trains (its RMSprop state in
+its state Record, checkpointed with the simulator's client states), makes its prototypes
+and draws every prototype noise.  A round is the exchange ``train`` (model and helpers'
+prototypes down; the model upload, and without ``noise_multiplier`` the client's shared
+prototypes, up) with the model's three secure-sum exchanges in real mode, then the
+exchange ``prototypes`` (``theta^r`` down; the global prototypes' secure-sum input, and
+with ``noise_multiplier`` the client's one release, up) with that sum's three exchanges
+(:mod:`securefl.fl.group_sums`).  Pseudo-labels and their accuracy are the simulation's
+reports (run config ``reports``).  Dropouts follow secure aggregation in each sum; a client
+lost in ``train`` is asked nothing more that round, and only the clients whose prototypes
+arrived are stored as next round's helpers and counted as releasing.
+
 Randomness: the server's :class:`~securefl.fl.SimulationRNG` samples the round's clients
 and then picks the helpers; a client's episodes come from its own generator for the
 round, :func:`securefl.fl.client_rng` ``(seed, round, client)``, so a round's result does
@@ -93,25 +109,29 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
-from securefl.errors import ConfigError, InputError
-from securefl.fl.aggregation import aggregate, load_model_vector, model_vector, secure_backend
-from securefl.fl.rng import SimulationRNG, client_rng
-from securefl.fl.sampling import sample_clients
-from securefl.fl.training import prox_term
-from securefl.methods.base import Method, RoundResult, label_digest
-from securefl.methods.common import build_network
-from securefl.models import resolve_model_name
-from securefl.methods.prototypical import (
-    DISTANCES,
-    class_prototypes,
-    helper_pseudo_labels,
-    prototype_logits,
-    protofssl_loss,
-    split_episode,
-)
 from securefl.crypto.dp import class_sum_sensitivity, epsilon_for
-from securefl.protocols.prototype_sharing import PrototypeStore, Prototypes, aggregate_prototypes, share_prototypes
-from securefl.protocols.prototype_sharing import class_prototypes as exact_prototypes
+from securefl.errors import ConfigError, InputError
+from securefl.fl.aggregation import load_model_vector, model_vector
+from securefl.fl.costs import RoundMeter
+from securefl.fl.group_sums import GroupSumPlan
+from securefl.fl.rng import SimulationRNG
+from securefl.fl.sampling import sample_clients
+from securefl.fl.transport import Record, Transport
+from securefl.fl.uploads import UploadPlan
+from securefl.methods.base import Method, RoundResult
+from securefl.methods.common import build_network
+from securefl.methods.halves import collect_pseudo_labels
+from securefl.methods.protofssl_client import (
+    GLOBAL_SUM,
+    PROTOTYPES,
+    TRAIN,
+    ProtoFSSLClient,
+    embed_all,
+    take_prototypes,
+)
+from securefl.methods.prototypical import DISTANCES, prototype_logits
+from securefl.models import resolve_model_name
+from securefl.protocols.prototype_sharing import PrototypeStore, prototypes_from_sum
 
 AGGREGATIONS = ("fedavg", "fedprox")
 NORMS = ("none", "bn", "gn")
@@ -122,6 +142,8 @@ class ProtoFSSL(Method):
 
     name: ClassVar[str] = "protofssl"
     uses_pseudo_labels: ClassVar[bool] = True
+    client_half = ProtoFSSLClient
+    deployable: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -203,7 +225,10 @@ class ProtoFSSL(Method):
         if not (isinstance(self.dp_delta, float) and 0 < self.dp_delta < 1):
             raise InputError("dp_delta", self.dp_delta, "must be a float in (0, 1)")
 
-    def setup(self, federation: Any) -> None:
+    def setup(self, federation: Any, *, transport: Transport | None = None) -> None:
+        """Build the global embedding network and connect to ``transport`` (default: in
+        process over ``federation``'s clients).  The server half reads only the
+        federation's public facts (number of clients, which hold labels, classes, shape)."""
         self._validate()
         if not federation.labeled_clients:
             raise ConfigError(f"{self.name}: no client holds labels (labels at the server?); ProtoFSSL needs labels at clients")
@@ -211,17 +236,13 @@ class ProtoFSSL(Method):
         self.num_classes = federation.num_classes
         self.rng = SimulationRNG.from_seed(self.seed)
         self.network = build_network(self.model, federation, seed=self.seed, **self._model_options(federation)).body
-        self.clients = []
-        for c in federation.clients:
-            x = torch.from_numpy(np.ascontiguousarray(c.x, dtype=np.float32))
-            self.clients.append((x[torch.from_numpy(c.labeled)], torch.from_numpy(c.y[c.labeled].astype(np.int64)),
-                                 x[torch.from_numpy(~c.labeled)], np.flatnonzero(~c.labeled)))
-        self.sizes = np.array([len(c) for c in federation.clients], dtype=np.float64)
+        probe = torch.zeros((1, *tuple(federation.input_shape)), dtype=torch.float32)
+        self.embedding_dim = int(embed_all(self.network, probe).shape[1])
         self.store = PrototypeStore()
-        self.optimizer_states: dict[int, dict[str, Any]] = {}
         self.global_prototypes = np.zeros((self.num_classes, 1))
         self.global_mask = np.zeros(self.num_classes, dtype=bool)
         self.releases = np.zeros(federation.num_clients, dtype=np.int64)
+        self._connect(federation, transport)
 
     def _model_options(self, federation: Any) -> dict[str, Any]:
         """``norm`` for the ResNet backbone; other backbones have no normalisation to switch."""
@@ -233,78 +254,6 @@ class ProtoFSSL(Method):
         if self.norm != "none":
             raise InputError("norm", self.norm, f"model {concrete!r} has no normalisation layers; use 'none'")
         return {}
-
-    # ------------------------------------------------------------------ client side
-    def _embed_all(self, network: torch.nn.Module, x: torch.Tensor) -> np.ndarray:
-        network.eval()
-        with torch.no_grad():
-            out = torch.cat([network(x[i : i + 1024]) for i in range(0, len(x), 1024)])
-        network.train()
-        return out.double().numpy()
-
-    def _client_update(self, client: int, helpers: list[Prototypes],
-                       rng: SimulationRNG) -> tuple[torch.nn.Module, np.ndarray, np.ndarray]:
-        """Algorithm 1, RunClient: ``local_epochs`` episodes drawn from ``rng`` (the client's
-        generators for the round), one RMSprop step each, continuing the client's RMSprop
-        state from the last round it joined.
-
-        Returns the trained network, the hard pseudo-labels (argmax of the sharpened
-        targets) of every unlabeled query, and those queries' positions.
-        """
-        x_l, y_l, x_u, _ = self.clients[client]
-        network = copy.deepcopy(self.network)
-        network.train()
-        optimizer = torch.optim.RMSprop(network.parameters(), lr=self.lr, alpha=self.rmsprop_alpha,
-                                        eps=self.rmsprop_eps, weight_decay=self.weight_decay)
-        if client in self.optimizer_states:
-            optimizer.load_state_dict(self.optimizer_states[client])
-        anchor = [p.detach().clone() for p in network.parameters()] if self.aggregation == "fedprox" else []
-        pseudo: list[np.ndarray] = []
-        positions: list[np.ndarray] = []
-        y_np = y_l.numpy()
-        for _ in range(self.local_epochs):
-            support, _, query, unlabeled = split_episode(
-                y_np, len(x_u), num_classes=self.num_classes, n_support=self.n_support,
-                n_query=self.n_query, n_unlabeled=self.n_unlabeled, rng=rng.numpy)
-            use_unlabeled = bool(helpers) and unlabeled.size > 0
-            z = network(torch.cat([x_l[support], x_l[query]] + ([x_u[unlabeled]] if use_unlabeled else [])))
-            z_s, z_q = z[: len(support)], z[len(support) : len(support) + len(query)]
-            protos, present = class_prototypes(z_s, y_l[support], self.num_classes)
-            query_logits = prototype_logits(z_q, protos, present, distance=self.distance)
-            unlabeled_logits = targets = None
-            if use_unlabeled:
-                z_u = z[len(support) + len(query) :]
-                targets = helper_pseudo_labels(z_u, helpers, temperature=self.temperature, distance=self.distance)
-                unlabeled_logits = prototype_logits(z_u, protos, present, distance=self.distance)
-                pseudo.append(targets.detach().argmax(dim=1).numpy())
-                positions.append(unlabeled)
-            loss = protofssl_loss(query_logits, y_l[query], unlabeled_logits, targets, lambda_u=self.lambda_u)
-            if anchor:
-                loss = loss + prox_term(network, anchor, self.prox_mu)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-        self.optimizer_states[client] = copy.deepcopy(optimizer.state_dict())
-        empty = np.empty(0, dtype=np.int64)
-        return network, (np.concatenate(pseudo) if pseudo else empty), (np.concatenate(positions) if positions else empty)
-
-    def _prototypes(self, network: torch.nn.Module, client: int, *, noised: bool) -> Prototypes:
-        """Prototypes of all of a client's labeled data (§4.4): what it sends (``noised``:
-        withheld/noised as configured, no exact counts) or its own exact view with counts
-        (the global prototypes' secure-sum input without DP)."""
-        x_l, y_l, _, _ = self.clients[client]
-        embeddings = self._embed_all(network, x_l)
-        if not noised:
-            return exact_prototypes(embeddings, y_l.numpy(), num_classes=self.num_classes,
-                                    min_count=self.min_class_count, clip_norm=self.clip)
-        noise = self.noise_std > 0 or self.noise_multiplier is not None
-        return share_prototypes(
-            embeddings, y_l.numpy(), num_classes=self.num_classes,
-            min_count=self.min_class_count, clip_norm=self.clip,
-            sigma=self.noise_std if noise and self.noise_multiplier is None else None,
-            noise_multiplier=self.noise_multiplier if noise else None,
-            seed=self.crypto_seed_for("prototype-noise", self._round, client) if noise else None,
-        )
 
     @property
     def private(self) -> bool:
@@ -347,64 +296,89 @@ class ProtoFSSL(Method):
 
     # ------------------------------------------------------------------ round
     def run_round(self, round_index: int) -> RoundResult:
+        """One round of the server half: ``train`` (helpers' prototypes down; models, and
+        without DP the clients' prototypes, up; + three secure-sum exchanges in real mode),
+        the model average, then ``prototypes`` (``theta^r`` down; the global prototypes'
+        secure sum, and with DP the clients' releases, up; + three secure-sum exchanges)."""
         start = time.perf_counter()
-        self._round = round_index
-        chosen = sample_clients(self.rng.numpy, self.federation.num_clients, self.clients_per_round)
+        chosen = [int(k) for k in sample_clients(self.rng.numpy, self.federation.num_clients,
+                                                  self.clients_per_round)]
         helper_ids = self.store.select_helpers(self.helpers, rng=self.rng.numpy)
         helpers = [h for h in self.store.helper_prototypes(helper_ids) if h.mask.any()]  # a helper may withhold all
         bytes_down = float(sum(h.payload_bytes() for h in helpers))
+        meter = RoundMeter(self.transport, chosen)
 
-        def local_update(client: int) -> tuple[float, Prototypes | None, np.ndarray, np.ndarray, np.ndarray]:
-            t0 = time.perf_counter()
-            network, labels, positions = self._client_update(client, helpers,
-                                                             client_rng(self.seed, round_index, client))
-            shared = None if self.private else self._prototypes(network, client, noised=True)
-            seconds = time.perf_counter() - t0
-            truth = self.federation.clients[client].y[self.clients[client][3][positions]]
-            return seconds, shared, model_vector(network), labels, truth
+        vector = model_vector(self.network)
+        plan = UploadPlan.new(secure=self.secure, sum_backend=self.sum_backend, members=chosen,
+                              dims={"model": vector.size})
+        arrays = {"model": vector}
+        for i, h in enumerate(helpers):
+            arrays[f"helpers/{i}/vectors"] = np.asarray(h.vectors, dtype=np.float64)
+            arrays[f"helpers/{i}/mask"] = np.asarray(h.mask, dtype=np.uint8)
+        train = self.transport.exchange(TRAIN, {
+            k: Record(dict(arrays), {"round": int(round_index), "helpers": len(helpers),
+                                     **plan.request_config(k)}) for k in chosen})
+        meter.add(train)
+        outcome = plan.collect(self.transport, train)
+        meter.add(outcome.exchanges)
+        load_model_vector(self.network, outcome.averages["model"])
+        sent = {} if self.private else {k: take_prototypes(train.replies[k], self.num_classes)
+                                        for k in chosen if k in train.replies}
 
-        updates = self._per_client(chosen, local_update)
-        train_seconds = float(sum(u[0] for u in updates))
-        sent = {} if self.private else {int(c): u[1] for c, u in zip(chosen, updates)}
-        uploads, pseudo, truth = [u[2] for u in updates], [u[3] for u in updates], [u[4] for u in updates]
-
-        average, report = aggregate(uploads, self.sizes[chosen], secure=self.secure,
-                                    sum_backend=self.sum_backend)
-        load_model_vector(self.network, average)
         # global prototypes for classification: secure sum of n_k c_k and n_k under theta^r;
         # with DP each client's one release under theta^r serves the helpers and this sum
-        t0 = time.perf_counter()
-        finals = [self._prototypes(self.network, int(c), noised=self.private) for c in chosen]
+        shape = (self.num_classes, self.embedding_dim)
+        members = [k for k in chosen if k in train.replies]
+        sums = GroupSumPlan.new(secure=self.secure, sum_backend=self.sum_backend,
+                                groups={GLOBAL_SUM: members},
+                                dims={GLOBAL_SUM: shape[0] * (shape[1] + 1)}, weighted=False)
+        theta = model_vector(self.network)
+        release = self.transport.exchange(PROTOTYPES, {
+            k: Record({"model": theta}, {"round": int(round_index), **sums.request_config(k)})
+            for k in members})
+        meter.add(release)
+        summed = sums.collect(self.transport, release)
+        meter.add(summed.exchanges)
         if self.private:
-            sent = dict(zip((int(c) for c in chosen), finals))
-        self.releases[chosen] += 1  # prototype sets sent per client, one per round joined
-        train_seconds += time.perf_counter() - t0
+            sent = {k: take_prototypes(release.replies[k], self.num_classes)
+                    for k in members if k in release.replies}
+        self.releases[sorted(sent)] += 1  # prototype sets sent per client, one per round joined
         self.store.store(sent)
         bytes_up = float(np.mean([p.payload_bytes() for p in sent.values()]))
-        t0 = time.perf_counter()
-        global_protos = aggregate_prototypes(finals, threshold=len(finals) // 2 + 1, backend=secure_backend(self.secure, self.sum_backend))
-        crypto_seconds = report.crypto_seconds + time.perf_counter() - t0
+        global_protos = prototypes_from_sum(summed.totals[GLOBAL_SUM], shape,
+                                            survivors=summed.survivors[GLOBAL_SUM], bytes_sent={})
         self.global_prototypes, self.global_mask = global_protos.vectors, global_protos.mask
-        global_bytes = float(np.mean([global_protos.bytes_sent.get(i, 0) for i in range(len(finals))]))
+        global_bytes = summed.bytes_per_member[GLOBAL_SUM]
 
-        all_pseudo = np.concatenate(pseudo)
-        all_truth = np.concatenate(truth)
+        digest, accuracy = collect_pseudo_labels(train.replies, chosen) if helpers else (None, None)
+        down, up = meter.bytes_per_client()
+        survivors = sorted(set(outcome.survivors) & set(summed.survivors[GLOBAL_SUM]))
+        dropped = {**{f"model/{k}": v for k, v in outcome.dropped.items()},
+                   **{f"prototypes/{k}": v for k, v in summed.dropped.items()}}
+        participation = {"members": chosen, "survivors": survivors,
+                         "dropped": {k: list(v) for k, v in dropped.items() if v},
+                         "failed": {str(c): text for c, text in
+                                    sorted({**outcome.failed, **summed.failed}.items())}}
         return RoundResult(
             round=round_index,
             seconds=time.perf_counter() - start,
-            train_seconds=train_seconds,
-            crypto_seconds=crypto_seconds,
-            bytes_model_per_client=2.0 * report.payload_bytes,
-            bytes_protocol_per_client=report.protocol_bytes_per_client + bytes_down + bytes_up + global_bytes,
-            pseudo_label_accuracy=float((all_pseudo == all_truth).mean()) if all_pseudo.size else None,
-            pseudo_label_digest=label_digest(pseudo) if helpers else None,
+            train_seconds=meter.compute_seconds,
+            crypto_seconds=outcome.crypto_seconds + summed.crypto_seconds,
+            bytes_model_per_client=2.0 * 4.0 * (vector.size + 1),
+            bytes_protocol_per_client=outcome.protocol_bytes_per_client + bytes_down + bytes_up + global_bytes,
+            pseudo_label_accuracy=accuracy,
+            pseudo_label_digest=digest,
             privacy=self.privacy_report(),
+            messaging_seconds=meter.messaging_seconds,
+            bytes_down_per_client=down,
+            bytes_up_per_client=up,
+            participation=participation,
         )
 
     def predict(self, x: np.ndarray) -> np.ndarray:
         """Nearest-global-prototype classification (eq. 6)."""
         x = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
-        z = torch.from_numpy(self._embed_all(self.network, x))
+        z = torch.from_numpy(embed_all(self.network, x))
         prototypes, mask = torch.from_numpy(self.global_prototypes), torch.from_numpy(self.global_mask)
         return prototype_logits(z, prototypes, mask, distance=self.distance).argmax(dim=1).numpy()
 
@@ -413,18 +387,18 @@ class ProtoFSSL(Method):
         return {
             "network": copy.deepcopy(self.network.state_dict()),
             "store": dict(self.store.previous),
-            "optimizers": copy.deepcopy(self.optimizer_states),
             "global_prototypes": self.global_prototypes.copy(),
             "global_mask": self.global_mask.copy(),
             "releases": self.releases.copy(),
             "rng": self.rng.state_dict(),
+            "clients": self._client_states(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.network.load_state_dict(state["network"])
         self.store.store(state["store"])
-        self.optimizer_states = copy.deepcopy(state["optimizers"])
         self.global_prototypes = state["global_prototypes"].copy()
         self.global_mask = state["global_mask"].copy()
         self.releases = state["releases"].copy()
         self.rng.load_state_dict(state["rng"])
+        self._adopt_client_states(state.get("clients", {}))

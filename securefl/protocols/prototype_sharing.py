@@ -343,8 +343,6 @@ def aggregate_prototypes(
     """
     from securefl.crypto.summation import secure_sum
 
-    if weighting not in WEIGHTINGS:
-        raise InputError("weighting", weighting, f"must be one of {WEIGHTINGS}")
     if not prototype_sets:
         raise InputError("prototype_sets", prototype_sets, "need at least one client")
     shape = prototype_sets[0].vectors.shape
@@ -352,20 +350,40 @@ def aggregate_prototypes(
     for i, p in enumerate(prototype_sets):
         if p.vectors.shape != shape:
             raise InputError(f"prototype_sets[{i}]", p.vectors, f"must have shape {shape}")
-        if weighting == "count" and p.counts is None:
-            raise InputError(f"prototype_sets[{i}].counts", None, "weighting='count' needs counts (the client's own or noised)")
-        weight = np.where(p.mask, p.counts if weighting == "count" else 1, 0).astype(np.float64)
-        inputs.append(np.concatenate([(p.vectors * weight[:, None]).ravel(), weight]))
+        inputs.append(prototype_sum_input(p, weighting=weighting, name=f"prototype_sets[{i}]"))
     summed = secure_sum(inputs, threshold=threshold, backend=backend, seed=seed, dropouts=dropouts)
+    return prototypes_from_sum(summed.total, shape, survivors=summed.survivors,
+                               bytes_sent=summed.bytes_sent)
+
+
+def prototype_sum_input(prototypes: Prototypes, *, weighting: str = "count",
+                        name: str = "prototypes") -> np.ndarray:
+    """One client's input to the global prototypes' secure sum (:func:`aggregate_prototypes`):
+    ``[w_k c_k for all k (flattened), w_k for all k]``."""
+    if weighting not in WEIGHTINGS:
+        raise InputError("weighting", weighting, f"must be one of {WEIGHTINGS}")
+    if weighting == "count" and prototypes.counts is None:
+        raise InputError(f"{name}.counts", None, "weighting='count' needs counts (the client's own or noised)")
+    weight = np.where(prototypes.mask, prototypes.counts if weighting == "count" else 1, 0).astype(np.float64)
+    return np.concatenate([(prototypes.vectors * weight[:, None]).ravel(), weight])
+
+
+def prototypes_from_sum(total: np.ndarray, shape: tuple[int, int], *, survivors: tuple[int, ...],
+                        bytes_sent: dict[int, int]) -> GlobalPrototypes:
+    """The global prototypes from the decoded sum of :func:`prototype_sum_input` vectors
+    (the server's division; a class is present where its total weight exceeds 1/2)."""
     classes, dim = shape
-    totals = summed.total[classes * dim :]
+    total = np.asarray(total, dtype=np.float64)
+    if total.shape != (classes * (dim + 1),):
+        raise InputError("total", total.shape, f"must have {classes * (dim + 1)} entries for {shape}")
+    totals = total[classes * dim :]
     mask = totals > 0.5
     vectors = np.zeros(shape)
-    vectors[mask] = summed.total[: classes * dim].reshape(shape)[mask] / totals[mask, None]
+    vectors[mask] = total[: classes * dim].reshape(shape)[mask] / totals[mask, None]
     return GlobalPrototypes(
         vectors=vectors,
         mask=mask,
         totals=totals,
-        survivors=summed.survivors,
-        bytes_sent=summed.bytes_sent,
+        survivors=tuple(survivors),
+        bytes_sent=dict(bytes_sent),
     )

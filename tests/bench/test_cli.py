@@ -66,6 +66,8 @@ def one_line_error(capsys, argv) -> str:
         (["bench", "lp", "--separation", "-1"], "--separation=-1.0"),
         (["bench", "hamming", "--workers", "0"], "--workers=0"),
         (["bench", "crossclient", "--workers", "-1"], "--workers=-1"),
+        (["bench", "flower-methods", "--methods", "fedprop"], "--methods='fedprop': ['fedprop'] are not deployable"),
+        (["bench", "flower-methods", "--rounds", "0"], "--rounds=0"),
         (["bench", "ot", "--m", "many"], "ArgumentError: argument --m: invalid int value: 'many'"),
         (["bench", "ot", "--mm", "5"], "unrecognized arguments: --mm"),
         (["bench", "hamming", "--backend", "lwe2"], "invalid choice: 'lwe2'"),

@@ -208,3 +208,33 @@ def test_no_process_survives_a_failure_not_even_an_orphaned_hung_executor():
     finally:
         if executor is not None and _alive(executor):  # never leak it, whatever happened
             os.kill(executor, signal.SIGKILL)
+
+
+CONVERTED = ("fedsemi-mt", "protofssl")
+"""Methods converted after the FedAvg family whose clients keep state between rounds
+(FedSemi's round counts, ProtoFSSL's RMSprop accumulators) and that run several secure
+sums (FedSemi's per-layer sums in the same exchanges, ProtoFSSL's two in turn).  Every
+deployable method, FedAnchor and the other FedSemi variants included, ran 10 rounds on a
+SuperLink with identical digests in ``benchmarks/results/flower_methods_digits_3nodes.json``
+(``securefl bench flower-methods``)."""
+
+
+def test_the_converted_methods_equal_in_process_on_a_superlink():
+    """FedSemi-MT and ProtoFSSL with --secure real through a SuperLink and three
+    SuperNodes (the digits default over three clients, 2 rounds each, so that the clients'
+    state carries over a round in Flower's ``Context.state``) give the in-process run,
+    round for round."""
+    path = Path(__file__).parent.parent.parent / "experiments" / "digits-3-nodes.toml"
+    runs = {m: program_config(load_config(str(path), methods=[m], rounds=2), m, secure="real",
+                              timeout=300.0) for m in CONVERTED}
+    federation = LocalFederation(nodes=3, mode="fast", poll=0.1)
+    results = {}
+    try:
+        federation.start()
+        for method, run in runs.items():
+            results[method] = federation.run(run, name=method, timeout=600)
+    finally:
+        assert not stopped(federation)
+    for method, run in runs.items():
+        same_rounds(results[method], in_process(run))
+        assert all(r["participation"]["survivors"] == [0, 1, 2] for r in results[method]["rounds"])

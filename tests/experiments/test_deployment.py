@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from securefl.errors import InputError
+from securefl.errors import DropoutError, InputError
 from securefl.experiments.config import load_config
 from securefl.experiments.deployment import (
     ExperimentClient,
@@ -31,8 +31,13 @@ COMPARED = ("test_accuracy", "validation_accuracy", "model_digest", "pseudo_labe
             "bytes_down_per_client", "bytes_up_per_client", "participation")
 
 
+EXTRA = {"fedanchor": ["hyper.clients_per_round=3"], "protofssl": ["hyper.clients_per_round=3"]}
+"""Settings a method needs on three nodes (FedAnchor samples without FedProp's cap)."""
+
+
 def job(method, secure="real", rounds=2, settings=(), **options):
-    config = load_config(None, settings=[*TINY, *settings], methods=[method], rounds=rounds)
+    config = load_config(None, settings=[*TINY, *EXTRA.get(method, []), *settings],
+                         methods=[method], rounds=rounds)
     return program_config(config, method, secure=secure, **options)
 
 
@@ -50,7 +55,9 @@ def runner_rounds(run):
 
 
 @pytest.mark.parametrize("method, secure", [("fedavg-labeled", "real"), ("fedavg-locallp", "plaintext"),
-                                            ("fedavg-mt", "real"), ("fedprop", "real")])
+                                            ("fedavg-mt", "real"), ("fedprop", "real"),
+                                            ("fedsemi-pi", "plaintext"), ("fedsemi-mt", "real"),
+                                            ("fedanchor", "real"), ("protofssl", "real")])
 def test_the_program_in_process_is_the_runners_job(method, secure):
     # FedProp's LSH hyperplanes come from a secret seed in real mode: a configured (public)
     # crypto seed makes the two runs comparable
@@ -100,6 +107,48 @@ def test_dropouts_follow_secure_aggregation():
     assert early["model_digest"] != full["model_digest"]
 
 
+def test_fedsemi_dropouts_follow_secure_aggregation_in_every_sum():
+    """FedSemi-MT sums the teachers and every student layer (one secure sum each, in the
+    same exchanges): a client lost before its masked input is in none of them, one lost
+    at unmask is in all of them, too many lost is a DropoutError; one lost in training
+    sends no FSM and joins no sum."""
+    run = job("fedsemi-mt", rounds=1)
+    full = in_process(run)
+    late = in_process(run, dropouts={1: "secagg/survivors"})
+    early = in_process(run, dropouts={1: "secagg/ciphertexts"})
+    untrained = in_process(run, dropouts={1: "train"})
+    assert full["rounds"][0]["participation"]["survivors"] == [0, 1, 2]
+    assert late["rounds"][0]["participation"]["survivors"] == [0, 1, 2]  # inputs already in the sums
+    assert late["model_digest"] == full["model_digest"]
+    assert early["rounds"][0]["participation"]["survivors"] == [0, 2]    # masked inputs never sent
+    assert early["rounds"][0]["participation"]["dropped"] == {"masked_input": [1]}
+    assert early["model_digest"] != full["model_digest"]
+    assert untrained["rounds"][0]["participation"]["dropped"] == {"train": [1]}
+    assert untrained["rounds"][0]["participation"]["survivors"] == [0, 2]
+    assert untrained["model_digest"] == early["model_digest"]  # the same two clients' sums
+    with pytest.raises(DropoutError):
+        in_process(run, dropouts={1: "secagg/ciphertexts", 2: "secagg/ciphertexts"})
+
+
+def test_a_node_trains_with_the_experiments_thread_count():
+    """A fresh ClientApp process (Flower's stock and cold modes) starts with torch's default
+    thread count; with two threads the clients' training differed from the simulator's in
+    the last bits (model digests differed, accuracies did not).  The node takes the
+    experiment's ``threads``."""
+    import torch
+
+    run = job("fedavg-labeled", rounds=1)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        node = NodeContext(0, {"partition-id": 0, "num-partitions": 3}, run)
+        with pytest.raises(Exception):
+            ExperimentClient().handle("train", Record(), Record(), node)
+        assert torch.get_num_threads() == job_of(run).config.threads == 1
+    finally:
+        torch.set_num_threads(threads)
+
+
 def test_a_node_with_another_partition_count_is_refused():
     run = job("fedavg-labeled", rounds=1)
     node = NodeContext(0, {"partition-id": 0, "num-partitions": 4}, run)
@@ -110,7 +159,7 @@ def test_a_node_with_another_partition_count_is_refused():
         ExperimentClient().handle("train", Record(), Record(), outside)
 
 
-def test_methods_that_are_not_deployable_or_not_split_are_refused():
+def test_methods_that_are_not_deployable_or_not_split_are_refused(monkeypatch):
     from securefl.experiments.deployment import ExperimentServer
     from securefl.fl.transport import Transport
 
@@ -122,6 +171,9 @@ def test_methods_that_are_not_deployable_or_not_split_are_refused():
         def _exchange(self, step, requests, timeout):
             raise AssertionError("a refused method reached a client")
 
+    from securefl.methods.protofssl import ProtoFSSL
+
+    monkeypatch.setattr(ProtoFSSL, "client_half", None)  # every method is split today
     for method, problem in (("protofssl", "not split"),):
         with pytest.raises(InputError, match=problem):
             ExperimentServer().run(Elsewhere(program="method"), job(method, rounds=1))

@@ -130,7 +130,7 @@ def test_defaults_are_the_papers_method():
 
 
 def test_default_run_trains_on_the_fix_and_mix_sets(tiny_digits_server, monkeypatch):
-    import securefl.methods.fedanchor as module
+    import securefl.methods.fedanchor_client as module
 
     calls = []
 
@@ -145,11 +145,24 @@ def test_default_run_trains_on_the_fix_and_mix_sets(tiny_digits_server, monkeypa
 
 def test_empty_fix_set_means_no_client_training(tiny_digits_server):
     """Appendix B: "local training will be stopped if the client has an empty fix dataset"."""
+    import copy
+
+    from securefl.methods.anchoring import anchor_pseudo_labels
+    from securefl.methods.fedanchor_client import latents, train_client
+
     method, _, _ = _run(tiny_digits_server, "plaintext", rounds=0, threshold=1.0)
     before = [p.detach().clone() for p in method.network.parameters()]
     anchor_z = method._latents(method.anchor_x, method.network)
-    trained, _ = method._client_update(0, anchor_z, client_rng(7, 0, 0))
-    assert all(torch.equal(a, b) for a, b in zip(before, trained.parameters()))
+    x = torch.from_numpy(np.ascontiguousarray(tiny_digits_server.clients[0].x, dtype=np.float32))
+
+    def trained():
+        network = copy.deepcopy(method.network)
+        labels, scores = anchor_pseudo_labels(latents(x, network, method.anchor_head), anchor_z,
+                                              method.anchor_y, tiny_digits_server.num_classes)
+        train_client(method, network, x, labels, scores, tiny_digits_server.input_shape,
+                     client_rng(7, 0, 0))
+        return network
+
+    assert all(torch.equal(a, b) for a, b in zip(before, trained().parameters()))
     method.client_mixup = False
-    trained, _ = method._client_update(0, anchor_z, client_rng(7, 0, 0))
-    assert not all(torch.equal(a, b) for a, b in zip(before, trained.parameters()))
+    assert not all(torch.equal(a, b) for a, b in zip(before, trained().parameters()))

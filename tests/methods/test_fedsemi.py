@@ -170,6 +170,52 @@ def test_resume_equals_uninterrupted(tiny_digits):
     assert play(resumed, tiny_digits, 3, start=2)[1] == accuracies[2:]
     for a, b in zip(resumed.student.state_dict().values(), full.student.state_dict().values()):
         assert torch.equal(a, b)
+    # the clients' own round counts (eqs. 7 and 9) travel in the checkpoint: without them
+    # the resumed run trains differently
+    assert {int(r.config["fedsemi/selections"]) for r in state["clients"].values()} <= {1, 2}
+    forgetful = build_method("fedsemi-d", secure="plaintext", seed=3, rounds=5, clients_per_round=3, batch_size=8, local_epochs=1)
+    forgetful.setup(tiny_digits.for_training())
+    forgetful.load_state_dict({**state, "clients": {}})
+    play(forgetful, tiny_digits, 3, start=2)
+    assert not all(torch.equal(a, b) for a, b in zip(forgetful.student.state_dict().values(),
+                                                     full.student.state_dict().values()))
+
+
+@pytest.mark.parametrize("secure", ["plaintext", "real"])
+def test_a_client_uploads_only_layers_its_own_fsm_chose_in_groups_of_min_group(secure, tiny_digits):
+    """The upload request names the sums; a client refuses a layer its FSM did not select
+    at the boundary, and a layer sum smaller than ``min_group`` (it would reveal a layer)."""
+    from securefl.errors import ProtocolError
+    from securefl.fl.group_sums import GroupSumPlan
+    from securefl.fl.transport import NodeContext, Record
+    from securefl.methods.fedsemi_clients import flat, layer_sum
+    from securefl.methods.halves import MethodProgramClient, local_data, run_config
+
+    method = build_method("fedsemi-mt", secure=secure, seed=3, rounds=5, batch_size=8, local_epochs=2)
+    method.setup(tiny_digits.for_training())
+    node = NodeContext(0, {"partition-id": 0}, run_config(method), local_data(tiny_digits, 0))
+    client, state = MethodProgramClient(), Record()
+    networks = {"student": flat(method.groups.arrays(method.student)),
+                "teacher": flat(method.groups.arrays(method.teacher))}
+    fsm = client.handle("train", Record(networks, {"round": 0}), state, node).arrays["fsm"]
+    assert len(set(fsm)) == len(fsm) > 1  # the EMA (alpha > 0 in the second epoch) sets the layers apart
+    boundary = float(np.median(fsm))
+    chosen, skipped = np.flatnonzero(fsm >= boundary), np.flatnonzero(fsm < boundary)
+    dims = {"teacher": networks["teacher"].size, **{layer_sum(j): 1 for j in range(len(fsm))}}
+
+    def request(groups):
+        plan = GroupSumPlan.new(secure=secure, sum_backend="secagg", groups=groups,
+                                dims={name: dims[name] for name in groups})
+        return Record(config={"round": 0, "boundary": boundary, **plan.request_config(0)})
+
+    with pytest.raises(ProtocolError, match="did not select"):
+        client.handle("upload", request({"teacher": [0, 1], layer_sum(skipped[0]): [0, 1]}), state.copy(writable=True), node)
+    with pytest.raises(ProtocolError, match="min_group"):
+        client.handle("upload", request({"teacher": [0, 1], layer_sum(chosen[0]): [0]}), state.copy(writable=True), node)
+    reply = client.handle("upload", request({"teacher": [0, 1], layer_sum(chosen[0]): [0, 1]}), state, node)
+    sent = set(reply.arrays)
+    assert not any(k.startswith("sums/") and k != "sums/weight" for k in sent) if secure == "real" \
+        else {"sums/teacher", f"sums/{layer_sum(chosen[0])}"} <= sent
 
 
 def test_bad_configuration(tiny_digits, tiny_digits_server):

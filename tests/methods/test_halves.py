@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import torch
 import pytest
 
 from securefl.data import ClientData, Federation
@@ -147,3 +148,92 @@ def test_fedprops_server_half_reads_no_clients_data(name, secure, tiny_digits):
     assert (digests, accuracy) == rounds(honest, tiny_digits)
     assert all(digests)
     assert type(blind).deployable
+
+
+CONVERTED = ("fedsemi-pi", "fedsemi-mt", "fedsemi-d", "fedanchor", "protofssl")
+"""Methods converted after the FedAvg family (issue 14, phase 2), each with the small
+settings of ``tests/methods/test_client_order.py``."""
+CONVERTED_TINY = {**TINY, "rounds": 5, "n_unlabeled": 10, "helpers": 2, "pretrain_epochs": 1,
+                  "server_batch_size": 20, "threshold": 0.0}
+
+
+def converted_hyper(name):
+    from securefl.methods import hyper_parameters
+
+    return {k: v for k, v in CONVERTED_TINY.items() if k in hyper_parameters(name)}
+
+
+def noise_of(federation, seed=0):
+    """``federation`` with every client's images and labels replaced by noise (the public
+    facts -- how many clients, which points are labeled -- and the server's own anchor
+    set kept)."""
+    rng = np.random.default_rng(seed)
+    return Federation(
+        federation.name,
+        [ClientData(rng.random(c.x.shape, dtype=np.float32), rng.permutation(c.y), c.labeled.copy())
+         for c in federation.clients],
+        federation.num_classes, federation.input_shape, server=federation.server)
+
+
+@pytest.mark.parametrize("secure", ["plaintext", "real"])
+@pytest.mark.parametrize("name", CONVERTED)
+def test_a_converted_server_half_reads_no_clients_data(name, secure, tiny_digits, tiny_digits_server):
+    """As for the FedAvg family: the server half given a federation of noise while the
+    nodes hold the real data gives every output of the true federation (models included)."""
+    federation = tiny_digits_server if name == "fedanchor" else tiny_digits
+    honest = build_method(name, secure=secure, seed=1, **converted_hyper(name))
+    honest.setup(federation.for_training())
+    blind = build_method(name, secure=secure, seed=1, **converted_hyper(name))
+    blind.setup(noise_of(federation), transport=InProcessTransport(MethodProgramClient(),
+                                                                    nodes_of(blind, federation)))
+    assert type(blind).deployable
+    assert rounds(blind, federation) == rounds(honest, federation)
+    assert [model_vector(m).tobytes() for m in (v for v in vars(blind).values() if isinstance(v, torch.nn.Module))] \
+        == [model_vector(m).tobytes() for m in (v for v in vars(honest).values() if isinstance(v, torch.nn.Module))]
+
+
+def test_protofssls_dp_releases_are_made_by_the_clients_alone(tiny_digits):
+    """ProtoFSSL with the Gaussian release: the server half given noise while the nodes
+    hold the real data gives the same releases, global prototypes and privacy accounting."""
+    hyper = {**converted_hyper("protofssl"), "noise_multiplier": 1.0, "clip": 1.0}
+    honest = build_method("protofssl", secure="real", seed=1, crypto_seed=7, **hyper)
+    honest.setup(tiny_digits.for_training())
+    blind = build_method("protofssl", secure="real", seed=1, crypto_seed=7, **hyper)
+    blind.setup(noise_of(tiny_digits), transport=InProcessTransport(MethodProgramClient(),
+                                                                     nodes_of(blind, tiny_digits)))
+    assert rounds(blind, tiny_digits) == rounds(honest, tiny_digits)
+    assert np.array_equal(blind.global_prototypes, honest.global_prototypes)
+    assert blind.privacy_report() == honest.privacy_report()
+    assert all(np.array_equal(blind.store.previous[k].vectors, p.vectors)
+               for k, p in honest.store.previous.items())
+
+
+@pytest.mark.parametrize("private", [False, True])
+def test_protofssl_clients_send_exact_prototypes_and_counts_only_into_the_secure_sum(private, tiny_digits):
+    """Real mode: what leaves a ProtoFSSL client in the clear is its model's secure-sum
+    messages and, as configured, its shared prototypes -- without counts unless they are
+    a DP release's noised ones; the global prototypes' input (exact counts without DP)
+    only as secure-sum messages."""
+    hyper = {**converted_hyper("protofssl"), **({"noise_multiplier": 1.0, "clip": 1.0} if private else {})}
+    method = build_method("protofssl", secure="real", seed=2, **hyper)
+    method.setup(tiny_digits.for_training())
+    sent = []
+    deliver = method.transport._exchange
+
+    def watched(step, requests, timeout):
+        result = deliver(step, requests, timeout)
+        sent.extend((step, reply) for reply in result.replies.values())
+        return result
+
+    method.transport._exchange = watched
+    method.run_round(0)
+    method.run_round(1)
+    by_step = {}
+    for step, reply in sent:
+        by_step.setdefault(step, set()).update(reply.arrays)
+    assert not any(k.startswith(("upload/", "sums/")) for keys in by_step.values() for k in keys)
+    assert any(k.startswith("secagg/prototypes/out") for k in by_step["prototypes"])
+    assert any(k.startswith("secagg/model/out") for k in by_step["train"])
+    assert ("prototypes/counts" in by_step["prototypes"]) is private  # the release's noised counts
+    assert "prototypes/counts" not in by_step["train"]
+    assert ("prototypes/vectors" in by_step["train"]) is not private

@@ -23,6 +23,8 @@ from securefl.methods.prototypical import (
     split_episode,
 )
 from securefl.protocols.prototype_sharing import Prototypes, aggregate_prototypes, pseudo_labels
+from securefl.fl import model_vector
+from securefl.methods.protofssl_client import ProtoFSSLClient
 
 from .conftest import play
 
@@ -176,20 +178,22 @@ def test_dp_releases_use_the_global_model_and_are_accounted_per_client(tiny_digi
                           n_unlabeled=10, noise_multiplier=1.0, clip=1.0)
     method.setup(tiny_digits.for_training())
     calls = []
-    original = type(method)._prototypes
+    original = ProtoFSSLClient.prototypes
 
-    def spy(self, network, client, *, noised):
-        calls.append((network is self.network, noised))
-        return original(self, network, client, noised=noised)
+    def spy(self, network, data, round_index, client, *, noised):
+        calls.append((model_vector(network), noised))
+        return original(self, network, data, round_index, client, noised=noised)
 
-    monkeypatch.setattr(type(method), "_prototypes", spy)
+    monkeypatch.setattr(ProtoFSSLClient, "prototypes", spy)
     joined = np.zeros(tiny_digits.num_clients, dtype=int)
     for r in range(3):
         calls.clear()
         result = method.run_round(r)
         stored = method.store.previous
         joined[list(stored)] += 1
-        assert calls == [(True, True)] * 3  # one release per client, all under theta^r
+        theta = model_vector(method.network)
+        # one release per client, all under theta^r (the clients' networks equal the global model)
+        assert [(np.array_equal(v, theta), noised) for v, noised in calls] == [(True, True)] * 3
         assert all(p.noise_std == pytest.approx(np.sqrt(2.0)) for p in stored.values())  # z sqrt(2) C
         assert all(not np.allclose(p.counts, np.rint(p.counts)) for p in stored.values())  # noised counts
         rebuilt = aggregate_prototypes(list(stored.values()), threshold=2, backend="plaintext")
@@ -238,9 +242,10 @@ def test_client_rmsprop_state_persists_across_rounds(tiny_digits, monkeypatch):
     method = build_method("protofssl", seed=5, clients_per_round=5, helpers=2, local_epochs=3, n_unlabeled=10)
     method.setup(tiny_digits)
     method.run_round(0)
-    assert sorted(method.optimizer_states) == list(range(5))
-    before = {c: s["state"][0]["square_avg"].clone() for c, s in method.optimizer_states.items()}
-    assert all(s["state"][0]["step"] == 3 for s in method.optimizer_states.values())
+    states = method.state_dict()["clients"]  # each client's own RMSprop state, checkpointed
+    assert sorted(states) == list(range(5))
+    before = {c: np.array(s.arrays["protofssl/rmsprop/0/square_avg"]) for c, s in states.items()}
+    assert all(s.config["protofssl/rmsprop/0/step"] == 3 for s in states.values())
     loaded = []
     original = torch.optim.RMSprop.load_state_dict
 
@@ -250,8 +255,8 @@ def test_client_rmsprop_state_persists_across_rounds(tiny_digits, monkeypatch):
 
     monkeypatch.setattr(torch.optim.RMSprop, "load_state_dict", spy)
     method.run_round(1)
-    assert len(loaded) == 5 and all(any(torch.equal(v, b) for b in before.values()) for v in loaded)
-    assert all(s["state"][0]["step"] == 6 for s in method.optimizer_states.values())
+    assert len(loaded) == 5 and all(any(np.array_equal(v.numpy(), b) for b in before.values()) for v in loaded)
+    assert all(s.config["protofssl/rmsprop/0/step"] == 6 for s in method.state_dict()["clients"].values())
 
 
 def test_resume_equals_uninterrupted(tiny_digits):

@@ -9,10 +9,12 @@ from securefl.methods import build_method
 from .conftest import play
 
 
-@pytest.mark.parametrize("name", ["fedavg-labeled", "protofssl"])
+@pytest.mark.parametrize("name", ["fedavg-labeled", "protofssl", "fedsemi-mt"])
 def test_a_method_aggregating_with_he_matches_plaintext(name, tiny_digits, tiny_hyper):
     hyper = dict(tiny_hyper) if name != "protofssl" else {"clients_per_round": 3, "helpers": 2,
                                                           "local_epochs": 2, "n_unlabeled": 10}
+    if name == "fedsemi-mt":
+        hyper.update(rounds=5, local_epochs=2)  # the second epoch's EMA sets teacher and student apart
     results, accuracies = {}, {}
     for secure in ("real", "plaintext"):
         method = build_method(name, secure=secure, seed=0, crypto_seed=7, sum_backend="he", **hyper)
