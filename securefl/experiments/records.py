@@ -2,9 +2,12 @@
 
 :func:`load_records` reads every ``results.json`` under the given folders;
 :func:`group_settings` puts runs of the same *setting* together — the same configuration
-up to ``seed``, ``methods``, ``secure``, ``threads``, ``description`` and ``data_dir``, so
-the runs of one config with different seeds, or with its methods split over several
-``securefl run`` calls, form one table; :func:`settings_markdown` prints one Markdown table
+up to ``seed``, ``methods``, ``secure``, ``threads``, ``description`` and ``data_dir``, and
+the same source of the secrets that shape outputs (:func:`secrets_of`: FedProp's LSH
+hyperplanes, DP noise), so the runs of one config with different seeds, or with its methods
+split over several ``securefl run`` calls, form one table, while a ``--secure real`` run
+(secrets from the OS) or a ``--secure both`` run (its own published crypto seed) is not
+mistaken for a copy of a plaintext run of the same seed; :func:`settings_markdown` prints one Markdown table
 per setting, one row per method:
 
 - ``test acc %``: the test accuracy of the round selected on validation
@@ -93,9 +96,22 @@ def load_records(paths: list[Path]) -> tuple[list[Record], list[str]]:
     return records, skipped
 
 
+def secrets_of(document: dict[str, Any]) -> str:
+    """Where a run's output-shaping secrets came from: the simulation seed (plaintext runs),
+    the OS CSPRNG (real runs; different in every run), or a published crypto seed."""
+    jobs = document.get("methods", [])
+    if all(job.get("secure") == "plaintext" for job in jobs):
+        return "from the simulation seed"
+    if document.get("crypto_seed") is None:
+        return "from the OS, per run"
+    return f"crypto seed {document['crypto_seed']}"
+
+
 def setting_config(document: dict[str, Any]) -> dict[str, Any]:
-    """The configuration of a run without the keys that do not change its setting."""
+    """The configuration of a run without the keys that do not change its setting, plus
+    where its secrets came from (:func:`secrets_of`)."""
     config = {k: v for k, v in document.get("config", {}).items() if k not in IGNORED_CONFIG_KEYS}
+    config["secrets"] = secrets_of(document)
     dataset = dict(config.get("dataset", {}))
     dataset.pop("data_dir", None)
     config["dataset"] = dataset

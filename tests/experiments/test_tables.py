@@ -27,12 +27,12 @@ def _job(method, test, validation, secure="plaintext"):
     return job
 
 
-def _record(folder, seed, jobs, *, rounds=3, schema=None):
+def _record(folder, seed, jobs, *, rounds=3, schema=None, crypto_seed=None):
     config = {"name": "tiny", "description": "", "methods": [j.method for j in jobs],
               "secure": "plaintext", "rounds": rounds, "seed": seed, "threads": 1,
               "dataset": {"name": "digits"}, "partition": {"scheme": "iid"}, "hyper": {}}
     document = build_results(jobs=jobs, dataset="digits", status="complete",
-                             header={"config": config, "seed": seed})
+                             header={"config": config, "seed": seed, "crypto_seed": crypto_seed})
     if schema is not None:
         document["schema"] = schema
     folder.mkdir(parents=True)
@@ -46,13 +46,18 @@ LABELED = {0: ([0.80, 0.70, 0.60], [0.5, 0.5, 0.5]), 1: ([0.85, 0.99, 0.60], [0.
 @pytest.fixture
 def records(tmp_path):
     root = tmp_path / "results"
-    # seed 0: methods split over two runs, FedProp also run with real cryptography
-    _record(root / "split" / "a", 0, [_job("fedprop", *FEDPROP[0]),
-                                      _job("fedprop", *FEDPROP[0], secure="real")])
+    # seed 0: methods split over two runs
+    _record(root / "split" / "a", 0, [_job("fedprop", *FEDPROP[0])])
     _record(root / "split" / "b", 0, [_job("fedavg-labeled", *LABELED[0])])
     _record(root / "seed1", 1, [_job("fedprop", *FEDPROP[1]), _job("fedavg-labeled", *LABELED[1])])
     _record(root / "short", 0, [_job("fedprop", [0.5], [0.5])], rounds=1)
     _record(root / "old", 0, [_job("fedprop", [0.99], [0.1])], schema="securefl.run/1")
+    # --secure both at seed 0 with its own published crypto seed: another setting (its
+    # plaintext job's secrets are not the plaintext run's), real and plaintext copies of one job
+    _record(root / "both", 0, [_job("fedprop", *FEDPROP[1]),
+                               _job("fedprop", *FEDPROP[1], secure="real")], crypto_seed=5)
+    # --secure real: secrets from the OS, a setting of its own
+    _record(root / "real", 0, [_job("fedprop", *FEDPROP[1], secure="real")])
     return root
 
 
@@ -75,18 +80,20 @@ def test_tables_report_validation_selected_means(records, tmp_path, capsys, monk
     assert "| +7.50 (2 of 2 higher) |" in out
     assert "tiny: digits, 3 rounds, 2 seeds (0, 1); rounds = 3" in out
     assert "tiny: digits, 1 round, 1 seed (0); rounds = 1" in out
+    # the same seed with other secrets is never averaged with (or flagged against) seed 0
+    assert "secrets = 'crypto seed 5'" in out and "secrets = 'from the OS, per run'" in out
+    assert "| fedprop | 95.00 | 80.00 | 88.00 | 2 |" in out and "disagree" not in out
     assert "| fedprop | 50.00 | 50.00 | 50.00 | 1 |" in out
     assert "old" in err and "securefl.run/1" in err and "99.00" not in out
     assert (tmp_path / "plots" / "tiny-seeds.png").read_bytes()[:4] == b"\x89PNG"
 
 
 def test_disagreeing_copies_of_a_seed_are_flagged(records, capsys, monkeypatch):
-    path = records / "split" / "a" / "results.json"
+    path = records / "both" / "results.json"
     document = json.loads(path.read_text())
     document["methods"][1]["selected_test_accuracy"] = 0.5
     path.write_text(json.dumps(document))
-    code, out, _ = run_script([str(records / "split"), str(records / "seed1")], capsys,
-                              monkeypatch)
+    code, out, _ = run_script([str(records / "both")], capsys, monkeypatch)
     assert code == 0
     assert "| fedprop ! |" in out and "copies of one seed disagree" in out
 
