@@ -40,7 +40,7 @@ import numpy as np
 
 from securefl.crypto.channel import SERVER, Message
 from securefl.crypto.hamming import pair_roles
-from securefl.crypto.lwe import LWEParty, LWEServer, check_exact_gemm
+from securefl.crypto.lwe import LWEParty, LWEServer, check_exact_gemm, check_session
 from securefl.crypto.rand import RandomSource
 from securefl.errors import ProtocolError
 
@@ -90,7 +90,10 @@ def start(state: dict[str, np.ndarray], *, index: int, codes: np.ndarray, sessio
 def broadcast(state: dict[str, np.ndarray], keys: Sequence[Message], *, index: int,
               codes: np.ndarray, sizes: Mapping[int, int], session: bytes) -> list[Message]:
     """Hop 1: the relayed public keys of the session's other parties (``sizes``: every
-    party's point count); every block of ``C`` and the hint ``H'`` for the server to relay."""
+    party's point count); every block of ``C`` and the hint ``H'`` for the server to relay.
+    A session whose statistical bound exceeds 2^-40 is refused before any work
+    (:func:`~securefl.crypto.lwe.check_session`, ``InputError``)."""
+    check_session([int(n) for n in sizes.values()], codes.shape[1])
     party = _party(index, codes, sizes, list(sizes), session)
     party.restore(state, keys=False)
     party.receive_keys(list(keys))

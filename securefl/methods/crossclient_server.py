@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from securefl.crypto import lwe_hops
+from securefl.crypto.lwe import check_session
 from securefl.crypto.channel import SERVER, Message, frame_size
 from securefl.crypto.hamming import check_codes
 from securefl.crypto.hamming_plain import hamming_matrix, pack_codes
@@ -219,6 +220,7 @@ def cross_client_round(transport: Transport, members: Sequence[int], *, feature_
             # the answers D client to client in sealed batches; shares at hops 2 and 3.
             begin = time.thread_time()
             in_session = list(graph)
+            check_session([int(sizes[j]) for j in in_session], int(L))
             inbox: dict[int, list[tuple[int, Message]]] = {}
             hints: dict[int, list[tuple[int, Message]]] = {}
             for j in graph:

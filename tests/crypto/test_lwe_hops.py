@@ -11,7 +11,7 @@ from securefl.crypto.channel import SERVER, Message, frame_size
 from securefl.crypto.hamming import own_block
 from securefl.crypto.hamming_plain import hamming_matrix, pack_codes
 from securefl.crypto.rand import RandomSource
-from securefl.errors import ProtocolError
+from securefl.errors import InputError, ProtocolError
 
 SESSION = b"lwe-hops"
 
@@ -114,3 +114,11 @@ def _alter_hint(c_in, h_in):
 def test_a_relay_altering_replaying_or_misrouting_a_broadcast_is_caught(tamper, match):
     with pytest.raises(ProtocolError, match=match):
         _run(_codes((2, 3, 2), 32, seed=1), tamper=tamper)
+
+
+def test_a_session_above_the_statistical_bound_is_refused_before_any_work():
+    codes = _codes((2,), 64)[0]
+    state = {}
+    lwe_hops.start(state, index=0, codes=codes, session=SESSION, rng=RandomSource())
+    with pytest.raises(InputError, match="statistical bound"):
+        lwe_hops.broadcast(state, [], index=0, codes=codes, sizes={0: 2, 1: 1 << 29}, session=SESSION)
