@@ -467,6 +467,38 @@ class LWEParty:
             self._public[peer] = key.tobytes()
         if set(self._public) != set(self.sizes):
             raise ProtocolError(f"party {self.index}: missing public keys of {sorted(set(self.sizes) - set(self._public))}")
+        self._derive()
+
+    def saved(self) -> dict[str, np.ndarray]:
+        """What this party keeps between the hops of a relayed session
+        (:mod:`securefl.crypto.lwe_hops`): its seed, X25519 private key and the public keys;
+        everything else is derived again from them by :meth:`restore`."""
+        if self._private is None:
+            raise ProtocolError(f"party {self.index}: nothing to save before public_key()")
+        ids = sorted(self._public)
+        return {"seed": np.frombuffer(self._seed, np.uint8).copy(),
+                "private": np.frombuffer(self._private.private_bytes_raw(), np.uint8).copy(),
+                "ids": np.array(ids, dtype=np.int64),
+                "keys": np.stack([np.frombuffer(self._public[p], np.uint8) for p in ids])}
+
+    def restore(self, saved: dict[str, np.ndarray], *, keys: bool = True) -> None:
+        """Resume from :meth:`saved`: the seed and private key, and with ``keys`` the
+        public keys and every key derivation of :meth:`receive_keys`, redone."""
+        try:
+            self._seed = bytes(np.asarray(saved["seed"], np.uint8))
+            self._private = X25519PrivateKey.from_private_bytes(bytes(np.asarray(saved["private"], np.uint8)))
+            ids, table = saved["ids"], saved["keys"]
+        except (KeyError, ValueError) as exc:
+            raise ProtocolError(f"party {self.index}: saved LWE state incomplete: {exc}") from None
+        self._public = {int(p): bytes(np.asarray(k, np.uint8)) for p, k in zip(ids, table)}
+        if keys:
+            if set(self._public) != set(self.sizes):
+                raise ProtocolError(f"party {self.index}: saved public keys of {sorted(self._public)}, "
+                                    f"session of {sorted(self.sizes)}")
+            self._derive()
+
+    def _derive(self) -> None:
+        """``M``'s seed and the pair keys from the public keys; then :meth:`_prepare`."""
         transcript = self.session + b"".join(self._public[p] for p in sorted(self._public))
         self._m_seed = hashlib.sha256(b"securefl/lwe/M/" + transcript).digest()[: prg.SEED_BYTES]
         for peer in set(self.encrypts_for) | set(self.evaluates_for):

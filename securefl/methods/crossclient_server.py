@@ -20,7 +20,7 @@ positions, the block sizes, the padded total and its survivors).
   sampled: its share is not in the seed); it gets no pseudo-labels;
 * at ``cclp/shares``: the others miss its seed share and cannot derive the seed: every
   client fails at ``cclp/codes`` and :class:`~securefl.errors.DropoutError` is raised;
-* at ``cclp/codes`` (``before_hamming``) or at any SHADE hop (during SecureHamming): it is
+* at ``cclp/codes`` (``before_hamming``) or at any SHADE or LWE hop (during SecureHamming): it is
   left out of the graph -- its pairs are abandoned, the other pairs finish, H is
   assembled over the clients left -- exactly ``before_hamming`` of the in-process protocol;
 * at ``cclp/columns`` (``before_sum``): its points are in the graph, its labels do not
@@ -50,6 +50,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from securefl.crypto import lwe_hops
+from securefl.crypto.lwe import check_session
 from securefl.crypto.channel import SERVER, Message, frame_size
 from securefl.crypto.hamming import check_codes
 from securefl.crypto.hamming_plain import hamming_matrix, pack_codes
@@ -64,14 +66,20 @@ from securefl.methods.fedprop_clients import (
     COLUMNS,
     LINK_RECEIVED,
     LINK_SENT,
+    LWE,
     SHADE,
     SHARES,
     SLOT_COLUMNS,
     SLOT_LSH,
+    SLOT_LWE_IN,
+    SLOT_LWE_KEY,
+    SLOT_LWE_OUT,
     SLOT_OWN,
     SLOT_S_L,
     SUM,
     SUM_NAME,
+    put_messages,
+    take_messages,
 )
 from securefl.protocols.crossclient import TAG_COLUMNS, CrossClientLPServer
 from securefl.protocols.lsh import SeedAgreementServer
@@ -126,9 +134,11 @@ class CrossClientRound:
 
 def cross_client_round(transport: Transport, members: Sequence[int], *, feature_model: np.ndarray,
                        round_index: int, secure: str, k: int, alpha: float, L: int,
-                       num_classes: int, timeout: float | None = None) -> CrossClientRound:
+                       num_classes: int, timeout: float | None = None,
+                       hamming_backend: str = "shade") -> CrossClientRound:
     """Run CrossClientLP among ``members`` (clients, in party order) on ``transport``;
-    ``feature_model`` is the vector of the model whose features the clients embed."""
+    ``feature_model`` is the vector of the model whose features the clients embed;
+    ``hamming_backend`` (real mode) ``"shade"`` or ``"lwe"``, as the clients run it."""
     real = secure == "real"
     members = [int(c) for c in members]
     count = len(members)
@@ -192,18 +202,8 @@ def cross_client_round(transport: Transport, members: Sequence[int], *, feature_
         for j in graph:
             sent[j] += int(reply(result, j).config.get(LINK_SENT, 0))
         shares: dict[tuple[int, int], dict[int, Message]] = {}
-        for step in SHADE:
-            begin = time.thread_time()
-            requests = {j: Record({"cclp/alive": np.array(graph, dtype=np.int64), "cclp/sizes": sizes})
-                        for j in graph}
-            for j in graph:
-                for name, blob in reply(result, j).arrays.items():
-                    if name.startswith(links.TO):
-                        peer = int(name[len(links.TO):])
-                        if peer in requests:
-                            requests[peer].arrays[f"{links.FROM}{j}"] = blob
-            seconds += time.thread_time() - begin
-            result, graph = exchange(step, requests, graph)
+
+        def collect_shares(result: Exchange, graph: list[int]) -> None:
             for j in graph:
                 answer = reply(result, j)
                 sent[j] += int(answer.config.get(LINK_SENT, 0))
@@ -213,10 +213,57 @@ def cross_client_round(transport: Transport, members: Sequence[int], *, feature_
                     if match:
                         pair = (int(match.group(1)), int(match.group(2)))
                         shares.setdefault(pair, {})[j] = message_from(result, j, key[: -len("/count")])
+
+        if hamming_backend == "lwe":
+            # lwe_hops: keys relayed (hop 1), each C block to its evaluators (hop 2), each
+            # hint to its encryptors (hop 3), every forward with its recipient's own tag;
+            # the answers D client to client in sealed batches; shares at hops 2 and 3.
+            begin = time.thread_time()
+            in_session = list(graph)
+            check_session([int(sizes[j]) for j in in_session], int(L))
+            inbox: dict[int, list[tuple[int, Message]]] = {}
+            hints: dict[int, list[tuple[int, Message]]] = {}
+            for j in graph:
+                for forward in lwe_hops.relay(in_session, message_from(result, j, SLOT_LWE_KEY)):
+                    inbox.setdefault(forward.receiver, []).append((j, forward))
+            for step in LWE:
+                requests = {}
+                for j in graph:
+                    delivered = [m for origin, m in inbox.get(j, []) if origin in graph]
+                    requests[j] = Record({"cclp/alive": np.array(graph, dtype=np.int64), "cclp/sizes": sizes})
+                    put_messages(requests[j], SLOT_LWE_IN, delivered)
+                    received[j] += sum(frame_size(m) for m in delivered)
+                _forward_links({j: reply(result, j) for j in graph}, requests)
+                seconds += time.thread_time() - begin
+                result, graph = exchange(step, requests, graph)
+                begin = time.thread_time()
+                collect_shares(result, graph)
+                inbox = hints if step == LWE[1] else {}
+                if step == LWE[0]:
+                    for j in graph:
+                        for message in take_messages(reply(result, j), SLOT_LWE_OUT):
+                            if message.sender != j or message.receiver != SERVER:
+                                raise ProtocolError(f"client {members[j]} sent an LWE broadcast as party "
+                                                    f"{message.sender}")
+                            sent[j] += frame_size(message)
+                            target = inbox if message.tag.startswith("lwe/C/") else hints
+                            for forward in lwe_hops.relay(in_session, message):
+                                target.setdefault(forward.receiver, []).append((j, forward))
+            seconds += time.thread_time() - begin
+        else:
+            for step in SHADE:
+                begin = time.thread_time()
+                requests = {j: Record({"cclp/alive": np.array(graph, dtype=np.int64), "cclp/sizes": sizes})
+                            for j in graph}
+                _forward_links({j: reply(result, j) for j in graph}, requests)
+                seconds += time.thread_time() - begin
+                result, graph = exchange(step, requests, graph)
+                collect_shares(result, graph)
         if not graph:
             raise DropoutError("every client dropped out before SecureHamming")
         begin = time.thread_time()
-        matrix = _assemble(graph, sizes, own, shares, L)
+        matrix = _assemble(graph, sizes, own, shares, L,
+                           prefix="lwe" if hamming_backend == "lwe" else "shade")
     else:
         shares_up = np.stack([np.asarray(reply(result, j).arrays["cclp/share"]) for j in live]) \
             if live else np.zeros((0, 16), np.uint8)
@@ -303,8 +350,20 @@ def cross_client_round(transport: Transport, members: Sequence[int], *, feature_
         server_seconds=seconds, exchanges=exchanges)
 
 
+def _forward_links(replies: dict[int, Record], requests: dict[int, Record]) -> None:
+    """Move every sealed batch ``relay/to/<k>`` of party j's reply into party k's request
+    as ``relay/from/<j>`` (:mod:`securefl.fl.links`; parties by index)."""
+    for j, answer in replies.items():
+        for name, blob in answer.arrays.items():
+            if name.startswith(links.TO):
+                peer = int(name[len(links.TO):])
+                if peer in requests:
+                    requests[peer].arrays[f"{links.FROM}{j}"] = blob
+
+
 def _assemble(graph: list[int], sizes: np.ndarray, own: dict[int, Message],
-              shares: dict[tuple[int, int], dict[int, Message]], length: int) -> np.ndarray:
+              shares: dict[tuple[int, int], dict[int, Message]], length: int, *,
+              prefix: str = "shade") -> np.ndarray:
     """H over ``graph``: the sum of the two shares of every pair's block, the own blocks
     on the diagonal (:func:`securefl.crypto.hamming.server_reconstruct` over a transport)."""
     offsets = np.concatenate([[0], np.cumsum([sizes[j] for j in graph])]).astype(np.int64)
@@ -321,10 +380,10 @@ def _assemble(graph: list[int], sizes: np.ndarray, own: dict[int, Message],
         for b in graph:
             if b <= a:
                 continue
-            tag, shape = f"shade/share/{a}-{b}", (int(sizes[a]), int(sizes[b]))
+            tag, shape = f"{prefix}/share/{a}-{b}", (int(sizes[a]), int(sizes[b]))
             pair = shares.get((a, b), {})
             if a not in pair or b not in pair:
-                raise ProtocolError(f"SHADE pair {a}-{b}: a share is missing")
+                raise ProtocolError(f"{prefix.upper()} pair {a}-{b}: a share is missing")
             total = (block(pair[a], tag, shape) + block(pair[b], tag, shape)).astype(np.int32)
             ia, ib = where[a], where[b]
             matrix[offsets[ia]: offsets[ia + 1], offsets[ib]: offsets[ib + 1]] = total
@@ -332,7 +391,7 @@ def _assemble(graph: list[int], sizes: np.ndarray, own: dict[int, Message],
     for j in graph:
         i = where[j]
         matrix[offsets[i]: offsets[i + 1], offsets[i]: offsets[i + 1]] = block(
-            own[j], f"shade/own/{j}", (int(sizes[j]), int(sizes[j])))
+            own[j], f"{prefix}/own/{j}", (int(sizes[j]), int(sizes[j])))
     if matrix.size and matrix.max() > length:
         raise ProtocolError(f"reconstructed distance {matrix.max()} exceeds L={length}: shares corrupted")
     return matrix

@@ -52,8 +52,10 @@ aggregation follow (:class:`~securefl.methods.fedprop_clients.FedPropClient`,
 :class:`~securefl.methods.fedprop_clients.FedPropMTClient`).  The server half reads only the
 federation's public facts, so FedProp runs on Flower (``deployable = True``).  The
 pseudo-label digest and accuracy come from the clients' reports (run config ``reports``).
-``hamming_backend="lwe"`` in real mode has no exchanges yet: it runs CrossClientLP with
-every party in this process and is refused on any other transport.
+With ``hamming_backend="lwe"`` the clients run the LWE backend in four hops instead of
+SHADE's five (:mod:`securefl.crypto.lwe_hops`: key, broadcasts of ``C`` and ``H'`` relayed
+with per-recipient tags, answers ``D`` in sealed client-to-client batches, decryption), on
+any transport.
 """
 
 from __future__ import annotations
@@ -61,14 +63,13 @@ from __future__ import annotations
 import time
 
 import numpy as np
-import torch
 from torch import nn
 
 from typing import Any, ClassVar
 
 from securefl.crypto.projection import seconds_at_bandwidth
 from securefl.errors import InputError
-from securefl.fl import extract_features, model_vector
+from securefl.fl import model_vector
 from securefl.fl.costs import RoundMeter
 from securefl.methods.base import RoundResult
 from securefl.methods.baselines import MeanTeacherRounds, PseudoLabelMethod
@@ -106,15 +107,6 @@ class FedProp(PseudoLabelMethod):
     def _feature_model(self) -> nn.Module:
         return self.network
 
-    def _setup_extra(self) -> None:
-        from securefl.fl.transport import InProcessTransport
-
-        if self.secure == "real" and self.hamming_backend != "shade" \
-                and not isinstance(self.transport, InProcessTransport):
-            raise InputError("hamming_backend", self.hamming_backend,
-                             "is simulated in process only; on a deployment use 'shade'")
-        super()._setup_extra()
-
     def _prepare_round(self, selected: np.ndarray, round_index: int) -> dict[str, Any]:
         """CrossClientLP among the selected clients over the transport
         (:func:`~securefl.methods.crossclient_server.cross_client_round`: the clients embed,
@@ -122,14 +114,12 @@ class FedProp(PseudoLabelMethod):
         each client's rows of the padded total travel in its ``train`` request."""
         self._check_protocol()
         members = [int(k) for k in selected]
-        if self.secure == "real" and self.hamming_backend != "shade":
-            return self._prepare_round_in_process(members)
         self._phase(f"CrossClientLP ({self.secure})")
         meter = RoundMeter(self.transport, members)
         done = cross_client_round(
             self.transport, members, feature_model=model_vector(self._feature_model()),
             round_index=self.rounds_done, secure=self.secure, k=self.k, alpha=self.alpha,
-            L=self.L, num_classes=self.federation.num_classes)
+            L=self.L, num_classes=self.federation.num_classes, hamming_backend=self.hamming_backend)
         meter.add(done.exchanges)
         self.last_cross_client = done
         self._round_link_bytes = done.link_bytes
@@ -162,32 +152,6 @@ class FedProp(PseudoLabelMethod):
             return {}
         block, survivors = context["rows"][int(client)]
         return {ROWS_BLOCK: block, ROWS_SURVIVORS: survivors}
-
-    def _prepare_round_in_process(self, members: list[int]) -> dict[str, Any]:
-        """``hamming_backend="lwe"`` in real mode: CrossClientLP with every party in this
-        process (the LWE backend has no exchanges yet; in process only, like ``he``)."""
-        from securefl.fl.transport import InProcessTransport
-        from securefl.protocols.crossclient import cross_client_lp
-
-        if not isinstance(self.transport, InProcessTransport):
-            raise InputError("hamming_backend", self.hamming_backend,
-                             "is simulated in process only; on a deployment use 'shade'")
-        clients = [self.federation.clients[k] for k in members]
-        features = [extract_features(self._feature_model(), c.x) for c in clients]
-        self._phase(f"CrossClientLP ({self.secure}, in process)")
-        start = time.perf_counter()
-        result = cross_client_lp(features, [c.observed_labels() for c in clients],
-                                 num_classes=self.federation.num_classes, k=self.k,
-                                 alpha=self.alpha, L=self.L, backend=self.secure,
-                                 seed=self.crypto_seed_for("lsh", self.rounds_done),
-                                 workers=torch.get_num_threads(),
-                                 hamming_backend=self.hamming_backend)
-        self._round_link_bytes = result.link_bytes()
-        traffic = result.bytes_per_client()
-        return {"crypto_seconds": time.perf_counter() - start,
-                "protocol_bytes": float(np.mean(list(traffic.values()))) if traffic else 0.0,
-                "pseudo": {k: (np.asarray(p, dtype=np.int64), np.asarray(w, dtype=np.float64))
-                           for k, (p, w) in zip(members, result)}}
 
     def run_round(self, round_index: int) -> RoundResult:
         """A round, with its projection onto real links (:class:`RoundResult`)."""

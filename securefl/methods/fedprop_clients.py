@@ -29,6 +29,13 @@ round's selected clients, config ``cclp/party``):
     shares of finished pairs up to the server (``cclp/share/<a>-<b>``).  Config array
     ``cclp/alive`` names the peers still in the protocol: a pair with a peer that left is
     abandoned.
+``cclp/lwe/1`` .. ``cclp/lwe/3`` (real, ``hamming_backend="lwe"``, instead of SHADE)
+    :mod:`securefl.crypto.lwe_hops`: the LWE public key rides on ``cclp/codes``; then the
+    relayed keys down and every ``C`` block and the hint ``H'`` up (slots ``cclp/lwe/in``,
+    ``cclp/lwe/out``, each forward with its own end-to-end tag); the relayed ``C`` blocks
+    down, the answers ``D`` up in sealed batches to their encryptors and the evaluator's
+    shares; the relayed hints and answers down, the encryptor's shares up.  State: the
+    party's seed, X25519 key and the public keys (``cclp/lwe/state/...``).
 ``cclp/columns``
     the positions of the client's labeled points up (line 12, never the labels).
 ``cclp/sum``
@@ -62,7 +69,7 @@ import time
 import numpy as np
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
-from securefl.crypto import shade_hops
+from securefl.crypto import lwe_hops, shade_hops
 from securefl.crypto.channel import SERVER, Message, frame_size
 from securefl.crypto.fixed_point import FixedPoint
 from securefl.crypto.hamming import own_block, pair_roles
@@ -83,9 +90,11 @@ ADVERTISE = "cclp/advertise"
 SHARES = "cclp/shares"
 CODES = "cclp/codes"
 SHADE = tuple(f"cclp/shade/{hop}" for hop in range(1, shade_hops.HOPS + 1))
+LWE = tuple(f"cclp/lwe/{hop}" for hop in range(1, lwe_hops.HOPS + 1))
+"""The LWE backend's hops after ``cclp/codes`` (``hamming_backend="lwe"``)."""
 COLUMNS = "cclp/columns"
 SUM = "cclp/sum"
-STEPS = (ADVERTISE, SHARES, CODES, *SHADE, COLUMNS, SUM)
+STEPS = (ADVERTISE, SHARES, CODES, *SHADE, *LWE, COLUMNS, SUM)
 """CrossClientLP's steps before the secure sum's (``secure_sum_steps.STEPS``) and ``train``."""
 SUM_NAME = "cclp"
 """Name of CrossClientLP's secure sum (:mod:`securefl.fl.secure_sum_steps`)."""
@@ -93,6 +102,9 @@ PREFIX = "cclp/"
 
 SLOT_LSH = "cclp/lsh"
 SLOT_OWN = "cclp/own"
+SLOT_LWE_KEY = "cclp/lwe/key"
+SLOT_LWE_IN = "cclp/lwe/in"
+SLOT_LWE_OUT = "cclp/lwe/out"
 SLOT_COLUMNS = "cclp/columns"
 SLOT_S_L = "cclp/s-l"
 ROWS_BLOCK = "cclp/rows/block"
@@ -104,6 +116,18 @@ LINK_RECEIVED = "cclp/link-received"
 def share_slot(a: int, b: int) -> str:
     """Reply slot of a client's share of the SHADE block of the pair ``a < b``."""
     return f"cclp/share/{a}-{b}"
+
+
+def put_messages(record: Record, slot: str, messages: list[Message]) -> None:
+    """Several protocol messages under ``slot/<i>`` (their count in config ``slot/n``)."""
+    for i, message in enumerate(messages):
+        put_message(record, f"{slot}/{i}", message)
+    record.config[f"{slot}/n"] = len(messages)
+
+
+def take_messages(record: Record, slot: str) -> list[Message]:
+    """The messages :func:`put_messages` stored (none: an empty list)."""
+    return [take_message(record, f"{slot}/{i}") for i in range(int(record.config.get(f"{slot}/n", 0)))]
 
 
 def clear(state: Record) -> None:
@@ -126,7 +150,9 @@ class CrossClientSteps:
         start = time.perf_counter()
         handler = {ADVERTISE: self._advertise, SHARES: self._shares, CODES: self._codes,
                    COLUMNS: self._columns, SUM: self._sum}.get(step)
-        if handler is None:
+        if step in LWE:
+            self._lwe(LWE.index(step) + 1, request, state, reply)
+        elif handler is None:
             self._shade(SHADE.index(step) + 1, request, state, reply)
         else:
             handler(request, state, reply, self.data(node))
@@ -234,8 +260,12 @@ class CrossClientSteps:
         party = self._party(state)
         agreement = self._agreement(state)
         codes = self._hash(state, agreement.receive_shares(take_message(request, SLOT_LSH)))
-        put_message(reply, SLOT_OWN, Message(party, SERVER, f"shade/own/{party}", (own_block(codes),)))
-        self._shade(0, request, state, reply)
+        backend = "lwe" if self.method.hamming_backend == "lwe" else "shade"
+        put_message(reply, SLOT_OWN, Message(party, SERVER, f"{backend}/own/{party}", (own_block(codes),)))
+        if backend == "lwe":
+            self._lwe(0, request, state, reply)
+        else:
+            self._shade(0, request, state, reply)
 
     def _pairs(self, request: Record, state: Record) -> list[tuple[int, int, int, int]]:
         """``(peer, a, b, sender)`` of every live pair of this client (``a < b``)."""
@@ -300,6 +330,57 @@ class CrossClientSteps:
         reply.config[LINK_SENT] = sent
         reply.config[LINK_RECEIVED] = received
 
+    def _lwe(self, hop: int, request: Record, state: Record, reply: Record) -> None:
+        """LWE hop ``hop`` of the session (:mod:`securefl.crypto.lwe_hops`; hop 0 rides on
+        ``cclp/codes``): keys, broadcasts and hints relayed by the server with their
+        per-recipient tags (slots ``cclp/lwe/in``, ``cclp/lwe/out``), the answers ``D``
+        in sealed batches (:mod:`securefl.fl.links`), the shares up."""
+        me = self._party(state)
+        codes = state.arrays.get("cclp/codes")
+        if codes is None:
+            raise ProtocolError(f"client {me}: LWE step before its codes")
+        session = bytes(state.config["cclp/session"])
+        prefix = "cclp/lwe/state/"
+        saved = {k[len(prefix):]: v for k, v in state.arrays.items() if k.startswith(prefix)}
+        sizes = np.asarray(request.arrays.get("cclp/sizes", np.zeros(0, np.int64)))
+        alive = [int(p) for p in np.asarray(request.arrays.get("cclp/alive", np.zeros(0, np.int64)))]
+        if any(not 0 <= p < len(sizes) for p in alive) or me not in alive:
+            raise ProtocolError(f"client {me}: LWE hop {hop} with alive parties {alive}")
+        members = alive if hop <= 1 else [int(p) for p in saved.get("ids", ())]
+        in_session = {p: int(sizes[p]) for p in members}
+        sent = received = 0
+        if hop == 0:
+            put_message(reply, SLOT_LWE_KEY, lwe_hops.start(saved, index=me, codes=codes,
+                                                            session=session, rng=RandomSource()))
+        elif hop == 1:
+            put_messages(reply, SLOT_LWE_OUT, lwe_hops.broadcast(
+                saved, take_messages(request, SLOT_LWE_IN), index=me, codes=codes,
+                sizes=in_session, session=session))
+        elif hop == 2:
+            answers, shares = lwe_hops.evaluate(saved, take_messages(request, SLOT_LWE_IN), index=me,
+                                                codes=codes, sizes=in_session, alive=alive,
+                                                session=session)
+            for answer in answers:
+                links.send_batch(reply, state, [answer], me=me, peer=answer.receiver)
+                sent += frame_size(answer)
+        else:
+            answers = []
+            for encryptor, evaluator in lwe_hops.session_pairs(alive):
+                if encryptor == me:
+                    batch = links.receive_batch(request, state, me=me, peer=evaluator)
+                    received += sum(frame_size(m) for m in batch)
+                    answers += batch
+            shares = lwe_hops.finish(saved, take_messages(request, SLOT_LWE_IN), answers, index=me,
+                                     codes=codes, sizes=in_session, alive=alive, session=session)
+        if hop >= 2:
+            for message in lwe_hops.share_messages(me, shares):
+                put_message(reply, f"cclp/share/{message.tag[len('lwe/share/'):]}", message)
+        for key in [k for k in state.arrays if k.startswith(prefix)]:
+            del state.arrays[key]
+        state.arrays.update({prefix + k: v for k, v in saved.items()})
+        reply.config[LINK_SENT] = sent
+        reply.config[LINK_RECEIVED] = received
+
     def _columns(self, request: Record, state: Record, reply: Record, data: LocalData) -> None:
         put_message(reply, SLOT_COLUMNS, self._protocol_client(state, data).request_columns())
 
@@ -326,8 +407,6 @@ class CrossClientSteps:
 
     # ----------------------------------------------------------------- train
     def pseudo_labels(self, request, models, data):
-        if "pseudo/labels" in request.arrays:   # hamming_backend="lwe": made in process
-            return super().pseudo_labels(request, models, data)
         if ROWS_BLOCK not in request.arrays:
             return None
         state = self._train_state

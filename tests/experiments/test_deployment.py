@@ -177,12 +177,15 @@ def test_methods_that_are_not_deployable_or_not_split_are_refused(monkeypatch):
     for method, problem in (("protofssl", "not split"),):
         with pytest.raises(InputError, match=problem):
             ExperimentServer().run(Elsewhere(program="method"), job(method, rounds=1))
-    # FedProp is deployable with SHADE; its LWE backend has no exchanges yet (in process only)
+    # FedProp is deployable with either secure Hamming backend: SHADE and LWE both run as
+    # exchanges (securefl.crypto.shade_hops, securefl.crypto.lwe_hops); setup on a remote
+    # transport is no longer refused for LWE (it was "in process only"): setup goes on to
+    # its first exchange with the clients
     from securefl.methods import build_method
 
     lwe = build_method("fedprop", secure="real", hamming_backend="lwe", warmup_rounds=1)
     federation = load_federations(job_of(job("fedprop")).config)["fedprop"]
-    with pytest.raises(InputError, match="in process only"):
+    with pytest.raises(AssertionError, match="reached a client"):
         lwe.setup(federation.for_training(), transport=Elsewhere(program="method"))
 
 

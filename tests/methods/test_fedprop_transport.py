@@ -25,10 +25,10 @@ MEMBERS = [0, 1, 2]
 KEYWORDS = {"clients_per_round": 3, "L": 64, "k": 5, "crypto_seed": 99}
 
 
-def _run(federation, *, secure="real", dropouts=None, intercept=None, replies=None):
+def _run(federation, *, secure="real", dropouts=None, intercept=None, replies=None, backend="shade"):
     """CrossClientLP among MEMBERS over an in-process transport, and each member's output
-    (``replies``: a list that collects every reply)."""
-    method = build_method("fedprop", secure=secure, seed=4, **KEYWORDS)
+    (``replies``: a list that collects every reply; ``backend``: the Hamming backend)."""
+    method = build_method("fedprop", secure=secure, seed=4, hamming_backend=backend, **KEYWORDS)
     nodes = [NodeContext(k, {"partition-id": k}, run_config(method), local_data(federation, k))
              for k in range(federation.num_clients)]
     transport = InProcessTransport(MethodProgramClient(), nodes, dropouts=dropouts,
@@ -46,7 +46,7 @@ def _run(federation, *, secure="real", dropouts=None, intercept=None, replies=No
                         num_classes=federation.num_classes, seed=4)
     done = cross_client_round(transport, MEMBERS, feature_model=model_vector(model), round_index=0,
                               secure=secure, k=method.k, alpha=method.alpha, L=method.L,
-                              num_classes=federation.num_classes)
+                              num_classes=federation.num_classes, hamming_backend=backend)
     outputs = {}
     for client in MEMBERS:
         if client not in done.rows:
@@ -65,7 +65,7 @@ def _run(federation, *, secure="real", dropouts=None, intercept=None, replies=No
     labels = [federation.clients[k].observed_labels() for k in MEMBERS]
     reference = dict(features=features, labels=labels, num_classes=federation.num_classes,
                      k=method.k, alpha=method.alpha, L=method.L, backend=secure,
-                     seed=method.crypto_seed_for("lsh", 0))
+                     seed=method.crypto_seed_for("lsh", 0), hamming_backend=backend)
     return done, outputs, reference
 
 
@@ -169,3 +169,70 @@ def test_a_relay_that_alters_a_sealed_seed_share_is_caught(tiny_digits):
     done, outputs, _ = _run(tiny_digits, intercept=tamper)
     assert done.failed[2].startswith("ProtocolError")
     assert 2 not in done.graph and outputs[2] is None
+
+
+@pytest.mark.parametrize("dropouts, stages", [
+    ({}, {}),
+    ({2: ("cclp/lwe/1", 0)}, {"before_hamming": {2}}),            # no broadcasts
+    ({0: ("cclp/lwe/2", 0)}, {"before_hamming": {0}}),            # no answer D
+    ({1: ("cclp/lwe/3", 0)}, {"before_hamming": {1}}),            # no decryption
+])
+def test_lwe_hops_give_the_in_process_lwe_protocols_outputs_and_bytes(dropouts, stages, tiny_digits):
+    """hamming_backend="lwe" over the transport (securefl.crypto.lwe_hops): the outputs of
+    cross_client_lp(hamming_backend="lwe") with every party in one process, its nominal
+    bytes without dropouts, and a client lost at an LWE hop left out of the graph."""
+    done, outputs, reference = _run(tiny_digits, dropouts=dropouts or None, backend="lwe")
+    expected = cross_client_lp(**reference, dropouts=stages or None)
+    _same(outputs, expected)
+    if not dropouts:
+        assert done.protocol_bytes_per_client == pytest.approx(
+            np.mean(list(expected.bytes_per_client().values())))
+        assert done.failed == {} and done.graph == MEMBERS
+    else:
+        (client,) = dropouts
+        assert client not in done.graph and client not in done.rows
+
+
+@pytest.mark.parametrize("attack", ["alter", "replay", "misroute", "answer", "hint"])
+def test_a_relay_that_tampers_with_lwe_frames_is_caught_by_the_receiving_client(attack, tiny_digits):
+    """A modified server changes what it relays for the LWE backend: at the evaluation hop
+    client 1 gets client 2's ciphertext block with a flipped bit, its first block again in
+    place of the second, or client 1's own blocks (relayed to client 0) as if for it; at the
+    decryption hop client 0 gets client 2's sealed answer D or client 2's hint with a flipped
+    bit.  The receiving client raises ProtocolError and leaves the graph; the others finish
+    (as if it had dropped before SecureHamming)."""
+    kept = {}
+    victim = 0 if attack in ("answer", "hint") else 1
+
+    def tamper(client, request):
+        step = request.config["_step"]
+        if step == "cclp/lwe/2" and client == 0:
+            kept["misroute"] = request
+        if client != victim or step != ("cclp/lwe/3" if victim == 0 else "cclp/lwe/2"):
+            return request
+        arrays, config = dict(request.arrays), dict(request.config)
+        if attack == "alter":
+            arrays["cclp/lwe/in/0/0"] = _flip(arrays["cclp/lwe/in/0/0"].reshape(-1)).reshape(
+                arrays["cclp/lwe/in/0/0"].shape)
+        elif attack == "hint":
+            arrays["cclp/lwe/in/0/1"] = _flip(arrays["cclp/lwe/in/0/1"].reshape(-1)).reshape(
+                arrays["cclp/lwe/in/0/1"].shape)
+        elif attack == "answer":
+            arrays["relay/from/2"] = _flip(arrays["relay/from/2"])
+        elif attack == "replay":
+            for key in [k for k in arrays if k.startswith("cclp/lwe/in/0/")]:
+                arrays["cclp/lwe/in/1/" + key.rsplit("/", 1)[1]] = arrays[key]
+            config["cclp/lwe/in/1/tag"] = config["cclp/lwe/in/0/tag"]
+        else:
+            other = kept["misroute"]
+            for table, source in ((arrays, other.arrays), (config, other.config)):
+                for key in [k for k in table if k.startswith("cclp/lwe/in/")]:
+                    del table[key]
+                table.update({k: v for k, v in source.items() if k.startswith("cclp/lwe/in/")})
+        request.arrays, request.config = arrays, config
+        return request
+
+    done, outputs, reference = _run(tiny_digits, intercept=tamper, backend="lwe")
+    assert done.failed[victim].startswith("ProtocolError"), done.failed
+    assert victim not in done.graph and outputs[victim] is None
+    _same(outputs, cross_client_lp(**reference, dropouts={"before_hamming": {victim}}))

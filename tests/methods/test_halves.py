@@ -150,6 +150,25 @@ def test_fedprops_server_half_reads_no_clients_data(name, secure, tiny_digits):
     assert type(blind).deployable
 
 
+def test_fedprop_with_the_lwe_backend_reads_no_clients_data(tiny_digits):
+    """hamming_backend="lwe" in real mode runs at the clients too (securefl.crypto.lwe_hops):
+    the server half given a federation of noise gives the true federation's pseudo-label
+    digests, accuracy and nominal bytes, and the round ran the LWE hops."""
+    noise = noise_of(tiny_digits, seed=1)
+    keywords = {**TINY, "warmup_rounds": 1, "L": 64, "crypto_seed": 7, "hamming_backend": "lwe"}
+    honest = build_method("fedprop", secure="real", seed=1, **keywords)
+    honest.setup(tiny_digits.for_training())
+    blind = build_method("fedprop", secure="real", seed=1, **keywords)
+    transport = InProcessTransport(MethodProgramClient(), nodes_of(blind, tiny_digits))
+    blind.setup(noise, transport=transport)
+    results = [[m.run_round(r) for r in range(2)] for m in (blind, honest)]
+    assert [r.pseudo_label_digest for r in results[0]] == [r.pseudo_label_digest for r in results[1]]
+    assert all(r.pseudo_label_digest for r in results[0])
+    assert [r.bytes_protocol_per_client for r in results[0]] == [r.bytes_protocol_per_client for r in results[1]]
+    assert blind.score(tiny_digits.test.x, tiny_digits.test.y) == honest.score(tiny_digits.test.x, tiny_digits.test.y)
+    assert {"cclp/lwe/3"} <= set(blind.transport.stats.seconds) and "cclp/shade/1" not in blind.transport.stats.seconds
+
+
 CONVERTED = ("fedsemi-pi", "fedsemi-mt", "fedsemi-d", "fedanchor", "protofssl")
 """Methods converted after the FedAvg family (issue 14, phase 2), each with the small
 settings of ``tests/methods/test_client_order.py``."""
