@@ -203,6 +203,7 @@ def _flower(inputs: list[np.ndarray], dropped: list[int], threshold: int,
     traffic = {"down": 0, "up": 0}
     harness = {"cpu": 0.0}  # copying and measuring messages: neither party's cost
     silent = {node_ids[u] for u in dropped}
+    pending: dict[str, Any] = {}  # message id -> the node's reply, until pulled
 
     def fit(nid: int):
         def call_next(message: Any, context: Any) -> Any:
@@ -227,22 +228,21 @@ def _flower(inputs: list[np.ndarray], dropped: list[int], threshold: int,
             return list(node_ids)
 
         def push_messages(self, messages):
-            raise NotImplementedError
-
-        def pull_messages(self, message_ids):
-            raise NotImplementedError
-
-        def send_and_receive(self, messages, *, timeout=None):
-            replies = []
+            """Deliver each message to its node now; its reply waits for ``pull_messages``
+            (a silent node -- a dropout -- leaves none)."""
+            ids = []
             for message in messages:
                 begin = time.process_time()
                 nid = message.metadata.dst_node_id
-                stage = message.content.config_records[RECORD_KEY_CONFIGS][Key.STAGE]
-                if nid in silent and stage in (Stage.COLLECT_MASKED_VECTORS, Stage.UNMASK):
-                    continue
-                message.metadata.__dict__["_message_id"] = uuid.uuid4().hex
+                message_id = uuid.uuid4().hex
+                message.metadata.__dict__["_message_id"] = message_id
                 message.metadata.__dict__["_src_node_id"] = 0
                 message.metadata.__dict__["_run_id"] = 1
+                ids.append(message_id)
+                stage = message.content.config_records[RECORD_KEY_CONFIGS][Key.STAGE]
+                if nid in silent and stage in (Stage.COLLECT_MASKED_VECTORS, Stage.UNMASK):
+                    harness["cpu"] += time.process_time() - begin
+                    continue
                 traffic["down"] += _message_bytes(message)
                 delivered = _shipped(message)  # each node decodes its own copy, as on a network
                 harness["cpu"] += time.process_time() - begin
@@ -252,8 +252,15 @@ def _flower(inputs: list[np.ndarray], dropped: list[int], threshold: int,
                 begin = time.process_time()
                 traffic["up"] += _message_bytes(reply)
                 harness["cpu"] += time.process_time() - begin
-                replies.append(reply)
-            return replies
+                pending[message_id] = reply
+            return ids
+
+        def pull_messages(self, message_ids):
+            """The replies that arrived for ``message_ids`` (each handed out once)."""
+            return [pending.pop(i) for i in message_ids if i in pending]
+
+        def send_and_receive(self, messages, *, timeout=None):
+            return self.pull_messages(self.push_messages(messages))
 
     grid = MemoryGrid()
     manager = SimpleClientManager()
