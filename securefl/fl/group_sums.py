@@ -65,7 +65,8 @@ from securefl.crypto.secagg import SecAggConfig
 from securefl.errors import DropoutError, InputError, ProtocolError
 from securefl.fl import secure_sum_steps
 from securefl.fl.costs import CRYPTO
-from securefl.fl.transport import Exchange, InProcessTransport, Record, Transport
+from securefl.fl.transport import Exchange, Record, Transport
+from securefl.fl.uploads import refuse_simulated_backend
 
 PREFIX = "sums/"
 WEIGHT = "sums/weight"
@@ -219,9 +220,7 @@ class GroupSumPlan:
         mode, the three secure-sum exchanges that follow."""
         if self.configs:
             return self._collect_masked(transport, first, timeout)
-        if self.secure == "real" and not isinstance(transport, InProcessTransport):
-            raise InputError("sum_backend", self.sum_backend,
-                             "is simulated in process only; on a deployment use 'secagg'")
+        refuse_simulated_backend(self.secure, self.sum_backend, transport)
         return self._collect_plain(first)
 
     def _collect_plain(self, first: Exchange) -> GroupSumOutcome:

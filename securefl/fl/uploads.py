@@ -119,6 +119,15 @@ def upload(reply: Record, state: Record, request: Record, *, secure: str, sum_ba
 # ----------------------------------------------------------------------------- server
 
 
+
+def refuse_simulated_backend(secure: str, sum_backend: str, transport: Transport) -> None:
+    """A real sum that runs no exchanges (``sum_backend="he"``, simulated by the in-process
+    transport) is refused on any other transport: a deployment would otherwise upload in the
+    clear.  Shared by :class:`UploadPlan` and :class:`securefl.fl.group_sums.GroupSumPlan`."""
+    if secure == "real" and not isinstance(transport, InProcessTransport):
+        raise InputError("sum_backend", sum_backend,
+                         "is simulated in process only; on a deployment use 'secagg'")
+
 @dataclass
 class UploadOutcome:
     """The averages of one upload, who took part, and what it cost (module docstring)."""
@@ -179,9 +188,7 @@ class UploadPlan:
         mode, the three secure-sum exchanges that follow."""
         if self.configs:
             return self._collect_masked(transport, first, timeout)
-        if self.secure == "real" and not isinstance(transport, InProcessTransport):
-            raise InputError("sum_backend", self.sum_backend,
-                             "is simulated in process only; on a deployment use 'secagg'")
+        refuse_simulated_backend(self.secure, self.sum_backend, transport)
         return self._collect_plain(first)
 
     def _collect_plain(self, first: Exchange) -> UploadOutcome:
