@@ -70,12 +70,9 @@ class FedAvgClient(MethodClient):
     :mod:`securefl.methods.halves`) rather than the server's."""
 
     def handle(self, step: str, request: Record, state: Record, node: NodeContext) -> Record:
-        reply = Record()
         if step in secure_sum_steps.STEPS:
-            start = time.perf_counter()
-            secure_sum_steps.answer(request, state, reply)
-            reply.config[CRYPTO] = time.perf_counter() - start
-            return reply
+            return self.secure_sum_reply(request, state)
+        reply = Record()
         if step != TRAIN:
             raise InputError("step", step, f"{self.method.name} knows {TRAIN!r} and "
                                            f"{secure_sum_steps.STEPS}")

@@ -124,12 +124,9 @@ class FedSemiClient(MethodClient):
     """The client half of every FedSemi variant (module docstring)."""
 
     def handle(self, step: str, request: Record, state: Record, node: NodeContext) -> Record:
-        reply = Record()
         if step in secure_sum_steps.STEPS:
-            start = time.perf_counter()
-            secure_sum_steps.answer(request, state, reply)
-            reply.config[CRYPTO] = time.perf_counter() - start
-            return reply
+            return self.secure_sum_reply(request, state)
+        reply = Record()
         if step == TRAIN:
             return self.train(request, state, node, reply)
         if step == UPLOAD:

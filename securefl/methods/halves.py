@@ -79,6 +79,7 @@ as the worked example).
 from __future__ import annotations
 
 import json
+import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from functools import lru_cache
@@ -163,6 +164,19 @@ class MethodClient(ABC):
     @abstractmethod
     def handle(self, step: str, request: Record, state: Record, node: NodeContext) -> Record:
         """Answer ``request`` of ``step`` at client ``node.partition``."""
+
+    @staticmethod
+    def secure_sum_reply(request: Record, state: Record) -> Record:
+        """The reply to a secure-sum step (:data:`securefl.fl.secure_sum_steps.STEPS`):
+        every sum the request carries answered, its time reported as cryptography."""
+        from securefl.fl import secure_sum_steps
+        from securefl.fl.costs import CRYPTO
+
+        reply = Record()
+        start = time.perf_counter()
+        secure_sum_steps.answer(request, state, reply)
+        reply.config[CRYPTO] = time.perf_counter() - start
+        return reply
 
     @staticmethod
     def data(node: NodeContext) -> LocalData:

@@ -187,12 +187,9 @@ class ProtoFSSLClient(MethodClient):
     """ProtoFSSL's client half (module docstring)."""
 
     def handle(self, step: str, request: Record, state: Record, node: NodeContext) -> Record:
-        reply = Record()
         if step in secure_sum_steps.STEPS:
-            start = time.perf_counter()
-            secure_sum_steps.answer(request, state, reply)
-            reply.config[CRYPTO] = time.perf_counter() - start
-            return reply
+            return self.secure_sum_reply(request, state)
+        reply = Record()
         if step not in (TRAIN, PROTOTYPES):
             raise InputError("step", step, f"{self.method.name} knows {TRAIN!r}, {PROTOTYPES!r} "
                                            f"and {secure_sum_steps.STEPS}")
