@@ -12,6 +12,9 @@ Public API::
                      weight_decay=0.0, prox_mu=0.0, generator) -> steps
     train_mixed(model, x_l, y_l, x_u, y_pseudo, w_pseudo, *, epochs, batch_size, lr, ...,
                 generator, extra_loss=None, after_step=None) -> steps   (FedProp B_L u B_U)
+    train_fixmatch(model, x_l, y_l, x_u, *, epochs, batch_size, unlabeled_ratio, threshold,
+                   unlabeled_weight, lr, ..., generator, weak=None, strong) -> steps
+        (FixMatch's local objective, fixmatch_loss)
     make_optimizer, weighted_cross_entropy, prox_term, batches
     evaluate(model, x, y) -> accuracy; predict_labels(model, x); predict_logits(model, x);
     extract_features(model, x)
@@ -45,7 +48,8 @@ _EXPORTS = {
     "sample_clients": "sampling",
     "batches": "training", "evaluate": "training", "extract_features": "training",
     "make_optimizer": "training", "predict_labels": "training", "predict_logits": "training",
-    "prox_term": "training", "train_mixed": "training", "train_supervised": "training",
+    "prox_term": "training", "train_fixmatch": "training", "fixmatch_loss": "training",
+    "train_mixed": "training", "train_supervised": "training",
     "weighted_cross_entropy": "training",
 }
 """Public name -> module of this package that defines it."""

@@ -12,7 +12,9 @@ optimiser's L2 term.
 FedProp's batching: each step draws a labeled batch B_L (``|B_L| = min(batch_size, n_L)``)
 and a pseudo-labeled batch B_U of the same size; an epoch is one pass over the larger of
 the two sets while the smaller one cycles.  An optional ``extra_loss(model, x_l, x_u)`` adds
-a term (the mean-teacher consistency of FedProp+MT).
+a term (the mean-teacher consistency of FedProp+MT).  :func:`train_fixmatch` is FixMatch's
+local objective (:func:`fixmatch_loss`) over labeled batches of ``batch_size`` and
+unlabeled batches of ``unlabeled_ratio * batch_size``, with the same epoch rule.
 
 All shuffling uses the caller's ``torch.Generator``; no global RNG is touched.
 """
@@ -169,6 +171,81 @@ def train_mixed(model: nn.Module, x_labeled: np.ndarray, y_labeled: np.ndarray,
             after_step()
         steps += 1
     return steps
+
+
+def fixmatch_loss(logits_labeled: torch.Tensor, y_labeled: torch.Tensor,
+                  logits_weak: torch.Tensor, logits_strong: torch.Tensor, *, threshold: float,
+                  unlabeled_weight: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """FixMatch's loss for one step (Sohn et al. 2020, eqs. 2-4); returns (loss, mask).
+
+        l_s  = (1/B) sum_b CE(y_b, f(alpha(x_b)))
+        q_b  = softmax(f(alpha(u_b))) (no gradient),   y^_b = argmax_c q_b,c
+        l_u  = (1/(mu B)) sum_b 1[max_c q_b,c >= tau] CE(y^_b, f(A(u_b)))
+        loss = l_s + lambda_u l_u
+
+    ``logits_labeled`` are on the weakly augmented labeled batch, ``logits_weak`` /
+    ``logits_strong`` on the weak / strong views of the unlabeled batch; ``mask`` marks the
+    unlabeled points whose pseudo-label counted.  An empty batch contributes 0.
+    """
+    zero = logits_strong.new_zeros(())
+    supervised = F.cross_entropy(logits_labeled, y_labeled) if len(y_labeled) else zero
+    if not len(logits_weak):
+        return supervised, torch.zeros(0, dtype=torch.bool)
+    confidence, pseudo = F.softmax(logits_weak.detach(), dim=1).max(dim=1)
+    mask = confidence >= threshold
+    unlabeled = F.cross_entropy(logits_strong, pseudo, reduction="none")
+    return supervised + unlabeled_weight * (unlabeled * mask.to(unlabeled.dtype)).mean(), mask
+
+
+def train_fixmatch(model: nn.Module, x_labeled: np.ndarray, y_labeled: np.ndarray,
+                   x_unlabeled: np.ndarray, *, epochs: int, batch_size: int,
+                   unlabeled_ratio: int, threshold: float, unlabeled_weight: float, lr: float,
+                   momentum: float = 0.9, weight_decay: float = 0.0, prox_mu: float = 0.0,
+                   generator: torch.Generator,
+                   weak: Callable[[torch.Tensor], torch.Tensor] | None = None,
+                   strong: Callable[[torch.Tensor], torch.Tensor]) -> int:
+    """FixMatch on a client (FedAvg+FixMatch's ClientUpdate); returns the step count.
+
+    Each step draws a labeled batch of ``min(batch_size, n_L)`` and an unlabeled batch of
+    ``min(unlabeled_ratio * batch_size, n_U)`` (FixMatch's mu); an epoch is one pass over
+    whichever set needs more steps while the other cycles.  The labeled batch and the
+    unlabeled batch's weak view go through ``weak``, its strong view through ``strong``;
+    the three go through the model in one forward pass (as FixMatch's reference code, so
+    that batch statistics see all three) and :func:`fixmatch_loss` is minimised by SGD.
+    The pseudo-labels are the current local model's, remade at every step.
+    """
+    _check_training(epochs, batch_size, prox_mu)
+    if not isinstance(unlabeled_ratio, (int, np.integer)) or unlabeled_ratio < 1:
+        raise InputError("unlabeled_ratio", unlabeled_ratio, "must be an integer >= 1")
+    n_l, n_u = len(y_labeled), len(x_unlabeled)
+    if len(x_labeled) != n_l:
+        raise InputError("y_labeled", y_labeled, f"length must match x_labeled ({len(x_labeled)})")
+    if epochs == 0 or n_l + n_u == 0:
+        return 0
+    size_l, size_u = min(batch_size, n_l), min(int(unlabeled_ratio) * batch_size, n_u)
+    xl, yl = _as_tensor(x_labeled, torch.float32), _as_tensor(y_labeled, torch.int64)
+    xu = _as_tensor(x_unlabeled, torch.float32)
+    steps_per_epoch = max(-(-n_l // size_l) if size_l else 0, -(-n_u // size_u) if size_u else 0)
+    optimizer = make_optimizer(model, lr=lr, momentum=momentum, weight_decay=weight_decay)
+    anchor = [p.detach().clone() for p in model.parameters()] if prox_mu > 0 else []
+    labeled_stream = _cycle(n_l, size_l, generator)
+    unlabeled_stream = _cycle(n_u, size_u, generator)
+    identity = (lambda batch: batch) if weak is None else weak
+    model.train()
+    for _ in range(epochs * steps_per_epoch):
+        il, iu = next(labeled_stream), next(unlabeled_stream)
+        x_l, u = identity(xl[il]), xu[iu]
+        u_weak, u_strong = identity(u), strong(u)
+        logits = model(torch.cat([x_l, u_weak, u_strong]))
+        logits_l, logits_w, logits_s = torch.split(logits, [len(x_l), len(u), len(u)])
+        loss, _ = fixmatch_loss(logits_l, yl[il], logits_w, logits_s, threshold=threshold,
+                                unlabeled_weight=unlabeled_weight)
+        if prox_mu > 0:
+            loss = loss + prox_term(model, anchor, prox_mu)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+    return epochs * steps_per_epoch
 
 
 def _cycle(n: int, size: int, generator: torch.Generator) -> Iterator[torch.Tensor]:

@@ -27,9 +27,11 @@ fedavg-supervised      securefl.methods.baselines:FedAvgSupervised upper bound
 fedavg-locallp         securefl.methods.baselines:FedAvgLocalLP    FedAvg+PL(localLP)
 fedavg-pl              securefl.methods.baselines:FedAvgPL         FedAvg+PL(network)
 fedavg-mt              securefl.methods.baselines:FedAvgMT         FedAvg+MT
+fedavg-fixmatch        securefl.methods.baselines:FedAvgFixMatch   FedAvg+FixMatch
 =====================  ==========================================  =====================
 
-The last four are FedProp's Table 1 baselines (fedprop.md §5.1).
+fedavg-locallp, -pl and -mt are FedProp's Table 1 baselines (fedprop.md §5.1),
+fedavg-fixmatch is FedSemi Table 1's FedFixMatch.
 
 Server and client halves (:mod:`securefl.methods.halves`): a split method names its
 :class:`MethodClient` in ``client_half``; :class:`LocalData` is what a node holds;
@@ -64,6 +66,7 @@ _REGISTRY: dict[str, tuple[str, str]] = {
     "fedavg-locallp": ("securefl.methods.baselines", "FedAvgLocalLP"),
     "fedavg-pl": ("securefl.methods.baselines", "FedAvgPL"),
     "fedavg-mt": ("securefl.methods.baselines", "FedAvgMT"),
+    "fedavg-fixmatch": ("securefl.methods.baselines", "FedAvgFixMatch"),
 }
 
 METHOD_NAMES: tuple[str, ...] = tuple(_REGISTRY)

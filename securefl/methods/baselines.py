@@ -33,6 +33,18 @@
   EMA decay ``ema_decay`` after every step; the teacher is evaluated.  FedProp gives no
   values; ours are Tarvainen & Valpola's (consistency weight 100, EMA 0.99 during the
   ramp-up) and the same as FedProp+MT's, so that FedProp+MT = FedProp + FedAvg+MT exactly.
+* ``fedavg-fixmatch`` (:class:`FedAvgFixMatch`): FedAvg with FixMatch (Sohn et al. 2020)
+  as each client's local training -- FedSemi Table 1's FedFixMatch (after FedMatch, Jeong
+  et al. 2021): per step a labeled batch of ``batch_size`` and an unlabeled batch of
+  ``unlabeled_ratio * batch_size`` (mu); the current local model's prediction on a weak
+  view (the translation below) is the pseudo-label where its probability is at least
+  ``threshold`` (tau), and the cross-entropy to it on a strong view (RandAugment with
+  ``num_ops`` random operations at random magnitudes, then Cutout of side up to
+  ``cutout``; :mod:`securefl.methods.randaugment`) is added with weight
+  ``unlabeled_weight`` (lambda_u).  Defaults are FixMatch's (tau = 0.95, mu = 7,
+  lambda_u = 1, 2 operations, Cutout 0.5); FedSemi gives none of its own.  No warm-up
+  (the threshold keeps early pseudo-labels out), and clients without labels train on the
+  unlabeled term alone.
 
 Every round: the server samples clients (:func:`securefl.fl.sample_clients`), broadcasts
 the model, the clients run ClientUpdate (E epochs SGD, momentum, weight decay, optional
@@ -99,6 +111,7 @@ from securefl.methods.base import Method, RoundResult
 from securefl.methods.fedavg_clients import (
     TRAIN,
     FedAvgMTClient,
+    FixMatchClient,
     LabeledClient,
     LocalLPClient,
     NetworkPLClient,
@@ -411,6 +424,45 @@ class FedAvgPL(PseudoLabelMethod):
         if not 0.0 <= self.threshold < 1.0:
             raise InputError("threshold", self.threshold, "a probability threshold must lie in [0, 1)")
         super()._setup_extra()
+
+
+class FedAvgFixMatch(FedAvgMethod):
+    """FedAvg+FixMatch: FixMatch as the clients' local training (module docstring)."""
+
+    name = "fedavg-fixmatch"
+    client_half = FixMatchClient
+
+    def __init__(self, *, secure: str = "plaintext", seed: int = 0, crypto_seed: int | None = None,
+                 sum_backend: str = "secagg", model: str = "auto",
+                 clients_per_round: int = 5, local_epochs: int = 5, batch_size: int = 50,
+                 lr: float = 0.1, momentum: float = 0.9, weight_decay: float = 2e-4,
+                 lr_decay_rounds: int | None = 2000, prox_mu: float = 0.0,
+                 max_shift: int | None = None, threshold: float = 0.95,
+                 unlabeled_ratio: int = 7, unlabeled_weight: float = 1.0, num_ops: int = 2,
+                 cutout: float = 0.5) -> None:
+        super().__init__(secure=secure, seed=seed, crypto_seed=crypto_seed,
+                         sum_backend=sum_backend, model=model,
+                         clients_per_round=clients_per_round, local_epochs=local_epochs,
+                         batch_size=batch_size, lr=lr, momentum=momentum,
+                         weight_decay=weight_decay, lr_decay_rounds=lr_decay_rounds,
+                         prox_mu=prox_mu, max_shift=max_shift)
+        self.threshold = threshold
+        self.unlabeled_ratio = unlabeled_ratio
+        self.unlabeled_weight = unlabeled_weight
+        self.num_ops = num_ops
+        self.cutout = cutout
+
+    def _setup_extra(self) -> None:
+        if not 0.0 <= self.threshold <= 1.0:
+            raise InputError("threshold", self.threshold, "a probability threshold must lie in [0, 1]")
+        if not isinstance(self.unlabeled_ratio, (int, np.integer)) or self.unlabeled_ratio < 1:
+            raise InputError("unlabeled_ratio", self.unlabeled_ratio, "must be an integer >= 1")
+        if self.unlabeled_weight < 0:
+            raise InputError("unlabeled_weight", self.unlabeled_weight, "must be >= 0")
+        if not isinstance(self.num_ops, (int, np.integer)) or self.num_ops < 0:
+            raise InputError("num_ops", self.num_ops, "must be an integer >= 0")
+        if not 0.0 <= self.cutout <= 1.0:
+            raise InputError("cutout", self.cutout, "must lie in [0, 1]")
 
 
 class MeanTeacherRounds:

@@ -47,6 +47,7 @@ from securefl.fl import (
     extract_features,
     load_model_vector,
     model_vector,
+    train_fixmatch,
     train_mixed,
     train_supervised,
 )
@@ -57,6 +58,7 @@ from securefl.fl.uploads import upload
 from securefl.methods.common import default_shift, perturb, translation
 from securefl.methods.consistency import ema_update
 from securefl.methods.halves import LocalData, MethodClient, report_pseudo_labels
+from securefl.methods.randaugment import randaugment
 from securefl.models import build_model, dropout_generator
 
 TRAIN = "train"
@@ -236,6 +238,29 @@ class NetworkPLClient(PseudoLabelClient):
         else:
             weights = np.ones(len(features))
         return labels, weights
+
+
+class FixMatchClient(FedAvgClient):
+    """FedAvg+FixMatch: FixMatch's objective on the client's labeled and unlabeled points
+    (:func:`securefl.fl.train_fixmatch`); the weak view is the method's translation, the
+    strong view an independent translation then :func:`~securefl.methods.randaugment.randaugment`
+    (RandAugment + Cutout), all drawn from the client's generator."""
+
+    def local_update(self, models, data, request, rng, pseudo):
+        method, client = self.method, data.client
+        lab = client.labeled
+        weak = self.augmentation(data, rng.torch)
+
+        def strong(batch: torch.Tensor) -> torch.Tensor:
+            return randaugment(batch if weak is None else weak(batch), rng.torch,
+                               num_ops=method.num_ops, cutout=method.cutout)
+
+        train_fixmatch(models["model"], client.x[lab], client.y[lab], client.x[~lab],
+                       epochs=method.local_epochs, batch_size=method.batch_size,
+                       unlabeled_ratio=method.unlabeled_ratio, threshold=method.threshold,
+                       unlabeled_weight=method.unlabeled_weight, lr=float(request.config["lr"]),
+                       momentum=method.momentum, weight_decay=method.weight_decay,
+                       prox_mu=method.prox_mu, generator=rng.torch, weak=weak, strong=strong)
 
 
 class MeanTeacherClient:

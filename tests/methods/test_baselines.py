@@ -147,7 +147,7 @@ def _images(n_per_class=4, classes=10, side=28, seed=0):
 
 
 AUGMENTED = ("fedavg-labeled", "fedavg-supervised", "fedavg-locallp", "fedavg-pl", "fedavg-mt",
-             "fedprop", "fedprop-mt")
+             "fedavg-fixmatch", "fedprop", "fedprop-mt")
 
 
 @pytest.mark.parametrize("name", AUGMENTED)
@@ -205,7 +205,7 @@ def test_baselines_train_on_translated_batches(name):
     assert augmented and not all(augmented)
 
 
-@pytest.mark.parametrize("name", ["fedavg-pl", "fedavg-mt"])
+@pytest.mark.parametrize("name", ["fedavg-pl", "fedavg-mt", "fedavg-fixmatch"])
 def test_hidden_labels_of_unlabeled_points_are_never_read(name, tiny_digits, tiny_hyper):
     from securefl.data import ClientData, Federation
 

@@ -18,7 +18,8 @@ from securefl.fl.transport import InProcessTransport, NodeContext, Record
 from securefl.methods import METHOD_NAMES, build_method
 from securefl.methods.halves import MethodProgramClient, configured_method, local_data, run_config
 
-FEDAVG = ("fedavg-labeled", "fedavg-supervised", "fedavg-locallp", "fedavg-pl", "fedavg-mt")
+FEDAVG = ("fedavg-labeled", "fedavg-supervised", "fedavg-locallp", "fedavg-pl", "fedavg-mt",
+          "fedavg-fixmatch")
 TINY = {"clients_per_round": 3, "local_epochs": 1, "batch_size": 8, "lr": 0.05}
 
 

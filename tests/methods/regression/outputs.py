@@ -7,7 +7,9 @@ two rounds: per round the digest of every model the method holds, the pseudo-lab
 and accuracy, the digest of its test-set predictions, the test accuracy, the bytes per
 client and the privacy accounting (ProtoFSSL).  ``outputs.json`` was written at main
 d1acd75 (before the method split of issue 14, phase 2) and is never rewritten to make a
-test pass: ``tests/methods/test_regression.py`` recomputes and compares.
+test pass: ``tests/methods/test_regression.py`` recomputes and compares.  A method added
+later gets its entries once, when it is introduced, with ``--add`` (which records only the
+methods the file lacks and leaves every existing entry as it is): ``fedavg-fixmatch``.
 
 The model digest is SHA-256 over the state dicts of the method's public ``nn.Module``
 attributes (sorted by attribute name, then by state key; every tensor's dtype, shape and
@@ -110,15 +112,20 @@ def main() -> None:
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--write", action="store_true", help=f"(re)write {FIXTURE.name}")
+    parser.add_argument("--add", action="store_true",
+                        help=f"record the methods {FIXTURE.name} lacks; keep every other entry")
     parser.add_argument("--method", action="append", help="only these methods (print)")
     args = parser.parse_args()
     feds = federations()
     names = args.method or list(METHOD_NAMES)
+    existing = json.loads(FIXTURE.read_text()) if args.add else {}
+    if args.add:
+        names = [name for name in names if f"{name}/{MODES[0]}" not in existing]
     outputs = {f"{name}/{secure}": record(name, secure, feds) for name in names for secure in MODES}
-    text = json.dumps(outputs, indent=1, sort_keys=True)
-    if args.write:
+    text = json.dumps({**existing, **outputs}, indent=1, sort_keys=True)
+    if args.write or args.add:
         FIXTURE.write_text(text + "\n")
-    print(text)
+    print(json.dumps(outputs, indent=1, sort_keys=True))
 
 
 if __name__ == "__main__":
