@@ -130,6 +130,44 @@ def test_fedsemi_dropouts_follow_secure_aggregation_in_every_sum():
         in_process(run, dropouts={1: "secagg/ciphertexts", 2: "secagg/ciphertexts"})
 
 
+def test_protofssl_dropouts_follow_its_two_sums_and_its_privacy_accounting():
+    """ProtoFSSL sums the models (after ``train``) and then the global prototypes (after
+    ``prototypes``).  A client lost before its masked model is in neither sum; one lost
+    before its masked prototypes leaves the same global prototypes as one lost at
+    ``prototypes``; one lost at the last unmask is in both.  With the DP release a client
+    lost at ``prototypes`` released nothing and is charged nothing; one lost after sending
+    its release is charged like the others.  Too many lost is a DropoutError."""
+    run = job("protofssl", rounds=1)
+    full = in_process(run)["rounds"][0]
+    no_model = in_process(run, dropouts={1: ("secagg/ciphertexts", 0)})["rounds"][0]
+    at_release = in_process(run, dropouts={1: "prototypes"})["rounds"][0]
+    no_prototypes = in_process(run, dropouts={1: ("secagg/ciphertexts", 1)})["rounds"][0]
+    at_unmask = in_process(run, dropouts={1: ("secagg/survivors", 1)})["rounds"][0]
+    assert full["participation"]["survivors"] == [0, 1, 2]
+    assert no_model["participation"]["dropped"] == {"model/masked_input": [1],
+                                                    "prototypes/advertise": [1]}
+    assert no_prototypes["participation"]["dropped"] == {"prototypes/masked_input": [1]}
+    for lost in (no_model, at_release, no_prototypes):
+        assert lost["participation"]["survivors"] == [0, 2]
+    # the global prototypes are the sum over the same two clients, or over all three
+    assert at_release["test_accuracy"] == no_prototypes["test_accuracy"] != full["test_accuracy"]
+    assert at_unmask["participation"]["survivors"] == [0, 1, 2]
+    assert at_unmask["test_accuracy"] == full["test_accuracy"]
+    assert at_unmask["model_digest"] == full["model_digest"]
+
+    private = job("protofssl", rounds=1, settings=["hyper.noise_multiplier=1.0", "hyper.clip=5.0"])
+    charged = in_process(private)["rounds"][0]["privacy"]
+    silent = in_process(private, dropouts={1: "prototypes"})["rounds"][0]["privacy"]
+    sent = in_process(private, dropouts={1: ("secagg/ciphertexts", 1)})["rounds"][0]["privacy"]
+    assert charged["releases"] == sent["releases"] == {"0": 1, "1": 1, "2": 1}
+    assert silent["releases"] == {"0": 1, "1": 0, "2": 1}
+    assert silent["epsilon_per_client"]["1"] == 0.0
+    assert silent["epsilon_per_client"]["0"] == charged["epsilon_per_client"]["0"] > 0
+    assert sent["epsilon_per_client"]["1"] == charged["epsilon_per_client"]["1"]
+    with pytest.raises(DropoutError):
+        in_process(run, dropouts={1: ("secagg/ciphertexts", 0), 2: ("secagg/ciphertexts", 0)})
+
+
 def test_a_node_trains_with_the_experiments_thread_count():
     """A fresh ClientApp process (Flower's stock and cold modes) starts with torch's default
     thread count; with two threads the clients' training differed from the simulator's in
