@@ -2,6 +2,7 @@
 
     python experiments/tables.py                          # every record under experiments/results
     python experiments/tables.py runs/seed*/ --plot-dir runs   # chosen run folders, + seed plots
+    python experiments/tables.py --readme README.md [--check]  # regenerate (check) README blocks
 
 Reads every ``results.json`` under the given folders (default: ``experiments/results``),
 groups the runs by setting (the same configuration up to seed, methods, cryptography mode
@@ -12,6 +13,13 @@ validation and final accuracies, the selected rounds, the paired difference to
 without a validation split (results schema 1) are listed on stderr and left out.
 ``--plot-dir DIR`` also writes ``DIR/<setting>-seeds.png`` for every setting run with
 more than one seed (:func:`securefl.experiments.plots.plot_seeds`).
+
+``--readme FILE`` rewrites, in place, every block of FILE between a line
+``<!-- tables.py: FOLDER ... -->`` and the next ``<!-- /tables.py -->``: the block becomes the
+title and table of the one setting the named folders hold (text outside the blocks is left as
+it is).  With ``--check`` nothing is written: the exit status is 1, with the stale blocks
+named, when any block differs from what the records give (``tests/test_readme.py`` runs this
+on the README, so a table typed by hand or left behind by new records fails the suite).
 """
 
 from __future__ import annotations
@@ -22,9 +30,17 @@ import sys
 from pathlib import Path
 
 from securefl.experiments.plots import plot_seeds
-from securefl.experiments.records import group_settings, load_records, settings_markdown
+from securefl.experiments.records import (
+    group_settings,
+    load_records,
+    setting_table,
+    setting_title,
+    settings_markdown,
+)
 
 RECORDS = Path(__file__).resolve().parent / "results"
+BLOCK = re.compile(r"(<!-- tables\.py: (?P<folders>[^>]*?) -->\n)(?P<body>.*?)(<!-- /tables\.py -->)",
+                   re.DOTALL)
 LEGEND = (
     "Accuracies in % on the test set of the round selected by validation accuracy "
     "(mean ± sample std over seeds where there are several); `val acc` is that round's "
@@ -34,6 +50,43 @@ LEGEND = (
 )
 
 
+def block_body(folders: str, *, baseline: str, root: Path) -> str:
+    """What a README block naming ``folders`` (relative to ``root``) holds."""
+    records, _ = load_records([root / folder for folder in folders.split()])
+    settings = group_settings(records)
+    if len(settings) != 1:
+        raise SystemExit(f"tables.py: block {folders!r} holds {len(settings)} settings; name "
+                         "folders of exactly one")
+    setting = settings[0]
+    return f"`{setting_title(setting)}`:\n\n{setting_table(setting, baseline=baseline)}\n"
+
+
+def update_readme(path: Path, *, baseline: str, check: bool) -> int:
+    """Regenerate (or with ``check`` compare) the blocks of ``path``; returns the exit status."""
+    text = path.read_text()
+    stale: list[str] = []
+
+    def regenerate(match: re.Match) -> str:
+        body = block_body(match["folders"], baseline=baseline, root=path.resolve().parent)
+        if body != match["body"]:
+            stale.append(match["folders"])
+        return match.group(1) + body + match.group(4)
+
+    updated, count = BLOCK.subn(regenerate, text)
+    if count == 0:
+        print(f"tables.py: {path} has no <!-- tables.py: ... --> blocks", file=sys.stderr)
+        return 1
+    if check:
+        for folders in stale:
+            print(f"stale table in {path}: {folders} (run python experiments/tables.py "
+                  f"--readme {path})", file=sys.stderr)
+        return 1 if stale else 0
+    if updated != text:
+        path.write_text(updated)
+    print(f"{path}: {count} blocks, {len(stale)} regenerated", file=sys.stderr)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("paths", nargs="*", type=Path, default=[RECORDS],
@@ -41,7 +94,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--baseline", default="fedavg-labeled",
                         help="method the others are compared with (default: fedavg-labeled)")
     parser.add_argument("--plot-dir", type=Path, help="write one seed plot per multi-seed setting")
+    parser.add_argument("--readme", type=Path,
+                        help="regenerate the <!-- tables.py: ... --> blocks of this Markdown file")
+    parser.add_argument("--check", action="store_true",
+                        help="with --readme: write nothing, exit 1 if a block is stale")
     args = parser.parse_args(argv)
+    if args.check and args.readme is None:
+        parser.error("--check needs --readme")
+    if args.readme is not None:
+        return update_readme(args.readme, baseline=args.baseline, check=args.check)
     records, skipped = load_records(args.paths)
     for note in skipped:
         print(f"skipped {note}", file=sys.stderr)

@@ -38,6 +38,19 @@ def test_readme_tables_are_well_formed():
     assert table_problems(README.read_text()) == []
 
 
+def test_readme_result_tables_are_the_records():
+    """Every results table of the README is ``experiments/tables.py``'s output over the
+    records it names: a table typed by hand, or one left behind by new records, fails."""
+    import subprocess
+    import sys
+
+    root = README.parent
+    done = subprocess.run([sys.executable, str(root / "experiments" / "tables.py"), "--readme",
+                           str(README), "--check"], capture_output=True, text=True, cwd=root)
+    assert done.returncode == 0, done.stderr
+    assert README.read_text().count("<!-- tables.py: ") >= 5
+
+
 def test_readme_dotted_names_resolve():
     names = dotted_names(README.read_text())
     assert "securefl.methods.hyper_parameters" in names

@@ -225,12 +225,23 @@ COLUMNS = ("method", "test acc %", "val acc %", "final acc %", "selected round",
 def setting_markdown(setting: Setting, *, baseline: str = "fedavg-labeled",
                      others: list[Setting] | None = None) -> str:
     """The Markdown section of one setting: title, records, table, conflicts."""
+    return "\n".join([f"#### {setting_title(setting, others)}", "",
+                      "Records: " + ", ".join(f"`{shown_path(r.folder)}`" for r in setting.records),
+                      "", setting_table(setting, baseline=baseline)])
+
+
+def setting_title(setting: Setting, others: list[Setting] | None = None) -> str:
+    """``name: dataset, R rounds, N seeds (...)`` and the keys that set it apart from
+    namesakes among ``others``."""
+    return _title(setting, others or [setting])
+
+
+def setting_table(setting: Setting, *, baseline: str = "fedavg-labeled") -> str:
+    """One setting's Markdown table (a row per method) and any conflicting copies."""
     rows = _rows(setting)
     base = next((r for r in rows if r.method == baseline), None)
     columns = [c.format(baseline=baseline) for c in COLUMNS]
-    lines = [f"#### {_title(setting, others or [setting])}", "",
-             "Records: " + ", ".join(f"`{shown_path(r.folder)}`" for r in setting.records), "",
-             "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for row in rows:
         runs = [row.by_seed[s] for s in sorted(row.by_seed, key=str)]
         rounds = ", ".join(

@@ -101,3 +101,29 @@ def test_disagreeing_copies_of_a_seed_are_flagged(records, capsys, monkeypatch):
 def test_no_records_is_an_error(tmp_path, capsys, monkeypatch):
     code, _, err = run_script([str(tmp_path)], capsys, monkeypatch)
     assert code == 1 and "no records" in err
+
+
+def test_readme_blocks_are_regenerated_and_checked(records, capsys, monkeypatch):
+    """``--readme`` fills every marked block from its folders and leaves the text around it;
+    ``--check`` exits 1 on a table edited by hand and names the block."""
+    readme = records.parent / "README.md"
+    readme.write_text("# Results\n\nText before.\n\n<!-- tables.py: results/split results/seed1 -->\n"
+                      "| typed | by hand |\n<!-- /tables.py -->\n\nText after.\n")
+    code, _, err = run_script(["--readme", str(readme), "--check"], capsys, monkeypatch)
+    assert code == 1 and "stale table" in err and "results/split results/seed1" in err
+    assert run_script(["--readme", str(readme)], capsys, monkeypatch)[0] == 0
+    text = readme.read_text()
+    assert text.startswith("# Results\n\nText before.\n\n") and text.endswith("\nText after.\n")
+    assert "`tiny: digits, 3 rounds, 2 seeds (0, 1)`:" in text
+    row = next(line for line in text.splitlines() if line.startswith("| fedprop |"))
+    assert row.split(" | ")[1] == "90.00 ± 7.07"  # validation-selected: 85 (seed 0), 95 (seed 1)
+    assert run_script(["--readme", str(readme), "--check"], capsys, monkeypatch)[0] == 0
+    readme.write_text(text.replace("90.00 ± 7.07", "91.00 ± 7.07"))
+    assert run_script(["--readme", str(readme), "--check"], capsys, monkeypatch)[0] == 1
+
+
+def test_a_readme_block_must_name_one_setting(records, capsys, monkeypatch):
+    readme = records.parent / "README.md"
+    readme.write_text("<!-- tables.py: results/seed1 results/short -->\n<!-- /tables.py -->\n")
+    code, _, _ = run_script(["--readme", str(readme)], capsys, monkeypatch)
+    assert "holds 2 settings" in str(code)
