@@ -112,9 +112,9 @@ def test_cosine_learning_rate():
 def test_registry_names_and_classes():
     assert METHOD_NAMES == ("fedprop", "fedprop-mt", "protofssl", "fedsemi-pi", "fedsemi-mt",
                             "fedsemi-d", "fedanchor", "fedavg-labeled", "fedavg-supervised",
-                            "fedavg-locallp", "fedavg-pl", "fedavg-mt")
+                            "fedavg-locallp", "fedavg-pl", "fedavg-mt", "fedavg-fixmatch")
     for name in ("fedprop", "fedprop-mt", "fedavg-labeled", "fedavg-supervised",
-                 "fedavg-locallp", "fedavg-pl", "fedavg-mt"):
+                 "fedavg-locallp", "fedavg-pl", "fedavg-mt", "fedavg-fixmatch"):
         cls = method_class(name)
         assert issubclass(cls, Method) and cls.name == name
     assert hyper_parameters("fedprop")["L"] == 4096
