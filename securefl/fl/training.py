@@ -143,11 +143,10 @@ def train_mixed(model: nn.Module, x_labeled: np.ndarray, y_labeled: np.ndarray,
     xl, yl = _as_tensor(x_labeled, torch.float32), _as_tensor(y_labeled, torch.int64)
     xu, yu = _as_tensor(x_unlabeled, torch.float32), _as_tensor(y_pseudo, torch.int64)
     wu = _as_tensor(w_pseudo, torch.float32)
-    steps_per_epoch = max(-(-n_l // size_l) if size_l else 0, -(-n_u // size_u) if size_u else 0)
+    steps_per_epoch, labeled_stream, unlabeled_stream = _paired_batches(n_l, size_l, n_u, size_u,
+                                                                        generator)
     optimizer = make_optimizer(model, lr=lr, momentum=momentum, weight_decay=weight_decay)
     anchor = [p.detach().clone() for p in model.parameters()] if prox_mu > 0 else []
-    labeled_stream = _cycle(n_l, size_l, generator)
-    unlabeled_stream = _cycle(n_u, size_u, generator)
     model.train()
     steps = 0
     empty = torch.zeros((0,) + tuple(xl.shape[1:] if n_l else xu.shape[1:]))
@@ -225,11 +224,10 @@ def train_fixmatch(model: nn.Module, x_labeled: np.ndarray, y_labeled: np.ndarra
     size_l, size_u = min(batch_size, n_l), min(int(unlabeled_ratio) * batch_size, n_u)
     xl, yl = _as_tensor(x_labeled, torch.float32), _as_tensor(y_labeled, torch.int64)
     xu = _as_tensor(x_unlabeled, torch.float32)
-    steps_per_epoch = max(-(-n_l // size_l) if size_l else 0, -(-n_u // size_u) if size_u else 0)
+    steps_per_epoch, labeled_stream, unlabeled_stream = _paired_batches(n_l, size_l, n_u, size_u,
+                                                                        generator)
     optimizer = make_optimizer(model, lr=lr, momentum=momentum, weight_decay=weight_decay)
     anchor = [p.detach().clone() for p in model.parameters()] if prox_mu > 0 else []
-    labeled_stream = _cycle(n_l, size_l, generator)
-    unlabeled_stream = _cycle(n_u, size_u, generator)
     identity = (lambda batch: batch) if weak is None else weak
     model.train()
     for _ in range(epochs * steps_per_epoch):
@@ -246,6 +244,14 @@ def train_fixmatch(model: nn.Module, x_labeled: np.ndarray, y_labeled: np.ndarra
         loss.backward()
         optimizer.step()
     return epochs * steps_per_epoch
+
+
+def _paired_batches(n_l: int, size_l: int, n_u: int, size_u: int, generator: torch.Generator
+                    ) -> tuple[int, Iterator[torch.Tensor], Iterator[torch.Tensor]]:
+    """Steps per epoch (one pass over whichever set needs more batches) and the endless
+    labeled and unlabeled index streams of :func:`train_mixed` and :func:`train_fixmatch`."""
+    steps = max(-(-n_l // size_l) if size_l else 0, -(-n_u // size_u) if size_u else 0)
+    return steps, _cycle(n_l, size_l, generator), _cycle(n_u, size_u, generator)
 
 
 def _cycle(n: int, size: int, generator: torch.Generator) -> Iterator[torch.Tensor]:
