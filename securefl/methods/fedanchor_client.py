@@ -35,12 +35,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from securefl.errors import InputError, ProtocolError
+from securefl.errors import ProtocolError
 from securefl.fl import SimulationRNG, client_rng, load_model_vector, model_vector, secure_sum_steps
 from securefl.fl.costs import COMPUTE, CRYPTO
 from securefl.fl.training import batches, make_optimizer
 from securefl.fl.transport import NodeContext, Record
-from securefl.fl.uploads import upload
 from securefl.methods.anchoring import anchor_pseudo_labels, fix_and_mix, mixup_loss
 from securefl.methods.common import translation
 from securefl.methods.halves import MethodClient, report_pseudo_labels
@@ -100,8 +99,7 @@ class FedAnchorClient(MethodClient):
             return self.secure_sum_reply(request, state)
         reply = Record()
         if step != TRAIN:
-            raise InputError("step", step, f"{self.method.name} knows {TRAIN!r} and "
-                                           f"{secure_sum_steps.STEPS}")
+            raise self.unknown_step(step, TRAIN)
         missing = [k for k in ("model", "anchor_head", LATENTS, LABELS) if k not in request.arrays]
         if missing:
             raise ProtocolError(f"a FedAnchor train request needs {missing}")
@@ -126,8 +124,6 @@ class FedAnchorClient(MethodClient):
         if self.reports(node):
             report_pseudo_labels(reply, labels, data)
         reply.config[COMPUTE] = time.perf_counter() - start
-        reply.config[CRYPTO] = upload(reply, state, request, secure=method.secure,
-                                      sum_backend=method.sum_backend,
-                                      vectors={"model": model_vector(network)},
-                                      weight=float(len(data.client)))
+        reply.config[CRYPTO] = self.upload_model(reply, state, request,
+                                                 {"model": model_vector(network)}, data)
         return reply

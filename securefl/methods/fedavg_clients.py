@@ -40,7 +40,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from securefl.errors import InputError, ProtocolError
+from securefl.errors import ProtocolError
 from securefl.fl import (
     SimulationRNG,
     client_rng,
@@ -54,7 +54,6 @@ from securefl.fl import (
 from securefl.fl import secure_sum_steps
 from securefl.fl.costs import COMPUTE, CRYPTO
 from securefl.fl.transport import NodeContext, Record
-from securefl.fl.uploads import upload
 from securefl.methods.common import default_shift, perturb, translation
 from securefl.methods.consistency import ema_update
 from securefl.methods.halves import LocalData, MethodClient, report_pseudo_labels
@@ -76,8 +75,7 @@ class FedAvgClient(MethodClient):
             return self.secure_sum_reply(request, state)
         reply = Record()
         if step != TRAIN:
-            raise InputError("step", step, f"{self.method.name} knows {TRAIN!r} and "
-                                           f"{secure_sum_steps.STEPS}")
+            raise self.unknown_step(step, TRAIN)
         data = self.data(node)
         method = self.method
         start = time.perf_counter()
@@ -92,9 +90,7 @@ class FedAvgClient(MethodClient):
             self.local_update(models, data, request, rng, pseudo)
         vectors = {name: model_vector(model) for name, model in models.items()}
         reply.config[COMPUTE] = time.perf_counter() - start
-        reply.config[CRYPTO] = upload(reply, state, request, secure=method.secure,
-                                      sum_backend=method.sum_backend, vectors=vectors,
-                                      weight=float(len(data.client)))
+        reply.config[CRYPTO] = self.upload_model(reply, state, request, vectors, data)
         return reply
 
     # ----------------------------------------------------------------- pieces

@@ -43,7 +43,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from securefl.errors import InputError, ProtocolError
+from securefl.errors import ProtocolError
 from securefl.fl import client_rng, group_sums, secure_sum_steps
 from securefl.fl.costs import COMPUTE, CRYPTO
 from securefl.fl.training import make_optimizer
@@ -131,8 +131,7 @@ class FedSemiClient(MethodClient):
             return self.train(request, state, node, reply)
         if step == UPLOAD:
             return self.upload(request, state, node, reply)
-        raise InputError("step", step, f"{self.method.name} knows {TRAIN!r}, {UPLOAD!r} and "
-                                       f"{secure_sum_steps.STEPS}")
+        raise self.unknown_step(step, TRAIN, UPLOAD)
 
     def network(self, data: LocalData, groups: LayerGroups | None, vector: np.ndarray
                 ) -> tuple[nn.Module, LayerGroups]:

@@ -83,7 +83,7 @@ import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, ClassVar, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
@@ -177,6 +177,25 @@ class MethodClient(ABC):
         secure_sum_steps.answer(request, state, reply)
         reply.config[CRYPTO] = time.perf_counter() - start
         return reply
+
+    def unknown_step(self, step: str, *known: str) -> InputError:
+        """The error for a ``step`` this method does not answer: it names the method's
+        ``known`` steps and the secure sum's."""
+        from securefl.fl import secure_sum_steps
+
+        names = ", ".join(repr(k) for k in known)
+        return InputError("step", step, f"{self.method.name} knows {names} and {secure_sum_steps.STEPS}")
+
+    def upload_model(self, reply: Record, state: Record, request: Record,
+                     vectors: Mapping[str, np.ndarray], data: LocalData) -> float:
+        """Upload ``vectors`` weighted by the client's |D_k| (FedAvg's weight) as the
+        request's sum plan says (:func:`securefl.fl.uploads.upload`); returns the seconds
+        of cryptography."""
+        from securefl.fl.uploads import upload
+
+        return upload(reply, state, request, secure=self.method.secure,
+                      sum_backend=self.method.sum_backend, vectors=dict(vectors),
+                      weight=float(len(data.client)))
 
     @staticmethod
     def data(node: NodeContext) -> LocalData:

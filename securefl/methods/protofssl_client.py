@@ -50,12 +50,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from securefl.errors import InputError, ProtocolError
+from securefl.errors import ProtocolError
 from securefl.fl import SimulationRNG, client_rng, group_sums, load_model_vector, model_vector, secure_sum_steps
 from securefl.fl.costs import COMPUTE, CRYPTO
 from securefl.fl.training import prox_term
 from securefl.fl.transport import NodeContext, Record
-from securefl.fl.uploads import upload
 from securefl.methods.halves import REPORT, LocalData, MethodClient
 from securefl.methods.prototypical import (
     class_prototypes,
@@ -191,8 +190,7 @@ class ProtoFSSLClient(MethodClient):
             return self.secure_sum_reply(request, state)
         reply = Record()
         if step not in (TRAIN, PROTOTYPES):
-            raise InputError("step", step, f"{self.method.name} knows {TRAIN!r}, {PROTOTYPES!r} "
-                                           f"and {secure_sum_steps.STEPS}")
+            raise self.unknown_step(step, TRAIN, PROTOTYPES)
         if "model" not in request.arrays:
             raise ProtocolError(f"a ProtoFSSL {step} request needs the model")
         data = self.data(node)
@@ -267,10 +265,8 @@ class ProtoFSSLClient(MethodClient):
             reply.config[f"{REPORT}hits"] = int((labels == truth).sum())
             reply.config[f"{REPORT}unlabeled"] = int(labels.size)
         reply.config[COMPUTE] = time.perf_counter() - start
-        reply.config[CRYPTO] = upload(reply, state, request, secure=method.secure,
-                                      sum_backend=method.sum_backend,
-                                      vectors={"model": model_vector(network)},
-                                      weight=float(len(data.client)))
+        reply.config[CRYPTO] = self.upload_model(reply, state, request,
+                                                 {"model": model_vector(network)}, data)
         return reply
 
     def release(self, network: torch.nn.Module, request: Record, state: Record, node: NodeContext,
