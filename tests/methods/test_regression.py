@@ -29,6 +29,7 @@ i.e. on any machine.  The record is never rewritten to make a test pass (see
 from __future__ import annotations
 
 import copy
+import json
 
 import numpy as np
 import pytest
@@ -188,3 +189,26 @@ def test_a_changed_pseudo_label_rule_fails_the_portable_comparison(frozen, feds,
     changed = record("fedavg-pl", "plaintext", feds)
     problems = differences(changed, frozen["outputs"]["fedavg-pl/plaintext"], bit_exact=False)
     assert any("pseudo" in p for p in problems), problems
+
+
+def test_a_run_on_another_kernel_path_passes_the_portable_comparison(frozen, tmp_path):
+    """FedProp (both modes) recomputed in a process whose torch, oneDNN and MKL kernels take
+    their plainest paths agrees with the record on every portable field, whatever CPU this is."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    plain = {"ATEN_CPU_CAPABILITY": "default", "ONEDNN_MAX_CPU_ISA": "SSE41",
+             "MKL_ENABLE_INSTRUCTIONS": "SSE4_2"}
+    out = tmp_path / "record.json"
+    root = Path(__file__).resolve().parents[2]
+    subprocess.run([sys.executable, "-m", "tests.methods.regression.outputs", "--method", "fedprop",
+                    "--write", str(out)], check=True, cwd=root, timeout=600,
+                   env={**os.environ, **plain, "PYTHONPATH": str(root)})
+    other = json.loads(out.read_text())
+    assert other["kernel_path"] != frozen["kernel_path"]
+    assert other["kernel_path"]["torch_cpu_capability"] == "DEFAULT"
+    for mode in MODES:
+        key = f"fedprop/{mode}"
+        assert differences(other["outputs"][key], frozen["outputs"][key], bit_exact=False) == []
