@@ -7,6 +7,9 @@
   ``n_a n_b L 16`` bits per pair of parties.
 * ``"lwe"`` (:mod:`securefl.crypto.lwe`): LWE linearly homomorphic encryption of one
   party's codes; traffic linear in the inputs plus the ``n_a n_b`` outputs.
+* ``"rlwe"`` (:mod:`securefl.crypto.rlwe`): the same protocol and messages with a
+  ring-structured public matrix (ring-LWE): the products with it become FFT polynomial
+  products.
 * ``"plaintext"``: the same matrix without cryptography (the oracle of the tests).
 
 Both secure backends end the same way, which this module holds: for every pair of
@@ -34,7 +37,7 @@ from securefl.errors import InputError, ProtocolError
 SHARE_BITS = 16
 """Shares live in Z_(2^16): the code length L must be below 2^16."""
 
-BACKENDS = ("shade", "lwe", "plaintext")
+BACKENDS = ("shade", "lwe", "rlwe", "plaintext")
 
 
 @dataclass
@@ -45,7 +48,8 @@ class HammingResult:
     ``bytes_received`` map a party index (``SERVER`` = -1 for the server) to bytes.
     ``cpu_seconds_by_party`` (where the backend measures it) is the process CPU time of
     each party's own steps, BLAS threads included; ``bytes_by_message`` the bytes sent
-    per message kind.
+    per message kind; ``cpu_seconds_by_phase`` (LWE backends) the CPU time of the products
+    with the public matrix (``fixed``, once per party) and of the per-pair work (``per_pair``).
     """
 
     matrix: np.ndarray
@@ -58,6 +62,7 @@ class HammingResult:
     offsets: tuple[int, ...] = ()
     cpu_seconds_by_party: dict[int, float] = field(default_factory=dict)
     bytes_by_message: dict[str, int] = field(default_factory=dict)
+    cpu_seconds_by_phase: dict[str, float] = field(default_factory=dict)
 
     @property
     def bytes_total(self) -> int:
@@ -173,21 +178,26 @@ def secure_hamming_matrix(
     workers: int = 1,
     network: Network | None = None,
     progress: Callable[[int], None] | None = None,
+    device: str = "cpu",
 ) -> HammingResult:
     """The N x N Hamming matrix of all parties' codes, as the FedProp server receives it.
 
     ``codes`` is a sequence of per-party ``(n_j, L)`` 0/1 arrays (bool or integer dtype,
     ``L < 2^16``).  ``backend`` is ``"shade"`` (SHADE over OT), ``"lwe"`` (LWE
-    encryption, linear communication) or ``"plaintext"`` (no cryptography); all three
-    return the identical matrix.  ``seed`` fixes all cryptographic randomness
+    encryption, linear communication), ``"rlwe"`` (the same with a ring-structured public
+    matrix) or ``"plaintext"`` (no cryptography); all return the identical matrix.  ``seed`` fixes all cryptographic randomness
     (deterministic tests, ``--secure both``); ``None`` draws it from the OS CSPRNG.
     ``workers`` threads share the work (SHADE: OT chunks of each pair; LWE: BLAS
     threads).  ``network`` lets tests observe or tamper with the messages (any tampering
     raises :class:`~securefl.errors.ProtocolError`).  ``progress(k)`` is called as work
     completes (SHADE: OTs; LWE: see :func:`securefl.crypto.lwe.progress_total`).
+    ``device`` is the torch device of the LWE backends' products (``"cpu"``, ``"cuda"``,
+    ``"cuda:<k>"``); the other backends run on the CPU only.
     """
     if backend not in BACKENDS:
         raise InputError("backend", backend, f"must be one of {BACKENDS}")
+    if device != "cpu" and backend not in ("lwe", "rlwe"):
+        raise InputError("device", device, f"backend {backend!r} runs on the CPU only (device='cpu')")
     if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)) or workers < 1:
         raise InputError("workers", workers, "must be a positive integer")
     if backend == "plaintext":
@@ -201,4 +211,5 @@ def secure_hamming_matrix(
         return shade_hamming_matrix(parties, rng=rng, workers=int(workers), network=network, progress=progress)
     from securefl.crypto.lwe import lwe_hamming_matrix
 
-    return lwe_hamming_matrix(parties, rng=rng, workers=int(workers), network=network, progress=progress)
+    return lwe_hamming_matrix(parties, rng=rng, workers=int(workers), network=network, progress=progress,
+                              ring=backend == "rlwe", device=device)

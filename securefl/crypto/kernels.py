@@ -24,6 +24,8 @@ passes over memory, each with its own Python call:
 * :func:`lwe_unpack_into`, :func:`lwe_pack_into` — the LWE backend's 13-byte wire form of
   ``Z_(2^104)`` (three planes: 8 + 4 + 1 bytes) to and from float64 limbs, with carry
   propagation, one pass each instead of a dozen numpy passes (:mod:`securefl.crypto.lwe`).
+* :func:`rlwe_limbs_into` — the ring backend's 26-bit product limbs regrouped into the
+  36/36/32-bit limb sums that :func:`lwe_pack_into` takes (:mod:`securefl.crypto.rlwe`).
 
 Why by hand: these loops exist in no library; with numpy they cost more than the AES
 they surround.  ``nogil`` lets two worker threads run them in parallel; ``cache`` keeps
@@ -213,3 +215,26 @@ def lwe_pack_into(g0, g1, g2, low, top, middle):  # pragma: no cover - compiled
             low[o, i] = np.uint64(l0) | (np.uint64(l1) << np.uint64(36))
             middle[o, i] = np.uint8(l1 >> 28)
             top[o, i] = np.uint32(l2)
+
+
+@_jit
+def rlwe_limbs_into(products, first, g0, g1, g2):  # pragma: no cover - compiled
+    """Ring products in 26-bit limbs -> limb sums of the element mod 2^104 (:mod:`securefl.crypto.rlwe`).
+
+    ``products[i, t, first + j]`` (float64, exact integers, ``|c| < 2^47``) are the limbs of
+    ``c0 + 2^26 c1 + 2^52 c2 + 2^78 c3``; writes ``g0 + 2^36 g1 + 2^72 g2`` of the same value
+    into ``g*[i, j]`` (float64, ``|g| < 2^53``, the input of :func:`lwe_pack_into`):
+    ``g0 = c0 + 2^26 (c1 mod 2^10)``, ``g1 = floor(c1 / 2^10) + 2^16 (c2 mod 2^20)``,
+    ``g2 = floor(c2 / 2^20) + 2^6 c3``.
+    """
+    m10 = (np.int64(1) << 10) - 1
+    m20 = (np.int64(1) << 20) - 1
+    for i in range(g0.shape[0]):
+        for j in range(g0.shape[1]):
+            c0 = np.int64(products[i, 0, first + j])
+            c1 = np.int64(products[i, 1, first + j])
+            c2 = np.int64(products[i, 2, first + j])
+            c3 = np.int64(products[i, 3, first + j])
+            g0[i, j] = c0 + ((c1 & m10) << 26)
+            g1[i, j] = (c1 >> 10) + ((c2 & m20) << 16)
+            g2[i, j] = (c2 >> 20) + (c3 << 6)

@@ -52,9 +52,10 @@ floor is exactly ``-2 <x_i, y_j> - U_hi``: ``s_a + s_b = |x_i| + |y_j| - 2 <x_i,
 binary matrix with inner dimension ``n`` or a block of at most :data:`BLOCK_ROWS` rows,
 accumulated in float64 over the ``K`` rows: every partial sum is an integer of absolute
 value at most ``K 2^36 < 2^53`` (``K <= 2^16 + 2^12``), hence exact; carries are then
-propagated between limbs in int64.  Before every session :func:`check_exact_gemm`
-multiplies known matrices through the same BLAS at the same inner dimension and raises
-:class:`~securefl.errors.PlatformError` unless the result is exact.
+propagated between limbs in int64.  The products run on a torch device (``device``:
+``"cpu"``, ``"cuda"``; :mod:`securefl.crypto.linalg`).  Before every session
+:func:`check_exact_products` multiplies known matrices on that device at the same inner
+dimension and raises :class:`~securefl.errors.PlatformError` unless the result is exact.
 
 **Who learns what** (semi-honest parties and server).
 
@@ -116,7 +117,7 @@ exactly 3 bytes per 24-bit entry.
 **Costs** (bytes per element: 13).  ``C``: ``13 n_a K``; ``H'``: ``13 n n_b``; ``D``:
 ``3 n_a n_b`` + 16; shares ``2 x 2 n_a n_b``.  CPU: ``3 n_a n K`` multiply-adds for
 ``C``, ``3 n K n_b`` for the hint, ``3 n_a K n_b`` for ``C Y'^T`` and ``3 n_a n n_b``
-for ``S H'``, as float64 GEMMs (:data:`_gemm`, BLAS threads = ``workers``; ``n = 4096``,
+for ``S H'``, as float64 GEMMs (:func:`securefl.crypto.linalg.gemm`, threads = ``workers``; ``n = 4096``,
 ``K = L + 4096``), about 80 % of the CPU time; the rest is AES-CTR, the limb kernels
 (:mod:`securefl.crypto.kernels`) and the tags.  Memory is bounded by streaming ``M`` and
 ``C`` in blocks of :data:`BLOCK_ROWS` rows through reused buffers and by answering each
@@ -155,7 +156,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from threadpoolctl import threadpool_limits
 
-from securefl.crypto import kernels, prg
+from securefl.crypto import kernels, linalg, prg, rlwe
 from securefl.crypto.channel import SERVER, Message, Network
 from securefl.crypto.hamming import SHARE_BITS, HammingResult, check_codes, own_block, pair_roles, server_reconstruct
 from securefl.crypto.rand import RandomSource
@@ -231,9 +232,12 @@ def check_parameters(length: int) -> None:
         raise InputError("RESPONSE_BITS", RESPONSE_BITS, "the kept bits of D and the top of U_lo must lie in the top limb")
 
 
-def check_session(sizes: list[int] | tuple[int, ...], length: int) -> None:
-    """Refuse (``InputError`` on ``codes``) a session whose statistical bound exceeds 2^-40."""
+def check_session(sizes: list[int] | tuple[int, ...], length: int, *, ring: bool = False) -> None:
+    """Refuse (``InputError`` on ``codes``) a session whose statistical bound exceeds 2^-40;
+    with ``ring``, also parameters the ring structure cannot run (:func:`rlwe.check_ring_parameters`)."""
     check_parameters(length)
+    if ring:
+        rlwe.check_ring_parameters(length, LWE_DIMENSION, RERANDOMISATION, MODULUS_BITS)
     bound = statistical_distance(sizes, length)
     if bound > STATISTICAL_BOUND:
         raise InputError(
@@ -244,27 +248,16 @@ def check_session(sizes: list[int] | tuple[int, ...], length: int) -> None:
         )
 
 
-_gemm = np.matmul
-"""The float64 matrix product every step uses, ``_gemm(a, b, out=None)`` (checked exact by
-:func:`check_exact_gemm`)."""
-
-
-def check_exact_gemm(inner: int = max(LWE_DIMENSION, BLOCK_ROWS)) -> None:
-    """Multiply known 36-bit limb matrices by ternary ones through :data:`_gemm` and compare
-    with exact int64 products; raise :class:`PlatformError` unless every entry is exact."""
-    generator = np.random.default_rng(inner)  # a fixed test vector, not key material
-    left = generator.integers(0, 1 << max(LIMB_BITS), size=(32, inner), dtype=np.int64)
-    left[0] = (1 << max(LIMB_BITS)) - 1
-    right = generator.integers(-1, 2, size=(inner, 32), dtype=np.int64)
-    right[:, 0] = 1
-    right[:, 1] = -1
-    exact = left @ right
-    got = _gemm(left.astype(np.float64), right.astype(np.float64))
-    if got.shape != exact.shape or not np.array_equal(got, exact.astype(np.float64)):
-        raise PlatformError(
-            "float64 matrix products are not exact on integers below 2^53 on this machine "
-            f"(inner dimension {inner}); the LWE Hamming backend refuses to run (use backend='shade')"
-        )
+def check_exact_products(*, ring: bool = False, device: str = "cpu") -> None:
+    """The self-test before every session, on ``device``: float64 GEMMs of 36-bit limbs by
+    ternary matrices at inner dimension ``max(n, BLOCK_ROWS)``
+    (:func:`~securefl.crypto.linalg.check_exact_gemm`) and, with ``ring``, the negacyclic FFT
+    products (:func:`~securefl.crypto.linalg.check_exact_ring`); :class:`PlatformError`
+    unless exact."""
+    resolved = linalg.resolve_device(device)
+    linalg.check_exact_gemm(resolved, max(LWE_DIMENSION, BLOCK_ROWS), max(LIMB_BITS))
+    if ring:
+        linalg.check_exact_ring(rlwe.RING_DIMENSION, rlwe.FFT_LIMB_BITS, resolved)
 
 
 def _nonce(label: str) -> int:
@@ -424,6 +417,8 @@ class LWEParty:
     sizes: dict[int, int]
     session: bytes
     rng: RandomSource
+    ring: bool = False
+    device: str = "cpu"
     _seed: bytes = field(default=b"", repr=False)
     _private: X25519PrivateKey | None = field(default=None, repr=False)
     _public: dict[int, bytes] = field(default_factory=dict, repr=False)
@@ -436,10 +431,16 @@ class LWEParty:
     _hints: dict[int, Planes] = field(default_factory=dict, repr=False)
     _shares: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
     _buffers: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    _ring: rlwe.RingMatrix | None = field(default=None, repr=False)
+    _ring_products: tuple[int, np.ndarray] | None = field(default=None, repr=False)
 
     @property
     def length(self) -> int:
         return self.codes.shape[1]
+
+    def _gemm(self, a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """``a @ b`` in float64 on this party's device (exact: :func:`check_exact_products`)."""
+        return linalg.gemm(a, b, device=linalg.resolve_device(self.device), out=out)
 
     def _buffer(self, name: str, shape: tuple[int, ...], dtype: type = np.float64) -> np.ndarray:
         """A scratch array reused from block to block (fresh large arrays would page-fault anew)."""
@@ -500,7 +501,8 @@ class LWEParty:
     def _derive(self) -> None:
         """``M``'s seed and the pair keys from the public keys; then :meth:`_prepare`."""
         transcript = self.session + b"".join(self._public[p] for p in sorted(self._public))
-        self._m_seed = hashlib.sha256(b"securefl/lwe/M/" + transcript).digest()[: prg.SEED_BYTES]
+        domain = rlwe.SEED_DOMAIN if self.ring else b"securefl/lwe/M/"
+        self._m_seed = hashlib.sha256(domain + transcript).digest()[: prg.SEED_BYTES]
         for peer in set(self.encrypts_for) | set(self.evaluates_for):
             try:
                 shared = self._private.exchange(X25519PublicKey.from_public_bytes(self._public[peer]))
@@ -514,8 +516,11 @@ class LWEParty:
         self._prepare()
 
     def _prepare(self) -> None:
-        """Draw ``S`` (encryptor) and ``R`` (evaluator); ``Y' = [Y | R]``; zero the running ``C Y'^T``."""
+        """Draw ``S`` (encryptor) and ``R`` (evaluator); ``Y' = [Y | R]``; zero the running
+        ``C Y'^T``; with ``ring``, expand the public polynomials of ``M``."""
         n_own, length = self.codes.shape
+        if self.ring and (self.encrypts_for or self.evaluates_for):
+            self._ring = rlwe.RingMatrix(self._m_seed, length, device=linalg.resolve_device(self.device))
         if self.encrypts_for:
             self._secret = _ternary(self._seed, "S", (n_own, LWE_DIMENSION))
         if self.evaluates_for:
@@ -527,29 +532,35 @@ class LWEParty:
                 self._next_block[peer] = 0
 
     def broadcasts(self) -> Iterator[Message]:
-        """Rounds 1-2: stream ``M`` block by block; yield each block of ``C`` (if it encrypts
-        for anyone) and, at the end, the hint ``H'`` (if it evaluates anyone's)."""
+        """Rounds 1-2: stream ``M`` block by block (with ``ring``: its polynomials); yield each
+        block of ``C`` (if it encrypts for anyone) and, at the end, the hint ``H'`` (if it
+        evaluates anyone's)."""
         n_own, length = self.codes.shape
         encrypting, evaluating = bool(self.encrypts_for), bool(self.evaluates_for)
         if encrypting:
             plaintext = self.codes.astype(np.float64) * float(((1 << SHARE_BITS) - 2) << (DELTA_BITS - 72))
-        if evaluating:
+        if evaluating and self._ring is None:
             hint = np.zeros((n_own, 3 * LWE_DIMENSION), dtype=np.float64)
         for block, (start, stop) in enumerate(_blocks(length) if encrypting or evaluating else []):
             rows = stop - start
-            raw = self._buffer("M bytes", (13 * rows * LWE_DIMENSION,), np.uint8)
-            public = _unpack(
-                _uniform_planes(self._m_seed, block, (rows, LWE_DIMENSION), out=raw),
-                limb_first=False,
-                out=self._buffer("M", (rows, 3, LWE_DIMENSION)),
-            )
-            if evaluating:
-                partial = self._buffer("hint block", hint.shape)
-                hint += _gemm(self._evaluation[:, start:stop], public.reshape(rows, 3 * LWE_DIMENSION), out=partial)
+            if self._ring is None:
+                raw = self._buffer("M bytes", (13 * rows * LWE_DIMENSION,), np.uint8)
+                public = _unpack(
+                    _uniform_planes(self._m_seed, block, (rows, LWE_DIMENSION), out=raw),
+                    limb_first=False,
+                    out=self._buffer("M", (rows, 3, LWE_DIMENSION)),
+                )
+                if evaluating:
+                    partial = self._buffer("hint block", hint.shape)
+                    hint += self._gemm(self._evaluation[:, start:stop], public.reshape(rows, 3 * LWE_DIMENSION), out=partial)
             if encrypting:
                 products = self._buffer("C block", (n_own, 3 * rows))
-                _gemm(self._secret, public.reshape(3 * rows, LWE_DIMENSION).T, out=products)
-                products = products.reshape(n_own, rows, 3)
+                if self._ring is None:
+                    self._gemm(self._secret, public.reshape(3 * rows, LWE_DIMENSION).T, out=products)
+                    products = products.reshape(n_own, rows, 3)
+                else:
+                    products = products.reshape(n_own, rows, 3)
+                    self._ring_columns(start, stop, products)
                 products[..., 0] += _binomial(self._seed, f"E/{block}", (n_own, rows))
                 if start < length:
                     products[:, : min(stop, length) - start, 2] += plaintext[:, start : min(stop, length)]
@@ -558,12 +569,28 @@ class LWEParty:
                 yield Message(self.index, SERVER, f"lwe/C/{self.index}/{block}", (*planes, tags))
         for name in ("M bytes", "M", "hint block", "C block"):
             self._buffers.pop(name, None)
+        self._ring_products = None
         if evaluating:
-            limbs = hint.reshape(n_own, 3, LWE_DIMENSION)
+            limbs = hint.reshape(n_own, 3, LWE_DIMENSION) if self._ring is None else self._ring.hint(self._evaluation)
             low = limbs[:, 0, :] + _binomial(self._seed, "G", (n_own, LWE_DIMENSION))
             planes = _pack(low, limbs[:, 1, :], limbs[:, 2, :])
             tags = np.stack([self._tag("H", self.index, peer, 0, planes) for peer in self.evaluates_for])
             yield Message(self.index, SERVER, f"lwe/H/{self.index}", (*planes, tags))
+
+    def _ring_columns(self, start: int, stop: int, out: np.ndarray) -> None:
+        """Columns ``[start, stop)`` of ``S M^T`` for the ring-structured ``M`` into ``out``
+        (``(n_own, stop - start, 3)`` limb sums): coefficients of the products ``a_k s_i``,
+        each polynomial's products computed once (columns arrive in order)."""
+        column = start
+        while column < stop:
+            k, first = self._ring.polynomial_of_column(column)
+            end = min(stop, self.length if column < self.length else stop, column - first + rlwe.RING_DIMENSION)
+            if self._ring_products is None or self._ring_products[0] != k:
+                self._ring_products = None
+                self._ring_products = (k, self._ring.ciphertext_products(self._secret, k))
+            span = slice(column - start, end - start)
+            kernels.rlwe_limbs_into(self._ring_products[1], first, out[:, span, 0], out[:, span, 1], out[:, span, 2])
+            column = end
 
     def _tag(self, kind: str, sender: int, receiver: int, block: int, planes: Planes) -> np.ndarray:
         peer = receiver if sender == self.index else sender
@@ -584,7 +611,7 @@ class LWEParty:
             limbs = _unpack(planes, limb_first=True, out=self._buffer("C limbs", (3, self.sizes[peer], stop - start)))
             accumulator = self._accumulators[peer]
             partial = self._buffer("C evaluated", accumulator.shape)
-            accumulator += _gemm(limbs.reshape(3 * self.sizes[peer], stop - start), self._evaluation[:, start:stop].T, out=partial)
+            accumulator += self._gemm(limbs.reshape(3 * self.sizes[peer], stop - start), self._evaluation[:, start:stop].T, out=partial)
             self._next_block[peer] = block + 1
         elif kind == "H" and block is None and peer in self.encrypts_for and peer not in self._hints:
             *planes, tag = _expect(message, _planes_spec((self.sizes[peer], LWE_DIMENSION)), message.tag)
@@ -645,7 +672,7 @@ class LWEParty:
         response[..., :3] = np.frombuffer(opened, dtype=np.uint8).reshape(n_own, n_peer, 3)
         response = response.view(np.uint32)[..., 0].astype(np.int64)
         hint = _unpack(self._hints.pop(peer), limb_first=True).reshape(3 * n_peer, LWE_DIMENSION)
-        products = _gemm(self._secret, hint.T)
+        products = self._gemm(self._secret, hint.T)
         w0, w1, w2 = _normalize(products[:, :n_peer], products[:, n_peer : 2 * n_peer], products[:, 2 * n_peer :])
         del hint, products
         theta_top = (1 << (MASK_BITS - 72)) + (1 << (DROPPED_BITS - 72))
@@ -697,18 +724,26 @@ class LWEServer:
 
 @dataclass
 class _Meter:
-    """CPU seconds per party and bytes per message kind of one session."""
+    """CPU seconds per party and per phase, and bytes per message kind, of one session.
+
+    Phases: ``fixed`` (each party's ``C`` and hint: the products with ``M``, once per
+    session whatever the pairs) and ``per_pair`` (evaluating ``C Y'^T``, answering and
+    decrypting ``D - S H'``: once per pair)."""
 
     network: Network
     cpu: dict[int, float] = field(default_factory=lambda: defaultdict(float))
+    phases: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     kinds: dict[str, int] = field(default_factory=lambda: defaultdict(int))
 
-    def run(self, party: int, step: Callable, *args, **kwargs):
+    def run(self, party: int, step: Callable, *args, phase: str | None = None, **kwargs):
         start = time.process_time()
         try:
             return step(*args, **kwargs)
         finally:
-            self.cpu[party] += time.process_time() - start
+            spent = time.process_time() - start
+            self.cpu[party] += spent
+            if phase is not None:
+                self.phases[phase] += spent
 
     def send(self, message: Message) -> None:
         kind = message.tag.split("/")[1]
@@ -722,6 +757,8 @@ def _session(
     rng: RandomSource,
     network: Network,
     progress: Callable[[int], None] | None,
+    ring: bool = False,
+    device: str = "cpu",
 ) -> tuple[dict[int, LWEParty], _Meter]:
     """Run rounds 0-4 for the ``(encryptor, evaluator)`` ``pairs``; the parties end holding their shares."""
     meter = _Meter(network)
@@ -736,6 +773,8 @@ def _session(
             sizes=sizes,
             session=network.session,
             rng=rng.child(f"party{p}"),
+            ring=ring,
+            device=device,
         )
         for p, c in codes.items()
     }
@@ -758,11 +797,11 @@ def _session(
     for p, party in parties.items():
         stream = party.broadcasts()
         while True:
-            message = meter.run(p, next, stream, None)
+            message = meter.run(p, next, stream, None, phase="fixed")
             if message is None:
                 break
             for delivered in broadcast(message):
-                meter.run(delivered.receiver, parties[delivered.receiver].absorb, delivered)
+                meter.run(delivered.receiver, parties[delivered.receiver].absorb, delivered, phase="per_pair")
             if progress is not None:
                 progress(1)
         streamed.add(p)
@@ -770,10 +809,10 @@ def _session(
         # products do not pile up over the session.
         for encryptor, evaluator in pairs:
             if p in (encryptor, evaluator) and {encryptor, evaluator} <= streamed:
-                response = meter.run(evaluator, parties[evaluator].answer, encryptor)
+                response = meter.run(evaluator, parties[evaluator].answer, encryptor, phase="per_pair")
                 meter.send(response)
                 delivered = network.receive(encryptor, evaluator, response.tag)
-                meter.run(encryptor, parties[encryptor].decrypt, delivered)
+                meter.run(encryptor, parties[encryptor].decrypt, delivered, phase="per_pair")
                 if progress is not None:
                     progress(1)
     return parties, meter
@@ -786,24 +825,31 @@ def lwe_hamming_matrix(
     workers: int,
     network: Network,
     progress: Callable[[int], None] | None = None,
+    ring: bool = False,
+    device: str = "cpu",
 ) -> HammingResult:
     """All-pairs LWE Hamming matrix on checked codes (the ``"lwe"`` backend of
-    :func:`securefl.crypto.secure_hamming_matrix`, which validates the arguments).
+    :func:`securefl.crypto.secure_hamming_matrix`, which validates the arguments; with
+    ``ring`` the ``"rlwe"`` backend, :mod:`securefl.crypto.rlwe`).
 
     For every pair ``a < b`` the encryptor is given by
     :func:`~securefl.crypto.hamming.pair_roles`; each party broadcasts its ``C`` and its
     hint once, answers each of its encryptors once, and sends its shares and own block
-    to the server, which reconstructs.  ``workers`` BLAS threads run the products.
+    to the server, which reconstructs.  ``workers`` threads run the products on the torch
+    ``device`` (``"cpu"``, ``"cuda"``, ...), after the exactness self-test on that device
+    (:func:`check_exact_products`).
     """
     start = time.perf_counter()
     sizes = [p.shape[0] for p in parties]
     length = parties[0].shape[1]
-    check_session(sizes, length)
+    check_session(sizes, length, ring=ring)
+    linalg.resolve_device(device)
     pairs = [pair_roles(a, b) for a in range(len(parties)) for b in range(a + 1, len(parties))]
-    with threadpool_limits(limits=workers, user_api="blas"):
+    with threadpool_limits(limits=workers, user_api="blas"), linalg.torch_threads(workers):
         if pairs:
-            check_exact_gemm()
-        states, meter = _session(dict(enumerate(parties)), pairs, rng=rng, network=network, progress=progress)
+            check_exact_products(ring=ring, device=device)
+        states, meter = _session(dict(enumerate(parties)), pairs, rng=rng, network=network, progress=progress,
+                                 ring=ring, device=device)
         for a in range(len(parties)):
             for b in range(a + 1, len(parties)):
                 encryptor, evaluator = pair_roles(a, b)
@@ -818,11 +864,12 @@ def lwe_hamming_matrix(
         matrix=matrix,
         bytes_sent={**{p: 0 for p in range(len(parties))}, SERVER: 0, **network.bytes_sent()},
         bytes_received={party: s.bytes_received for party, s in network.stats.items()},
-        backend="lwe",
+        backend="rlwe" if ring else "lwe",
         seconds=time.perf_counter() - start,
         offsets=tuple(np.cumsum([0, *sizes])[:-1].tolist()),
         cpu_seconds_by_party=dict(meter.cpu),
         bytes_by_message=dict(meter.kinds),
+        cpu_seconds_by_phase={"fixed": meter.phases["fixed"], "per_pair": meter.phases["per_pair"]},
     )
 
 
@@ -835,26 +882,31 @@ def lwe_pair(
     evaluator: int = 1,
     rng: RandomSource | None = None,
     workers: int = 1,
+    ring: bool = False,
+    device: str = "cpu",
 ) -> tuple[np.ndarray, np.ndarray]:
     """LWE between ``encryptor`` (holds ``x``, ``(n_a, L)``) and ``evaluator`` (holds ``y``, ``(n_b, L)``).
 
     Returns the encryptor's and the evaluator's ``(n_a, n_b)`` uint16 shares; their sum
     mod 2^16 is ``HD(x_i, y_j)``.  The broadcasts go through the server's relay on
-    ``network`` as in a full session.
+    ``network`` as in a full session.  ``ring`` selects the ring-structured ``M``
+    (:mod:`securefl.crypto.rlwe`), ``device`` the torch device of the products.
     """
     x, y = check_codes([x, y])
     if encryptor == evaluator or SERVER in (encryptor, evaluator):
         raise InputError("evaluator", evaluator, f"must differ from encryptor={encryptor} and the server")
-    check_session([x.shape[0], y.shape[0]], x.shape[1])
+    check_session([x.shape[0], y.shape[0]], x.shape[1], ring=ring)
     network = network if network is not None else Network()
-    with threadpool_limits(limits=workers, user_api="blas"):
-        check_exact_gemm()
+    with threadpool_limits(limits=workers, user_api="blas"), linalg.torch_threads(workers):
+        check_exact_products(ring=ring, device=device)
         states, _ = _session(
             {encryptor: x, evaluator: y},
             [(encryptor, evaluator)],
             rng=rng if rng is not None else RandomSource(),
             network=network,
             progress=None,
+            ring=ring,
+            device=device,
         )
     return states[encryptor].share(evaluator), states[evaluator].share(encryptor)
 

@@ -40,7 +40,7 @@ import numpy as np
 
 from securefl.crypto.channel import SERVER, Message
 from securefl.crypto.hamming import pair_roles
-from securefl.crypto.lwe import LWEParty, LWEServer, check_exact_gemm, check_session
+from securefl.crypto.lwe import LWEParty, LWEServer, check_exact_products, check_session
 from securefl.crypto.rand import RandomSource
 from securefl.errors import ProtocolError
 
@@ -62,14 +62,14 @@ def relay(parties: Sequence[int], message: Message) -> list[Message]:
 
 
 def _party(index: int, codes: np.ndarray, sizes: Mapping[int, int], alive: Sequence[int],
-           session: bytes) -> LWEParty:
+           session: bytes, ring: bool) -> LWEParty:
     live = set(int(p) for p in alive) | {index}
     pairs = [p for p in session_pairs(sizes) if set(p) <= live]
     return LWEParty(index=index, codes=codes,
                     encrypts_for=tuple(sorted(b for a, b in pairs if a == index)),
                     evaluates_for=tuple(sorted(a for a, b in pairs if b == index)),
                     sizes={int(p): int(n) for p, n in sizes.items()}, session=session,
-                    rng=RandomSource())
+                    rng=RandomSource(), ring=ring)
 
 
 def _keep(state: dict[str, np.ndarray], party: LWEParty) -> None:
@@ -88,27 +88,29 @@ def start(state: dict[str, np.ndarray], *, index: int, codes: np.ndarray, sessio
 
 
 def broadcast(state: dict[str, np.ndarray], keys: Sequence[Message], *, index: int,
-              codes: np.ndarray, sizes: Mapping[int, int], session: bytes) -> list[Message]:
+              codes: np.ndarray, sizes: Mapping[int, int], session: bytes, ring: bool = False) -> list[Message]:
     """Hop 1: the relayed public keys of the session's other parties (``sizes``: every
     party's point count); every block of ``C`` and the hint ``H'`` for the server to relay.
     A session whose statistical bound exceeds 2^-40 is refused before any work
-    (:func:`~securefl.crypto.lwe.check_session`, ``InputError``)."""
-    check_session([int(n) for n in sizes.values()], codes.shape[1])
-    party = _party(index, codes, sizes, list(sizes), session)
+    (:func:`~securefl.crypto.lwe.check_session`, ``InputError``).  ``ring`` selects the
+    ring-structured public matrix (the ``"rlwe"`` backend, :mod:`securefl.crypto.rlwe`); it
+    must be the same at every hop and every party."""
+    check_session([int(n) for n in sizes.values()], codes.shape[1], ring=ring)
+    party = _party(index, codes, sizes, list(sizes), session, ring)
     party.restore(state, keys=False)
     party.receive_keys(list(keys))
     _keep(state, party)
     if party.encrypts_for or party.evaluates_for:
-        check_exact_gemm()
+        check_exact_products(ring=ring)
     return list(party.broadcasts())
 
 
 def evaluate(state: dict[str, np.ndarray], relayed: Sequence[Message], *, index: int,
              codes: np.ndarray, sizes: Mapping[int, int], alive: Sequence[int],
-             session: bytes) -> tuple[list[Message], dict[int, np.ndarray]]:
+             session: bytes, ring: bool = False) -> tuple[list[Message], dict[int, np.ndarray]]:
     """Hop 2 (evaluator of its live pairs): absorb the relayed ``C`` blocks; the sealed
     answers ``D`` (one per live encryptor) and this party's shares by peer."""
-    party = _party(index, codes, sizes, alive, session)
+    party = _party(index, codes, sizes, alive, session, ring)
     party.restore(state)
     for message in relayed:
         if not message.tag.startswith("lwe/C/"):
@@ -121,10 +123,10 @@ def evaluate(state: dict[str, np.ndarray], relayed: Sequence[Message], *, index:
 
 def finish(state: dict[str, np.ndarray], hints: Sequence[Message], answers: Sequence[Message], *,
            index: int, codes: np.ndarray, sizes: Mapping[int, int], alive: Sequence[int],
-           session: bytes) -> dict[int, np.ndarray]:
+           session: bytes, ring: bool = False) -> dict[int, np.ndarray]:
     """Hop 3 (encryptor of its live pairs): the relayed hints and the answers ``D``; this
     party's shares by peer.  The state is cleared."""
-    party = _party(index, codes, sizes, alive, session)
+    party = _party(index, codes, sizes, alive, session, ring)
     party.restore(state)
     for message in hints:
         if not message.tag.startswith("lwe/H/"):
