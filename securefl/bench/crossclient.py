@@ -91,7 +91,7 @@ def validate(args: argparse.Namespace) -> None:
     for flag, value, ok, problem in checks:
         if not ok:
             raise InputError(flag, value, problem)
-    if args.hamming_backend == "lwe":
+    if args.hamming_backend in ("lwe", "rlwe"):
         bounds = np.linspace(0, args.n, args.parties + 1).astype(int)
         bound = lwe.statistical_distance(np.diff(bounds).tolist(), args.L)
         if bound > lwe.STATISTICAL_BOUND:

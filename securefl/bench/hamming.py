@@ -16,8 +16,11 @@ server's forwards).
 SHADE also records the AES throughput of this machine measured in the same run
 (``prg_gbps``) and ``seconds_lower_bound``: the AES output bytes the run needed divided
 by that throughput; ``seconds_over_lower_bound_per_worker`` compares against that work
-spread over ``--workers`` threads.  LWE also records the CPU seconds of each party and
-the bytes of each message kind.  The compiled kernels are loaded by a tiny warm-up run
+spread over ``--workers`` threads.  LWE and RLWE also record the CPU seconds of each party,
+the bytes of each message kind, and ``fixed_seconds`` / ``per_pair_seconds``: the CPU
+seconds of the products with the public matrix (``C`` and the hints, once per party) and of
+the per-pair work (``C Y'^T``, answers, decryption); ``--device`` runs their products on a
+torch device (``cpu``, ``cuda``).  The compiled kernels are loaded by a tiny warm-up run
 before the clock starts.
 """
 
@@ -29,7 +32,7 @@ import time
 import numpy as np
 
 from securefl.bench.common import add_workers_argument, peak_memory_mb
-from securefl.crypto import lwe, prg
+from securefl.crypto import linalg, lwe, prg
 from securefl.crypto.hamming import BACKENDS, SHARE_BITS, pair_roles, secure_hamming_matrix
 from securefl.crypto.projection import busiest_link_bytes, seconds_at_bandwidth
 from securefl.errors import InputError
@@ -42,6 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--parties", type=int, default=2, help="parties the points are split over")
     parser.add_argument("--backend", choices=BACKENDS, default="shade")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random codes (not of the crypto)")
+    parser.add_argument("--device", default="cpu", help="torch device of the lwe/rlwe products: cpu, cuda, cuda:<k>")
     add_workers_argument(parser)
 
 
@@ -57,7 +61,11 @@ def validate(args: argparse.Namespace) -> None:
         raise InputError("--workers", args.workers, "must be a positive number of threads")
     if args.seed < 0:
         raise InputError("--seed", args.seed, "must be non-negative")
-    if args.backend == "lwe":
+    if args.device != "cpu":
+        if args.backend not in ("lwe", "rlwe"):
+            raise InputError("--device", args.device, f"only the lwe and rlwe backends run on a device, not {args.backend!r}")
+        linalg.resolve_device(args.device)
+    if args.backend in ("lwe", "rlwe"):
         sizes = _split(args.n, args.parties)
         bound = lwe.statistical_distance(sizes, args.L)
         if bound > lwe.STATISTICAL_BOUND:
@@ -109,7 +117,7 @@ def total_ots(sizes: list[int], length: int) -> int:
 def _progress_total(backend: str, sizes: list[int], length: int) -> int:
     if backend == "shade":
         return total_ots(sizes, length)
-    if backend == "lwe":
+    if backend in ("lwe", "rlwe"):
         return lwe.progress_total(len(sizes), length)
     return 1
 
@@ -125,8 +133,9 @@ def run(args: argparse.Namespace, progress) -> dict:
     start = time.perf_counter()
     plain = secure_hamming_matrix(codes, backend="plaintext")
     plaintext_seconds = time.perf_counter() - start
+    device = {"device": args.device} if args.backend in ("lwe", "rlwe") else {}
     if args.backend != "plaintext":  # compiles or loads the kernels
-        secure_hamming_matrix([c[:2, :64] for c in codes[:2]], backend=args.backend, workers=args.workers)
+        secure_hamming_matrix([c[:2, :64] for c in codes[:2]], backend=args.backend, workers=args.workers, **device)
     task = progress.add_task(f"{args.backend} {args.n}x{args.n}", total=max(_progress_total(args.backend, sizes, args.L), 1))
     start, cpu_start = time.perf_counter(), time.process_time()
     result = secure_hamming_matrix(
@@ -134,6 +143,7 @@ def run(args: argparse.Namespace, progress) -> dict:
         backend=args.backend,
         workers=args.workers,
         progress=lambda k: progress.advance(task, k),
+        **device,
     )
     seconds = time.perf_counter() - start
     cpu_seconds = time.process_time() - cpu_start
@@ -144,7 +154,7 @@ def run(args: argparse.Namespace, progress) -> dict:
     client_bytes = [v for k, v in result.bytes_sent.items() if k >= 0]
     link_bytes = busiest_link_bytes(result.bytes_sent, result.bytes_received)
     projected = seconds_at_bandwidth(cpu_seconds, link_bytes)
-    model = {"shade": cost_model_bytes, "lwe": lwe_cost_model_bytes}.get(args.backend)
+    model = {"shade": cost_model_bytes, "lwe": lwe_cost_model_bytes, "rlwe": lwe_cost_model_bytes}.get(args.backend)
     return {
         "n": args.n,
         "L": args.L,
@@ -152,9 +162,12 @@ def run(args: argparse.Namespace, progress) -> dict:
         "party_sizes": sizes,
         "backend": args.backend,
         "workers": args.workers,
+        "device": args.device,
         "seconds": seconds,
         "cpu_seconds": cpu_seconds,
         "cpu_seconds_by_party": {str(k): v for k, v in sorted(result.cpu_seconds_by_party.items())},
+        **({"fixed_seconds": result.cpu_seconds_by_phase["fixed"],
+            "per_pair_seconds": result.cpu_seconds_by_phase["per_pair"]} if result.cpu_seconds_by_phase else {}),
         "plaintext_seconds": plaintext_seconds,
         "ratio": seconds / plaintext_seconds,
         "ots": result.ots,

@@ -138,7 +138,7 @@ def cross_client_round(transport: Transport, members: Sequence[int], *, feature_
                        hamming_backend: str = "shade") -> CrossClientRound:
     """Run CrossClientLP among ``members`` (clients, in party order) on ``transport``;
     ``feature_model`` is the vector of the model whose features the clients embed;
-    ``hamming_backend`` (real mode) ``"shade"`` or ``"lwe"``, as the clients run it."""
+    ``hamming_backend`` (real mode) ``"shade"``, ``"lwe"`` or ``"rlwe"``, as the clients run it."""
     real = secure == "real"
     members = [int(c) for c in members]
     count = len(members)
@@ -214,13 +214,13 @@ def cross_client_round(transport: Transport, members: Sequence[int], *, feature_
                         pair = (int(match.group(1)), int(match.group(2)))
                         shares.setdefault(pair, {})[j] = message_from(result, j, key[: -len("/count")])
 
-        if hamming_backend == "lwe":
+        if hamming_backend in ("lwe", "rlwe"):
             # lwe_hops: keys relayed (hop 1), each C block to its evaluators (hop 2), each
             # hint to its encryptors (hop 3), every forward with its recipient's own tag;
             # the answers D client to client in sealed batches; shares at hops 2 and 3.
             begin = time.thread_time()
             in_session = list(graph)
-            check_session([int(sizes[j]) for j in in_session], int(L))
+            check_session([int(sizes[j]) for j in in_session], int(L), ring=hamming_backend == "rlwe")
             inbox: dict[int, list[tuple[int, Message]]] = {}
             hints: dict[int, list[tuple[int, Message]]] = {}
             for j in graph:
@@ -263,7 +263,7 @@ def cross_client_round(transport: Transport, members: Sequence[int], *, feature_
             raise DropoutError("every client dropped out before SecureHamming")
         begin = time.thread_time()
         matrix = _assemble(graph, sizes, own, shares, L,
-                           prefix="lwe" if hamming_backend == "lwe" else "shade")
+                           prefix="lwe" if hamming_backend in ("lwe", "rlwe") else "shade")
     else:
         shares_up = np.stack([np.asarray(reply(result, j).arrays["cclp/share"]) for j in live]) \
             if live else np.zeros((0, 16), np.uint8)

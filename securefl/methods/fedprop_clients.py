@@ -29,7 +29,7 @@ round's selected clients, config ``cclp/party``):
     shares of finished pairs up to the server (``cclp/share/<a>-<b>``).  Config array
     ``cclp/alive`` names the peers still in the protocol: a pair with a peer that left is
     abandoned.
-``cclp/lwe/1`` .. ``cclp/lwe/3`` (real, ``hamming_backend="lwe"``, instead of SHADE)
+``cclp/lwe/1`` .. ``cclp/lwe/3`` (real, ``hamming_backend="lwe"`` or ``"rlwe"``, instead of SHADE)
     :mod:`securefl.crypto.lwe_hops`: the LWE public key rides on ``cclp/codes``; then the
     relayed keys down and every ``C`` block and the hint ``H'`` up (slots ``cclp/lwe/in``,
     ``cclp/lwe/out``, each forward with its own end-to-end tag); the relayed ``C`` blocks
@@ -260,7 +260,7 @@ class CrossClientSteps:
         party = self._party(state)
         agreement = self._agreement(state)
         codes = self._hash(state, agreement.receive_shares(take_message(request, SLOT_LSH)))
-        backend = "lwe" if self.method.hamming_backend == "lwe" else "shade"
+        backend = "lwe" if self.method.hamming_backend in ("lwe", "rlwe") else "shade"
         put_message(reply, SLOT_OWN, Message(party, SERVER, f"{backend}/own/{party}", (own_block(codes),)))
         if backend == "lwe":
             self._lwe(0, request, state, reply)
@@ -349,17 +349,18 @@ class CrossClientSteps:
         members = alive if hop <= 1 else [int(p) for p in saved.get("ids", ())]
         in_session = {p: int(sizes[p]) for p in members}
         sent = received = 0
+        ring = self.method.hamming_backend == "rlwe"
         if hop == 0:
             put_message(reply, SLOT_LWE_KEY, lwe_hops.start(saved, index=me, codes=codes,
                                                             session=session, rng=RandomSource()))
         elif hop == 1:
             put_messages(reply, SLOT_LWE_OUT, lwe_hops.broadcast(
                 saved, take_messages(request, SLOT_LWE_IN), index=me, codes=codes,
-                sizes=in_session, session=session))
+                sizes=in_session, session=session, ring=ring))
         elif hop == 2:
             answers, shares = lwe_hops.evaluate(saved, take_messages(request, SLOT_LWE_IN), index=me,
                                                 codes=codes, sizes=in_session, alive=alive,
-                                                session=session)
+                                                session=session, ring=ring)
             for answer in answers:
                 links.send_batch(reply, state, [answer], me=me, peer=answer.receiver)
                 sent += frame_size(answer)
@@ -371,7 +372,8 @@ class CrossClientSteps:
                     received += sum(frame_size(m) for m in batch)
                     answers += batch
             shares = lwe_hops.finish(saved, take_messages(request, SLOT_LWE_IN), answers, index=me,
-                                     codes=codes, sizes=in_session, alive=alive, session=session)
+                                     codes=codes, sizes=in_session, alive=alive, session=session,
+                                     ring=ring)
         if hop >= 2:
             for message in lwe_hops.share_messages(me, shares):
                 put_message(reply, f"cclp/share/{message.tag[len('lwe/share/'):]}", message)

@@ -116,7 +116,7 @@ from securefl.protocols.lsh import (
 )
 
 BACKENDS = ("real", "plaintext")
-HAMMING_BACKENDS = ("shade", "lwe")
+HAMMING_BACKENDS = ("shade", "lwe", "rlwe")
 TAG_COLUMNS = "cclp/columns"
 TAG_S_L = "cclp/s-l"
 TAG_ROWS = "cclp/rows"

@@ -216,7 +216,7 @@ def test_help_shows_every_default_and_choices(capsys):
         helps[name] = " ".join(capsys.readouterr().out.split())
     assert "--m M number of random OTs (default: 4194304)" in helps["ot"]
     assert "--alpha ALPHA propagation parameter alpha (default: 0.99)" in helps["lp"]
-    assert "{shade,lwe,plaintext}" in helps["hamming"] and "(default: shade)" in helps["hamming"]
+    assert "{shade,lwe,rlwe,plaintext}" in helps["hamming"] and "(default: shade)" in helps["hamming"]
 
 
 def test_run_help_lists_methods_datasets_and_defaults(capsys):

@@ -39,9 +39,9 @@ def degenerate_codes(draw):
 @settings(max_examples=8, deadline=None)
 @given(codes=degenerate_codes())
 def test_every_backend_gives_the_same_result_or_the_same_error(codes):
-    assert BACKENDS == ("shade", "lwe", "plaintext")
+    assert BACKENDS == ("shade", "lwe", "rlwe", "plaintext")
     outcomes = {backend: _outcome(codes, backend) for backend in BACKENDS}
-    assert outcomes["shade"] == outcomes["lwe"] == outcomes["plaintext"], outcomes
+    assert outcomes["shade"] == outcomes["lwe"] == outcomes["rlwe"] == outcomes["plaintext"], outcomes
     if outcomes["plaintext"][0] == "ok":
         stacked = np.concatenate(codes).astype(np.int64)
         expected = (stacked[:, None, :] != stacked[None, :, :]).sum(axis=2)

@@ -6,6 +6,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
+import securefl.crypto.linalg as linalg
 import securefl.crypto.lwe as lwe
 from securefl.crypto import lwe_distance, lwe_one_vs_many, lwe_pair, secure_hamming_matrix
 from securefl.crypto.channel import SERVER, Message, Network
@@ -231,7 +232,7 @@ def test_bad_backend_seed_workers_and_codes_name_the_parameter():
 
 def test_inexact_float_products_are_refused_before_any_message(monkeypatch):
     monkeypatch.setattr(
-        lwe, "_gemm", lambda a, b, out=None: (a.astype(np.float32) @ b.astype(np.float32)).astype(np.float64)
+        linalg, "gemm", lambda a, b, *, device, out=None: (a.astype(np.float32) @ b.astype(np.float32)).astype(np.float64)
     )
     network = Network()
     with pytest.raises(PlatformError, match="not exact"):

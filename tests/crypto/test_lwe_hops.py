@@ -16,7 +16,7 @@ from securefl.errors import InputError, ProtocolError
 SESSION = b"lwe-hops"
 
 
-def _run(codes, tamper=None):
+def _run(codes, tamper=None, ring=False):
     """Every hop of every party, the server relaying; returns (matrix blocks, all messages)."""
     parties = list(range(len(codes)))
     sizes = {j: c.shape[0] for j, c in enumerate(codes)}
@@ -31,7 +31,7 @@ def _run(codes, tamper=None):
             moved.append(forward)
             inbox[forward.receiver].append(forward)
     broadcasts = {j: lwe_hops.broadcast(states[j], inbox[j], index=j, codes=codes[j], sizes=sizes,
-                                        session=SESSION) for j in parties}
+                                        session=SESSION, ring=ring) for j in parties}
     c_in = {j: [] for j in parties}
     h_in = {j: [] for j in parties}
     for j in parties:
@@ -45,14 +45,14 @@ def _run(codes, tamper=None):
     shares, answers = [], {j: [] for j in parties}
     for j in parties:
         sent, own = lwe_hops.evaluate(states[j], c_in[j], index=j, codes=codes[j], sizes=sizes,
-                                      alive=parties, session=SESSION)
+                                      alive=parties, session=SESSION, ring=ring)
         for message in sent:
             moved.append(message)
             answers[message.receiver].append(message)
         shares += lwe_hops.share_messages(j, own)
     for j in parties:
         own = lwe_hops.finish(states[j], h_in[j], answers[j], index=j, codes=codes[j], sizes=sizes,
-                              alive=parties, session=SESSION)
+                              alive=parties, session=SESSION, ring=ring)
         shares += lwe_hops.share_messages(j, own)
     moved += shares
     moved += [Message(j, SERVER, f"lwe/own/{j}", (own_block(codes[j]),)) for j in parties]
@@ -64,9 +64,10 @@ def _codes(sizes, length, seed=0):
     return [rng.integers(0, 2, (n, length)).astype(np.uint8) for n in sizes]
 
 
-def test_hops_give_the_matrix_and_the_bytes_of_the_one_loop_session():
+@pytest.mark.parametrize("backend", ["lwe", "rlwe"])
+def test_hops_give_the_matrix_and_the_bytes_of_the_one_loop_session(backend):
     codes = _codes((5, 3, 4), 64)
-    shares, moved = _run(codes)
+    shares, moved = _run(codes, ring=backend == "rlwe")
     offsets = np.cumsum([0, *[c.shape[0] for c in codes]])
     matrix = np.zeros((offsets[-1],) * 2, dtype=np.int64)
     for message in shares:
@@ -76,7 +77,7 @@ def test_hops_give_the_matrix_and_the_bytes_of_the_one_loop_session():
     upper = np.triu(np.ones_like(matrix, dtype=bool), 1)
     for j in range(len(codes)):
         upper[offsets[j]:offsets[j + 1], offsets[j]:offsets[j + 1]] = False
-    reference = secure_hamming_matrix(codes, backend="lwe")
+    reference = secure_hamming_matrix(codes, backend=backend)
     np.testing.assert_array_equal(matrix[upper], reference.matrix[upper])
     np.testing.assert_array_equal(reference.matrix, hamming_matrix(pack_codes(np.concatenate(codes))))
     assert len(shares) == 2 * 3
