@@ -1,4 +1,5 @@
-"""securefl.crypto: cryptographic primitives (numpy, scipy, cryptography, pycryptodome; never torch).
+"""securefl.crypto: cryptographic primitives (numpy, scipy, cryptography, pycryptodome; torch only in
+``linalg``, as the device-generic array library of the LWE backends' exact products).
 
 Public names are resolved lazily from the modules of this room so that importing one
 primitive does not import them all.  Export rule (every room): no module of a room is named

@@ -117,6 +117,72 @@ def pair_roles(a: int, b: int) -> tuple[int, int]:
     return (a, b) if (a + b) % 2 == 0 else (b, a)
 
 
+ELEMENT_BYTES = 13
+"""Wire bytes of an element of Z_(2^104) in the LWE backends' ``C`` and ``H'``."""
+LWE_COLUMNS = 4096
+"""The LWE backends' dimension ``n`` and re-randomisation length ``L'`` (:mod:`securefl.crypto.lwe`)."""
+
+
+def link_bytes_model(backend: str, sizes: Sequence[int], length: int) -> int:
+    """Modelled bytes on the busiest client's link in its busier direction,
+    ``max_j max(sent_j, received_j)`` (what ``bench hamming`` reports as ``link_bytes_max_party``),
+    for ``backend`` ``"shade"`` or ``"lwe"``/``"rlwe"`` (the same messages) on parties of
+    ``sizes`` points and codes of ``length`` bits; frame headers, tags, keys and base OTs left out.
+
+    SHADE, per pair (OT sender ``s``, receiver ``r``, :func:`pair_roles`): ``16 n_r L`` bytes of
+    IKNP matrix ``r -> s`` and ``16 ceil(n_s / 8) n_r L`` bytes of corrections ``s -> r``.
+    LWE, per party: its ``C`` (``13 n_j (L + 4096)``, if it encrypts for anyone) and hint
+    (``13 * 4096 n_j``, if it evaluates anyone) sent once, each peer's relayed ``C`` or hint
+    received, ``3 n_a n_b + 16`` bytes of ``D`` per pair.  Both: two bytes per share entry and
+    per own-block entry to the server."""
+    if backend not in ("shade", "lwe", "rlwe"):
+        raise InputError("backend", backend, "must be 'shade', 'lwe' or 'rlwe'")
+    sizes = [int(n) for n in sizes]
+    sent = [2 * n * n for n in sizes]
+    received = [0] * len(sizes)
+    roles = [pair_roles(a, b) for a in range(len(sizes)) for b in range(a + 1, len(sizes))]
+    for active, passive in roles:
+        n_a, n_p = sizes[active], sizes[passive]
+        sent[active] += 2 * n_a * n_p
+        sent[passive] += 2 * n_a * n_p
+        if backend == "shade":
+            matrix, corrections = 16 * n_p * length, 16 * -(-n_a // 8) * n_p * length
+            sent[passive] += matrix
+            received[active] += matrix
+            sent[active] += corrections
+            received[passive] += corrections
+        else:
+            received[passive] += ELEMENT_BYTES * n_a * (length + LWE_COLUMNS) + 3 * n_a * n_p + 16
+            received[active] += ELEMENT_BYTES * LWE_COLUMNS * n_p + 3 * n_a * n_p + 16
+            sent[passive] += 3 * n_a * n_p + 16
+    if backend != "shade":
+        for j, n in enumerate(sizes):
+            if any(active == j for active, _ in roles):
+                sent[j] += ELEMENT_BYTES * n * (length + LWE_COLUMNS)
+            if any(passive == j for _, passive in roles):
+                sent[j] += ELEMENT_BYTES * LWE_COLUMNS * n
+    return max((max(s, r) for s, r in zip(sent, received)), default=0)
+
+
+def choose_backend(sizes: Sequence[int], length: int) -> str:
+    """The backend ``"auto"`` resolves to: ``"rlwe"`` if its modelled busiest-link bytes
+    (:func:`link_bytes_model`) are below SHADE's, else ``"shade"``.
+
+    A cost model over the shape and the link that needs no CPU term: wherever the ring
+    backend moves fewer bytes it also took less CPU than SHADE in every measurement
+    (``bench hamming``: 2 x 500 and 2 x 2500 points at L = 4096, FedProp's digits round
+    5 x 135 at L = 1024), because its per-pair work is ``3 n_a n_b (L + 8192)`` float64
+    multiply-adds against SHADE's ``n_a n_b L`` 16-bit OT lanes, and its fixed part is an FFT
+    per point; it moves more bytes only on small rounds (its ``C`` and hint are
+    ``13 (L + 8192)`` bytes per point whatever the peers: for two parties of ``n`` points,
+    below ``n ~ 6.5 (L + 4096) / L``), where SHADE is cheap too.  Deterministic in public
+    facts (point counts, ``L``), so the server and every client resolve it alike."""
+    if len(sizes) < 2:
+        return "shade"
+    shade, ring = link_bytes_model("shade", sizes, length), link_bytes_model("rlwe", sizes, length)
+    return "rlwe" if ring < shade else "shade"
+
+
 def own_block(codes: np.ndarray) -> np.ndarray:
     """A party's in-party block of distances (its own data, in the clear), as uint16."""
     return hamming_matrix(pack_codes(codes)).astype(np.uint16)
@@ -192,10 +258,14 @@ def secure_hamming_matrix(
     raises :class:`~securefl.errors.ProtocolError`).  ``progress(k)`` is called as work
     completes (SHADE: OTs; LWE: see :func:`securefl.crypto.lwe.progress_total`).
     ``device`` is the torch device of the LWE backends' products (``"cpu"``, ``"cuda"``,
-    ``"cuda:<k>"``); the other backends run on the CPU only.
+    ``"cuda:<k>"``); the other backends run on the CPU only.  ``backend="auto"`` runs
+    :func:`choose_backend`'s pick for these point counts and ``L`` (the result names it).
     """
+    if backend == "auto":
+        parties = check_codes(codes)
+        backend = choose_backend([p.shape[0] for p in parties], parties[0].shape[1])
     if backend not in BACKENDS:
-        raise InputError("backend", backend, f"must be one of {BACKENDS}")
+        raise InputError("backend", backend, f"must be 'auto' or one of {BACKENDS}")
     if device != "cpu" and backend not in ("lwe", "rlwe"):
         raise InputError("device", device, f"backend {backend!r} runs on the CPU only (device='cpu')")
     if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)) or workers < 1:

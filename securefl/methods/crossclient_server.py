@@ -53,7 +53,7 @@ import numpy as np
 from securefl.crypto import lwe_hops
 from securefl.crypto.lwe import check_session
 from securefl.crypto.channel import SERVER, Message, frame_size
-from securefl.crypto.hamming import check_codes
+from securefl.crypto.hamming import check_codes, choose_backend
 from securefl.crypto.hamming_plain import hamming_matrix, pack_codes
 from securefl.crypto.projection import busiest_link_bytes
 from securefl.errors import DropoutError, ProtocolError
@@ -138,7 +138,9 @@ def cross_client_round(transport: Transport, members: Sequence[int], *, feature_
                        hamming_backend: str = "shade") -> CrossClientRound:
     """Run CrossClientLP among ``members`` (clients, in party order) on ``transport``;
     ``feature_model`` is the vector of the model whose features the clients embed;
-    ``hamming_backend`` (real mode) ``"shade"``, ``"lwe"`` or ``"rlwe"``, as the clients run it."""
+    ``hamming_backend`` (real mode) ``"shade"``, ``"lwe"``, ``"rlwe"`` or ``"auto"`` (resolved by
+    :func:`~securefl.crypto.hamming.choose_backend` from the point counts of the clients asked
+    for their codes, as each client resolves it), as the clients run it."""
     real = secure == "real"
     members = [int(c) for c in members]
     count = len(members)
@@ -197,6 +199,8 @@ def cross_client_round(transport: Transport, members: Sequence[int], *, feature_
                                                   "cclp/sizes": sizes}), SLOT_LSH, m)
                     for m in relayed if m.receiver in live}
         seconds += time.thread_time() - begin
+        if hamming_backend == "auto":
+            hamming_backend = choose_backend([int(sizes[j]) for j in live], int(L))
         result, graph = exchange(CODES, requests, live)
         own = {j: message_from(result, j, SLOT_OWN) for j in graph}
         for j in graph:

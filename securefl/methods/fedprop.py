@@ -12,9 +12,11 @@ FedProp:
    B_L u B_U (|B_U| = |B_L| = min(batch_size, #labels)); ServerUpdate is FedAvg
    (secure aggregation when ``secure="real"``).
 
-With ``secure="real"`` CrossClientLP runs secure Hamming distances on the LSH codes (SHADE,
-or the linear-communication LWE backend with ``hamming_backend="lwe"``; the same H either
-way) and secure sums of the label scores; with ``secure="plaintext"`` its placeholder computes
+With ``secure="real"`` CrossClientLP runs secure Hamming distances on the LSH codes
+(``hamming_backend``: ``"shade"``, the linear-communication ``"lwe"``, its ring-structured
+``"rlwe"``, or by default ``"auto"``: per round, ring-LWE where it moves fewer bytes than
+SHADE on the busiest client's link, SHADE on small rounds,
+:func:`~securefl.crypto.hamming.choose_backend`; the same H every way) and secure sums of the label scores; with ``secure="plaintext"`` its placeholder computes
 the same Hamming matrix and sums directly.  The clients' shares of the LSH seed (agreed
 by key exchange, unknown to the server) come from ``crypto_seed_for("lsh", round)``:
 the OS CSPRNG in real mode without a crypto seed, never the simulation seed; real and
@@ -52,7 +54,7 @@ aggregation follow (:class:`~securefl.methods.fedprop_clients.FedPropClient`,
 :class:`~securefl.methods.fedprop_clients.FedPropMTClient`).  The server half reads only the
 federation's public facts, so FedProp runs on Flower (``deployable = True``).  The
 pseudo-label digest and accuracy come from the clients' reports (run config ``reports``).
-With ``hamming_backend="lwe"`` the clients run the LWE backend in four hops instead of
+With ``hamming_backend="lwe"`` or ``"rlwe"`` the clients run the LWE backend in four hops instead of
 SHADE's five (:mod:`securefl.crypto.lwe_hops`: key, broadcasts of ``C`` and ``H'`` relayed
 with per-recipient tags, answers ``D`` in sealed client-to-client batches, decryption), on
 any transport.
@@ -92,7 +94,7 @@ class FedProp(PseudoLabelMethod):
                  lr_decay_rounds: int | None = 2000, prox_mu: float = 0.0,
                  warmup_rounds: int = 10, k: int = 10, alpha: float = 0.99,
                  L: int = 4096, max_shift: int | None = None,
-                 hamming_backend: str = "shade") -> None:
+                 hamming_backend: str = "auto") -> None:
         super().__init__(secure=secure, seed=seed, crypto_seed=crypto_seed,
                          sum_backend=sum_backend, model=model,
                          clients_per_round=clients_per_round, local_epochs=local_epochs,
@@ -185,7 +187,7 @@ class FedPropMT(MeanTeacherRounds, FedProp):
                  warmup_rounds: int = 10, k: int = 10, alpha: float = 0.99, L: int = 4096,
                  max_shift: int | None = None, ema_decay: float = 0.99, consistency_weight: float = 100.0,
                  consistency_rampup: int = 5, noise_std: float = 0.1,
-                 hamming_backend: str = "shade") -> None:
+                 hamming_backend: str = "auto") -> None:
         super().__init__(secure=secure, seed=seed, crypto_seed=crypto_seed,
                          sum_backend=sum_backend, model=model,
                          clients_per_round=clients_per_round, local_epochs=local_epochs,

@@ -72,7 +72,7 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 from securefl.crypto import lwe_hops, shade_hops
 from securefl.crypto.channel import SERVER, Message, frame_size
 from securefl.crypto.fixed_point import FixedPoint
-from securefl.crypto.hamming import own_block, pair_roles
+from securefl.crypto.hamming import choose_backend, own_block, pair_roles
 from securefl.crypto.prg import random_seed
 from securefl.crypto.rand import RandomSource
 from securefl.crypto.secagg import SecAggConfig
@@ -260,7 +260,13 @@ class CrossClientSteps:
         party = self._party(state)
         agreement = self._agreement(state)
         codes = self._hash(state, agreement.receive_shares(take_message(request, SLOT_LSH)))
-        backend = "lwe" if self.method.hamming_backend in ("lwe", "rlwe") else "shade"
+        chosen = self.method.hamming_backend
+        if chosen == "auto":
+            sizes = np.asarray(request.arrays.get("cclp/sizes", np.zeros(0, np.int64)))
+            alive = np.asarray(request.arrays.get("cclp/alive", np.zeros(0, np.int64)))
+            chosen = choose_backend([int(sizes[p]) for p in alive], int(self.method.L))
+        state.config["cclp/hamming-backend"] = chosen
+        backend = "lwe" if chosen in ("lwe", "rlwe") else "shade"
         put_message(reply, SLOT_OWN, Message(party, SERVER, f"{backend}/own/{party}", (own_block(codes),)))
         if backend == "lwe":
             self._lwe(0, request, state, reply)
@@ -349,7 +355,7 @@ class CrossClientSteps:
         members = alive if hop <= 1 else [int(p) for p in saved.get("ids", ())]
         in_session = {p: int(sizes[p]) for p in members}
         sent = received = 0
-        ring = self.method.hamming_backend == "rlwe"
+        ring = state.config["cclp/hamming-backend"] == "rlwe"
         if hop == 0:
             put_message(reply, SLOT_LWE_KEY, lwe_hops.start(saved, index=me, codes=codes,
                                                             session=session, rng=RandomSource()))

@@ -116,7 +116,8 @@ from securefl.protocols.lsh import (
 )
 
 BACKENDS = ("real", "plaintext")
-HAMMING_BACKENDS = ("shade", "lwe", "rlwe")
+HAMMING_BACKENDS = ("auto", "shade", "lwe", "rlwe")
+"""``auto``: :func:`~securefl.crypto.hamming.choose_backend` picks SHADE or ring-LWE per round."""
 TAG_COLUMNS = "cclp/columns"
 TAG_S_L = "cclp/s-l"
 TAG_ROWS = "cclp/rows"

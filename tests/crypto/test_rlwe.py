@@ -269,3 +269,35 @@ def test_the_security_estimate_of_the_docstring():
     assert lwe.HE_STANDARD_128_TERNARY[rlwe.RING_DIMENSION] >= lwe.MODULUS_BITS
     for text in ("102.5", "93.0", "134.8", "127.9", "351"):
         assert text in rlwe.__doc__
+
+
+@pytest.mark.parametrize("backend", ["shade", "rlwe"])
+def test_the_link_model_is_the_measured_busiest_link(backend):
+    from securefl.crypto.hamming import link_bytes_model
+    from securefl.crypto.projection import busiest_link_bytes
+
+    rng = np.random.default_rng(4)
+    sizes, length = [9, 3, 6], 100
+    result = secure_hamming_matrix([rng.integers(0, 2, (n, length)) for n in sizes], backend=backend)
+    measured = busiest_link_bytes(result.bytes_sent, result.bytes_received)
+    model = link_bytes_model(backend, sizes, length)
+    assert model <= measured <= model * 1.02 + 20_000, (measured, model)
+
+
+def test_auto_takes_the_ring_where_it_moves_fewer_bytes():
+    from securefl.crypto.hamming import choose_backend, link_bytes_model
+
+    assert choose_backend([135] * 5, 1024) == "rlwe"  # FedProp's digits round
+    assert choose_backend([500, 500], 4096) == choose_backend([600] * 10, 4096) == "rlwe"
+    assert choose_backend([40, 40, 40], 256) == choose_backend([12, 12], 4096) == "shade"
+    assert choose_backend([7], 4096) == "shade"
+    for n in (13, 14, 20, 40):
+        ring, shade = link_bytes_model("rlwe", [n, n], 4096), link_bytes_model("shade", [n, n], 4096)
+        assert choose_backend([n, n], 4096) == ("rlwe" if ring < shade else "shade")
+    rng = np.random.default_rng(1)
+    codes = [rng.integers(0, 2, (n, 16)) for n in (2, 3)]
+    result = secure_hamming_matrix(codes, backend="auto")
+    assert result.backend == "shade"
+    np.testing.assert_array_equal(result.matrix, plain(codes))
+    with pytest.raises(InputError, match="backend"):
+        link_bytes_model("plaintext", [1, 1], 8)
