@@ -64,7 +64,10 @@ def validate(args: argparse.Namespace) -> None:
     if args.device != "cpu":
         if args.backend not in ("lwe", "rlwe"):
             raise InputError("--device", args.device, f"only the lwe and rlwe backends run on a device, not {args.backend!r}")
-        linalg.resolve_device(args.device)
+        try:
+            linalg.resolve_device(args.device)
+        except InputError as error:
+            raise InputError("--device", args.device, error.problem) from None
     if args.backend in ("lwe", "rlwe"):
         sizes = _split(args.n, args.parties)
         bound = lwe.statistical_distance(sizes, args.L)

@@ -18,9 +18,10 @@ device (``"cpu"``, ``"cuda"``, ``"cuda:1"``, ...) and *checks* that they were ex
   are the two halves of the coefficients and ``w_j = exp(i pi j / N)``.  A product is
   ``IFFT(A * V) / w`` whose real part holds coefficients ``0 .. N/2 - 1`` and imaginary part
   ``N/2 .. N - 1``.  The exact result has ``|c| <= K 2^limb_bits`` (``K`` the number of
-  non-zero terms summed) and the floating-point error is about
-  ``||a||_2 ||v||_2 2^-53 log2 N``, below ``2^-15`` for ``N = 4096`` and 18-bit limbs, so
-  rounding recovers the integers.
+  terms summed, ``K 2^limb_bits < 2^53`` is required) and the floating-point error is about
+  ``||a||_2 ||v||_2 2^-53 log2 N``: for ``N = 4096``, 26-bit limbs and up to ``2^16 + 2^12``
+  summed small coefficients, about ``2^-9``, so rounding recovers the integers (and the check
+  below catches any case where it does not).
 
 **Exactness check before use.**  Every product this class returns is verified: with a
 prime ``p = 786433 = 3 * 2^18 + 1`` and two roots ``r`` of ``X^N + 1`` mod ``p``, it
@@ -192,9 +193,9 @@ class NegacyclicProducts:
         torch.round(folded.imag, out=out[..., half:])
 
     def _evaluate(self, polys: torch.Tensor) -> torch.Tensor:
-        """``(..., N)`` integer polynomials (``|c| < 2^53 / (p N)`` after the reduction) -> their
-        values mod p at the check roots, ``(..., R)``.  Exact: ``|fmod(c, p)| < p`` times powers
-        below ``p``, ``N`` terms, below ``2^53``."""
+        """``(..., N)`` integer polynomials (float64 integers) -> their values mod p at the check
+        roots, ``(..., R)``.  Exact: ``fmod`` is exact, ``|fmod(c, p)| < p``, times powers below
+        ``p``, summed over ``N`` terms: at most ``N p^2 < 2^53``."""
         reduced = torch.fmod(polys, float(CHECK_PRIME))
         return torch.fmod(reduced @ self._powers, float(CHECK_PRIME))
 
@@ -219,7 +220,8 @@ class NegacyclicProducts:
     def multiply(self, smalls: np.ndarray, which: list[int] | tuple[int, ...]) -> np.ndarray:
         """``c[i, t] = sum_k smalls[k, i] * publics[which[k], t]`` in ``Z[X]/(X^N + 1)``, exactly.
 
-        ``smalls`` is float64 ``(k, rows, N)`` with entries in ``{-1, 0, 1}``; returns float64
+        ``smalls`` is float64 ``(k, rows, N)`` with entries in ``{-1, 0, 1}`` (a precondition the
+        exactness bounds rely on; the callers pass ternary secrets and binary codes); returns float64
         ``(rows, T, N)`` integer limbs.  Raises :class:`PlatformError` if a batch fails its
         evaluation check (nothing of it is returned), :class:`InputError` on bad shapes or indices."""
         smalls = np.asarray(smalls)

@@ -34,16 +34,21 @@ the relay, all frames over the metered, MACed :class:`~securefl.crypto.channel.N
    uniform mod ``p`` and ``U_lo`` uniform on ``[0, 2^87)``, keeping only the top
    :data:`RESPONSE_BITS` = 24 bits ``D' = D - r``, ``r = D mod 2^80`` (AES-GCM under
    ``K_ab``).  ``b``'s share is ``s_b = U_hi + |y_j|`` mod ``p``.
-4. ``a`` computes ``t = D' - S H' + theta`` with ``theta = 2^87 + 2^80 + N_max`` and
-   ``z = floor(t / Delta)`` mod ``p``; its share is ``s_a = z + |x_i|``.
+4. ``a`` computes ``t = D' - 2^72 S H'_top + theta`` with ``H'_top = floor(H' / 2^72)``
+   (the top 32-bit limb of the hint: the lower 72 bits of ``H'`` only move ``t`` by
+   ``|S (H' mod 2^72)| < n 2^72 = 2^84``, which ``theta`` absorbs),
+   ``theta = 2^87 + 2^80 + 2^84 + 2^72``, and ``z = floor(t / Delta)`` mod ``p``; its share
+   is ``s_a = z + |x_i|``.
 5. Both send their ``n_a x n_b`` shares to the server, which adds them
    (:func:`~securefl.crypto.hamming.server_reconstruct`).
 
 *Correctness, exact.*  ``D' - S H' = Delta (-2 X Y^T - U_hi) + N - U_lo - r`` with
 ``N = E Y'^T - S G``.  Every entry of ``E``, ``G`` is at most ``eta`` in absolute value,
 every entry of ``Y'``, ``S`` at most 1, so ``|N| <= N_max = eta (L + L' + n)``
-(:func:`noise_bound`; 258,048 < 2^18 at L = 4096).  Hence
-``N - U_lo - r + theta`` lies in ``[2, 2^87 + 2^80 + 2 N_max] subset [0, Delta)`` and the
+(:func:`noise_bound`; 258,048 < 2^18 at L = 4096).  The encryptor's own truncation adds
+``S (H' mod 2^72)``, of absolute value below ``2^84``.  Hence
+``N - U_lo - r + S (H' mod 2^72) + theta`` lies in
+``(2^72 - N_max, 2^87 + 2^80 + 2^85 + 2^72 + N_max) subset [0, Delta)`` (``N_max < 2^72``) and the
 floor is exactly ``-2 <x_i, y_j> - U_hi``: ``s_a + s_b = |x_i| + |y_j| - 2 <x_i, y_j>
 = HD``.  No tail bound is involved: the noise is bounded by construction.
 
@@ -116,13 +121,18 @@ exactly 3 bytes per 24-bit entry.
 
 **Costs** (bytes per element: 13).  ``C``: ``13 n_a K``; ``H'``: ``13 n n_b``; ``D``:
 ``3 n_a n_b`` + 16; shares ``2 x 2 n_a n_b``.  CPU: ``3 n_a n K`` multiply-adds for
-``C``, ``3 n K n_b`` for the hint, ``3 n_a K n_b`` for ``C Y'^T`` and ``3 n_a n n_b``
-for ``S H'``, as float64 GEMMs (:func:`securefl.crypto.linalg.gemm`, threads = ``workers``; ``n = 4096``,
+``C``, ``3 n K n_b`` for the hint, ``3 n_a K n_b`` for ``C Y'^T`` and ``n_a n n_b``
+for ``S H'_top``, as float64 GEMMs (:func:`securefl.crypto.linalg.gemm`, threads = ``workers``; ``n = 4096``,
 ``K = L + 4096``), about 80 % of the CPU time; the rest is AES-CTR, the limb kernels
 (:mod:`securefl.crypto.kernels`) and the tags.  Memory is bounded by streaming ``M`` and
 ``C`` in blocks of :data:`BLOCK_ROWS` rows through reused buffers and by answering each
 pair as soon as both of its broadcasts are complete (peak 1.9 GB at 2 x 2500 points,
 2.7 GB for the MNIST round of 10 x 600, L = 4096).
+
+**Ring-structured M** (``ring=True``, the ``"rlwe"`` backend): ``M`` is built from negacyclic
+blocks and the products ``S M^T`` and ``M^T Y'^T`` become checked FFT polynomial products,
+``O(N log N)`` per point instead of ``O(N K)``; messages, sizes and outputs are unchanged.
+The security argument for the ring and its estimate are in :mod:`securefl.crypto.rlwe`.
 
 **Changes from the design note.**  (1) ``q = 2^104`` instead of ``2^96``: with
 worst-case bounded noise the note's ``q`` gives ``2^-38.4`` at 2 x 2500 points (its
@@ -225,7 +235,11 @@ def check_parameters(length: int) -> None:
         raise InputError("L", length, f"K = L + L' = {columns} rows of {max(LIMB_BITS)}-bit limbs overflow float64's 53 bits")
     if noise_bound(length) >= 1 << LIMB_BITS[0]:
         raise InputError("ETA", ETA, f"noise bound {noise_bound(length)} must fit in the low limb")
-    window = 2 * noise_bound(length) + (1 << DROPPED_BITS) + (1 << MASK_BITS)
+    top = LIMB_BITS[0] + LIMB_BITS[1]
+    if noise_bound(length) >= 1 << top:
+        raise InputError("ETA", ETA, f"noise bound {noise_bound(length)} must lie below 2^{top}")
+    truncation = 2 * LWE_DIMENSION * (1 << top) + (1 << top)
+    window = 2 * noise_bound(length) + (1 << DROPPED_BITS) + (1 << MASK_BITS) + truncation
     if window >= 1 << DELTA_BITS:
         raise InputError("MASK_BITS", MASK_BITS, f"decryption window {window} does not fit below Delta = 2^{DELTA_BITS}")
     if min(MASK_BITS, DROPPED_BITS) < LIMB_BITS[0] + LIMB_BITS[1] or RESPONSE_BITS > 32:
@@ -656,7 +670,7 @@ class LWEParty:
         return hashlib.sha256(f"securefl/lwe/D/{evaluator}->{encryptor}".encode()).digest()[:12]
 
     def decrypt(self, message: Message) -> None:
-        """Round 4 (encryptor): open ``D``, ``t = D' - S H' + theta``, share ``floor(t / Delta) + |x|``."""
+        """Round 4 (encryptor): open ``D``, ``t = D' - 2^72 S H'_top + theta``, share ``floor(t / Delta) + |x|``."""
         peer = message.sender
         if message.receiver != self.index or message.tag != "lwe/D" or peer not in self.encrypts_for:
             raise ProtocolError(f"party {self.index}: unexpected answer {message.tag!r} from party {peer}")
@@ -671,16 +685,11 @@ class LWEParty:
         response = np.zeros((n_own, n_peer, 4), dtype=np.uint8)
         response[..., :3] = np.frombuffer(opened, dtype=np.uint8).reshape(n_own, n_peer, 3)
         response = response.view(np.uint32)[..., 0].astype(np.int64)
-        hint = _unpack(self._hints.pop(peer), limb_first=True).reshape(3 * n_peer, LWE_DIMENSION)
-        products = self._gemm(self._secret, hint.T)
-        w0, w1, w2 = _normalize(products[:, :n_peer], products[:, n_peer : 2 * n_peer], products[:, 2 * n_peer :])
-        del hint, products
-        theta_top = (1 << (MASK_BITS - 72)) + (1 << (DROPPED_BITS - 72))
-        value = noise_bound(self.length) - w0
-        borrow = value >> 36
-        value = borrow - w1
-        borrow = value >> 36
-        top = ((response << (DROPPED_BITS - 72)) + theta_top - w2 + borrow) & _M32
+        hint_top = self._hints.pop(peer)[1].astype(np.float64)
+        products = self._gemm(self._secret, hint_top.T).astype(np.int64)
+        del hint_top
+        theta_top = (1 << (MASK_BITS - 72)) + (1 << (DROPPED_BITS - 72)) + LWE_DIMENSION + 1
+        top = ((response << (DROPPED_BITS - 72)) + theta_top - products) & _M32
         weights = self.codes.sum(axis=1, dtype=np.int64)
         share = (top >> (DELTA_BITS - 72)) + weights[:, None]
         self._shares[peer] = (share & ((1 << SHARE_BITS) - 1)).astype(np.uint16)

@@ -87,10 +87,34 @@ def test_bench_crossclient_validate_names_the_flag(overrides, flag):
     assert info.value.parameter == flag
 
 
-def test_bench_hamming_lwe_record_fields():
+@pytest.mark.parametrize(
+    "overrides, flag",
+    [
+        ({"backend": "rlwe", "n": 60_000}, "--n"),
+        ({"backend": "shade", "device": "cuda"}, "--device"),
+        ({"backend": "rlwe", "device": "tpu"}, "--device"),
+    ],
+)
+def test_bench_hamming_ring_and_device_flags_are_checked(overrides, flag):
+    with pytest.raises(InputError) as info:
+        hamming.validate(_args(hamming, **overrides))
+    assert info.value.parameter == flag
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="this machine has CUDA")
+def test_bench_hamming_refuses_cuda_without_a_gpu():
+    with pytest.raises(InputError, match="no CUDA device"):
+        hamming.validate(_args(hamming, backend="rlwe", device="cuda"))
+
+
+@pytest.mark.parametrize("backend", ["lwe", "rlwe"])
+def test_bench_hamming_lwe_record_fields(backend):
     with Progress(disable=True) as progress:
-        record = hamming.run(_args(hamming, n=7, L=33, parties=3, backend="lwe", workers=1), progress)
-    assert record["verified"] and record["backend"] == "lwe" and record["ots"] == 0
+        record = hamming.run(_args(hamming, n=7, L=33, parties=3, backend=backend, workers=1), progress)
+    assert record["verified"] and record["backend"] == backend and record["ots"] == 0
+    assert record["device"] == "cpu"
+    assert 0 < record["fixed_seconds"] and 0 < record["per_pair_seconds"]
+    assert record["fixed_seconds"] + record["per_pair_seconds"] <= record["cpu_seconds"] * 1.05
     assert set(record["cpu_seconds_by_party"]) == {"-1", "0", "1", "2"}
     assert record["cpu_seconds"] >= sum(record["cpu_seconds_by_party"].values()) * 0.9
     # every message counted once at its origin: the cost model plus headers, tags and keys
