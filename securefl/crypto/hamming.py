@@ -171,8 +171,8 @@ def choose_backend(sizes: Sequence[int], length: int) -> str:
     A cost model over the shape and the link that needs no CPU term: wherever the ring
     backend moves fewer bytes it also took less CPU than SHADE in every measurement
     (``bench hamming``: 2 x 500 and 2 x 2500 points at L = 4096, FedProp's digits round
-    5 x 135 at L = 1024), because its per-pair work is ``3 n_a n_b (L + 8192)`` float64
-    multiply-adds against SHADE's ``n_a n_b L`` 16-bit OT lanes, and its fixed part is an FFT
+    5 x 135 at L = 1024), because its per-pair work is ``3 n_a n_b (L + 4096) + 4096 n_a n_b``
+    float64 multiply-adds against SHADE's ``n_a n_b L`` 16-bit OT lanes, and its fixed part is an FFT
     per point; it moves more bytes only on small rounds (its ``C`` and hint are
     ``13 (L + 8192)`` bytes per point whatever the peers: for two parties of ``n`` points,
     below ``n ~ 6.5 (L + 4096) / L``), where SHADE is cheap too.  Deterministic in public
