@@ -28,6 +28,7 @@ import numpy as np
 
 from securefl.crypto.channel import SERVER, Network
 from securefl.crypto.hamming_plain import hamming_matrix, pack_codes
+from securefl.crypto.ot import OTSetups
 from securefl.crypto.rand import random_source
 from securefl.errors import InputError, ProtocolError
 
@@ -45,7 +46,9 @@ class HammingResult:
     ``bytes_received`` map a party index (``SERVER`` = -1 for the server) to bytes.
     ``cpu_seconds_by_party`` (where the backend measures it) is the process CPU time of
     each party's own steps, BLAS threads included; ``bytes_by_message`` the bytes sent
-    per message kind.
+    per message kind.  SHADE also reports ``setup_seconds`` (all pairs' IKNP setup steps:
+    base OTs where a pair had no setup yet, ``fresh_setups`` of them), ``pair_seconds``
+    (``"a-b"`` -> the pair's seconds after its setup step).
     """
 
     matrix: np.ndarray
@@ -58,6 +61,9 @@ class HammingResult:
     offsets: tuple[int, ...] = ()
     cpu_seconds_by_party: dict[int, float] = field(default_factory=dict)
     bytes_by_message: dict[str, int] = field(default_factory=dict)
+    setup_seconds: float = 0.0
+    pair_seconds: dict[str, float] = field(default_factory=dict)
+    fresh_setups: int = 0
 
     @property
     def bytes_total(self) -> int:
@@ -173,6 +179,8 @@ def secure_hamming_matrix(
     workers: int = 1,
     network: Network | None = None,
     progress: Callable[[int], None] | None = None,
+    setups: OTSetups | None = None,
+    identities: Sequence[int] | None = None,
 ) -> HammingResult:
     """The N x N Hamming matrix of all parties' codes, as the FedProp server receives it.
 
@@ -185,9 +193,21 @@ def secure_hamming_matrix(
     threads).  ``network`` lets tests observe or tamper with the messages (any tampering
     raises :class:`~securefl.errors.ProtocolError`).  ``progress(k)`` is called as work
     completes (SHADE: OTs; LWE: see :func:`securefl.crypto.lwe.progress_total`).
+    ``setups`` (SHADE only) keeps every pair's IKNP setup from one call to the next
+    (:class:`~securefl.crypto.ot.OTSetups`: base OTs once per pair, later calls are fresh
+    sessions of the same extension); ``identities`` names the parties in it (stable ids,
+    default ``0 .. P-1``), so a party keeps its setups when its position changes.
     """
     if backend not in BACKENDS:
         raise InputError("backend", backend, f"must be one of {BACKENDS}")
+    if setups is not None and backend != "shade":
+        raise InputError("setups", setups, f"only the shade backend keeps OT setups, not {backend!r}")
+    if identities is not None:
+        identities = list(identities)
+        if len(identities) != len(codes) or len(set(identities)) != len(identities) or not all(
+            isinstance(i, (int, np.integer)) and not isinstance(i, bool) for i in identities
+        ):
+            raise InputError("identities", identities, f"must be {len(codes)} distinct integers, one per party")
     if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)) or workers < 1:
         raise InputError("workers", workers, "must be a positive integer")
     if backend == "plaintext":
@@ -198,7 +218,15 @@ def secure_hamming_matrix(
     if backend == "shade":
         from securefl.crypto.shade import shade_hamming_matrix
 
-        return shade_hamming_matrix(parties, rng=rng, workers=int(workers), network=network, progress=progress)
+        return shade_hamming_matrix(
+            parties,
+            rng=rng,
+            workers=int(workers),
+            network=network,
+            progress=progress,
+            setups=setups,
+            identities=identities,
+        )
     from securefl.crypto.lwe import lwe_hamming_matrix
 
     return lwe_hamming_matrix(parties, rng=rng, workers=int(workers), network=network, progress=progress)

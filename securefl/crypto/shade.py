@@ -77,7 +77,17 @@ from securefl.crypto import kernels
 from securefl.crypto.channel import SERVER, Message, Network
 from securefl.crypto.fixed_key import FixedKeyAES, block_buffer
 from securefl.crypto.hamming import HammingResult, check_codes, own_block, pair_roles, server_reconstruct
-from securefl.crypto.ot import KAPPA, IKNPReceiver, IKNPSender, iknp_setup
+from securefl.crypto.ot import (
+    BASE_POINTS,
+    KAPPA,
+    IKNPReceiver,
+    IKNPSender,
+    OTSetups,
+    receiver_complete,
+    receiver_hello,
+    sender_answer,
+    setup_context,
+)
 from securefl.crypto.rand import RandomSource
 from securefl.errors import InputError, ProtocolError
 
@@ -91,10 +101,15 @@ FRAME_BYTES = 1 << 22
 
 @dataclass
 class PairCost:
-    """Work counters of one SHADE pair: OTs run and AES output bytes generated."""
+    """Work counters of one SHADE pair: OTs run, AES output bytes generated, the seconds
+    of its IKNP setup step (base OTs when ``fresh_setup``, else the resume messages) and of
+    the whole pair."""
 
     ots: int = 0
     prg_bytes: int = 0
+    setup_seconds: float = 0.0
+    seconds: float = 0.0
+    fresh_setup: bool = False
 
 
 @dataclass
@@ -265,25 +280,41 @@ def shade_pair(
     rng: RandomSource | None = None,
     workers: int = 1,
     progress: Callable[[int], None] | None = None,
+    setups: OTSetups | None = None,
+    identities: tuple[int, int] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, PairCost]:
     """SHADE between ``sender`` (holds ``x``, ``(n_a, L)``) and ``receiver`` (holds ``y``, ``(n_b, L)``).
 
     Returns the sender's and the receiver's ``(n_a, n_b)`` uint16 shares (their sum mod
-    2^16 is ``HD(x_i, y_j)``) and the work done.  ``workers > 1`` splits the OT chunks
+    2^16 is ``HD(x_i, y_j)``) and the work done.  ``setups`` keeps the pair's IKNP setup
+    between calls (:class:`~securefl.crypto.ot.OTSetups`: the base OTs run on the first
+    call only, later calls are new sessions of the same extension); ``identities`` are
+    the two parties' stable ids in it (default ``(sender, receiver)``).  Without
+    ``setups`` every call runs fresh base OTs.  ``workers > 1`` splits the OT chunks
     over that many threads, each with its own authenticated link (AES and numpy release
     the GIL); the bytes of those links are added to ``network``'s parties in the result
     of :func:`shade_hamming_matrix`, here they are returned via ``PairCost`` only.
     """
+    started = time.perf_counter()
     x, y = check_codes([x, y])
     rng = rng if rng is not None else RandomSource()
     length = x.shape[1]
-    ot_sender, ot_receiver = iknp_setup(
-        network,
-        sender=sender,
-        receiver=receiver,
-        sender_rng=rng.child(f"party{sender}"),
-        receiver_rng=rng.child(f"party{receiver}"),
+    setups = setups if setups is not None else OTSetups(federation=rng.child("federation").bytes(16))
+    me, peer = identities if identities is not None else (sender, receiver)
+    context = setup_context(setups.federation, me, peer)
+    hello, pending = receiver_hello(
+        setups.receiver(peer, me), context=context, rng=rng.child(f"party{receiver}"), sender=sender, receiver=receiver
     )
+    answer, sender_setup, session = sender_answer(
+        setups.sender(me, peer), network.deliver(hello), context=context, rng=rng.child(f"party{sender}")
+    )
+    setups.keep(me, peer, sender_setup)
+    receiver_setup, receiver_session = receiver_complete(
+        pending, setups.receiver(peer, me), network.deliver(answer), context=context
+    )
+    setups.keep(peer, me, receiver_setup)
+    ot_sender, ot_receiver = sender_setup.extension(session), receiver_setup.extension(receiver_session)
+    setup_seconds = time.perf_counter() - started
     sender_party = ShadeSender(codes=x, receivers=y.shape[0])
     receiver_party = ShadeReceiver(codes=y, senders=x.shape[0])
     points_per_chunk = max(1, CHUNK_OTS // length)
@@ -321,8 +352,15 @@ def shade_pair(
                 network.stats[party].bytes_received += stats.bytes_received
                 network.stats[party].messages_sent += stats.messages_sent
                 network.stats[party].messages_received += stats.messages_received
-    total = PairCost(ots=sum(c.ots for c in costs), prg_bytes=sum(c.prg_bytes for c in costs))
-    return sender_party.share(), receiver_party.share(), total
+    shares = sender_party.share(), receiver_party.share()
+    total = PairCost(
+        ots=sum(c.ots for c in costs),
+        prg_bytes=sum(c.prg_bytes for c in costs),
+        setup_seconds=setup_seconds,
+        seconds=time.perf_counter() - started,
+        fresh_setup=answer.tag == BASE_POINTS,
+    )
+    return *shares, total
 
 
 def shade_one_vs_many(
@@ -360,6 +398,8 @@ def shade_hamming_matrix(
     workers: int,
     network: Network,
     progress: Callable[[int], None] | None = None,
+    setups: OTSetups | None = None,
+    identities: Sequence[int] | None = None,
 ) -> HammingResult:
     """All-pairs SHADE on checked codes (the ``"shade"`` backend of
     :func:`securefl.crypto.secure_hamming_matrix`, which validates the arguments).
@@ -367,11 +407,18 @@ def shade_hamming_matrix(
     For every pair ``a < b`` SHADE runs with the OT sender given by
     :func:`~securefl.crypto.hamming.pair_roles`; each of the two sends its share of the
     ``(a, b)`` block and every party its own block to the server, which reconstructs.
+    ``setups`` and ``identities`` (the parties' stable ids, default their positions) keep
+    the pairs' IKNP setups across calls (:func:`shade_pair`).
     """
     start = time.perf_counter()
     sizes = [p.shape[0] for p in parties]
     offsets = np.cumsum([0, *sizes]).tolist()
+    identities = list(range(len(parties))) if identities is None else [int(i) for i in identities]
+    if setups is None:
+        setups = OTSetups(federation=rng.child("federation").bytes(16))
     total = PairCost()
+    pair_seconds: dict[str, float] = {}
+    fresh = 0
     for a in range(len(parties)):
         for b in range(a + 1, len(parties)):
             sender, receiver = pair_roles(a, b)
@@ -384,9 +431,14 @@ def shade_hamming_matrix(
                 rng=rng.child(f"pair{a}-{b}"),
                 workers=workers,
                 progress=progress,
+                setups=setups,
+                identities=(identities[sender], identities[receiver]),
             )
             total.ots += cost.ots
             total.prg_bytes += cost.prg_bytes
+            total.setup_seconds += cost.setup_seconds
+            pair_seconds[f"{a}-{b}"] = cost.seconds - cost.setup_seconds
+            fresh += cost.fresh_setup
             if sender != a:
                 share_s, share_r = share_s.T, share_r.T
             network.send(Message(sender, SERVER, f"shade/share/{a}-{b}", (share_s,)))
@@ -403,4 +455,7 @@ def shade_hamming_matrix(
         ots=total.ots,
         prg_bytes=total.prg_bytes,
         offsets=tuple(offsets[:-1]),
+        setup_seconds=total.setup_seconds,
+        pair_seconds=pair_seconds,
+        fresh_setups=fresh,
     )

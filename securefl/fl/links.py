@@ -121,10 +121,12 @@ def _link_key(state: Record, me: int, peer: int) -> bytes:
     if where.size != 1 or peer == me:
         raise ProtocolError(f"client {me}: no link to client {peer}")
     return pairwise_secret(_private_key(state), state.arrays[_KEYS][int(where[0])],
-                           session=_session(state), me=me, peer=peer, label="link")
+                           session=transport_session(state), me=me, peer=peer, label="link")
 
 
-def _session(state: Record) -> bytes:
+def transport_session(state: Record) -> bytes:
+    """The transport session id a client's state was opened in (``_session``, 16 bytes);
+    a state without one raises :class:`ProtocolError`."""
     session = state.config.get("_session")
     if not isinstance(session, bytes):
         raise ProtocolError("links need the transport session in the client state")
@@ -144,7 +146,7 @@ def seal(state: Record, messages: Sequence[Message], *, me: int, peer: int) -> n
             raise InputError("messages", message.tag, f"must all go from {me} to {peer}")
     counter = f"{_SENT}{peer}"
     batch = int(state.config.get(counter, 0))
-    network = Network(session=batch_session(_session(state), me, peer, batch),
+    network = Network(session=batch_session(transport_session(state), me, peer, batch),
                       key=_link_key(state, me, peer))
     parts = [struct.pack(">I", len(messages))]
     for message in messages:
@@ -164,7 +166,7 @@ def open_batch(state: Record, blob: np.ndarray, *, me: int, peer: int) -> list[M
     raw = data.tobytes()
     counter = f"{_RECEIVED}{peer}"
     batch = int(state.config.get(counter, 0))
-    network = Network(session=batch_session(_session(state), peer, me, batch),
+    network = Network(session=batch_session(transport_session(state), peer, me, batch),
                       key=_link_key(state, me, peer))
     messages = []
     try:
