@@ -42,8 +42,10 @@ Clients learn no distances.  A party that also colludes with the server learns t
 other's share and hence HD — exactly what the server learns anyway.
 
 **Client links need integrity, not confidentiality.**  Relayed through a semi-honest
-server, the pair's frames add nothing to its view: the base-OT points ``B_i`` are
-uniform whatever the choices; the IKNP matrix ``U = G(k^0) XOR G(k^1) XOR r`` is
+server, the pair's frames add nothing to its view: the hello carries a public point and
+public counters; the base-OT points ``(P_i^0, P_i^1)`` are pseudorandom whatever the
+choices (DDH, :mod:`securefl.crypto.ot`); every session's IKNP matrix
+``U = G(k^0) XOR G(k^1) XOR r`` reads a fresh window of the PRG streams and is
 pseudorandom to anyone without the base-OT keys (CDH); and each correction
 ``u = p0 + Delta - p1`` is masked by ``p1 = G(H(q XOR s))``, which needs the sender's
 ``q``.  Replace every ``p1`` by a uniform vector (TCCR + PRG) and each ``u`` becomes
@@ -54,7 +56,13 @@ the two clients derive from their X25519 agreement and the server cannot compute
 (:class:`~securefl.crypto.channel.LinkKeys`; the worker threads' links share the
 parties' key pairs).
 
-Tampering with any frame (correction, IKNP matrix, base OT, shares) raises
+**Across rounds** (``setups``, :class:`~securefl.crypto.ot.OTSetups`): a pair runs its
+128 X25519 base OTs once per federation and direction and every later call is a new
+session of the same IKNP extension (fresh PRG windows and TCCR tweaks, numbered sessions
+that are never re-used: the argument is in :mod:`securefl.crypto.ot`), so a round's
+fixed cost per pair is two small messages instead of the base OTs.
+
+Tampering with any frame (correction, IKNP matrix, hello, base OT, shares) raises
 :class:`~securefl.errors.ProtocolError` from the channel's MAC and sequence checks or
 from shape checks here; a reconstructed distance above ``L`` is also rejected.
 
