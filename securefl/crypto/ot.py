@@ -523,12 +523,17 @@ def _setup_array(arrays: dict[str, np.ndarray], key: str, shape: tuple[int, ...]
 @dataclass
 class SenderSetup:
     """The extension sender's persistent half of one setup: ``s`` (``delta``), its chosen base
-    keys ``k_i^{s_i}``, the setup id and the next session number it may accept.  Secret."""
+    keys ``k_i^{s_i}``, the setup id and the next session number it may accept.  Secret.
+
+    The row PRG's 128 AES key schedules are made once per setup and shared by the
+    extensions of its sessions (one at a time: a thread of its own takes a fresh
+    :class:`RowPRG`, as :func:`securefl.crypto.shade.shade_pair`'s workers do)."""
 
     setup_id: bytes
     delta: np.ndarray = field(repr=False)
     seeds: np.ndarray = field(repr=False)
     next_session: int = 0
+    _rows: RowPRG | None = field(default=None, repr=False, compare=False)
 
     def accept(self, session: int) -> int:
         """Admit ``session`` (it must be above every session accepted before); returns it."""
@@ -545,7 +550,9 @@ class SenderSetup:
         """The extension sender of an accepted ``session``."""
         if not _check_session(session) < self.next_session:
             raise ProtocolError(f"IKNP setup {self.setup_id.hex()}: session {session} was never accepted")
-        return IKNPSender(delta=self.delta, seeds=self.seeds, session=session)
+        if self._rows is None:
+            self._rows = RowPRG(self.seeds)
+        return IKNPSender(delta=self.delta, seeds=self.seeds, session=session, _prg=self._rows)
 
     def to_arrays(self) -> dict[str, np.ndarray]:
         """The state as named arrays (for a party's state record)."""
@@ -571,12 +578,14 @@ class SenderSetup:
 @dataclass
 class ReceiverSetup:
     """The extension receiver's persistent half of one setup: both keys of every base OT, the
-    setup id and the next session number it will use.  Secret."""
+    setup id and the next session number it will use.  Secret.  Row PRGs as in
+    :class:`SenderSetup`."""
 
     setup_id: bytes
     seeds0: np.ndarray = field(repr=False)
     seeds1: np.ndarray = field(repr=False)
     next_session: int = 0
+    _rows: tuple[RowPRG, RowPRG] | None = field(default=None, repr=False, compare=False)
 
     def open(self) -> int:
         """Take the next session number (used at most once, even if the session is abandoned)."""
@@ -590,7 +599,10 @@ class ReceiverSetup:
         """The extension receiver of an opened ``session``."""
         if not _check_session(session) < self.next_session:
             raise ProtocolError(f"IKNP setup {self.setup_id.hex()}: session {session} was never opened")
-        return IKNPReceiver(seeds0=self.seeds0, seeds1=self.seeds1, session=session)
+        if self._rows is None:
+            self._rows = RowPRG(self.seeds0), RowPRG(self.seeds1)
+        return IKNPReceiver(seeds0=self.seeds0, seeds1=self.seeds1, session=session,
+                            _prg0=self._rows[0], _prg1=self._rows[1])
 
     def to_arrays(self) -> dict[str, np.ndarray]:
         """The state as named arrays (for a party's state record)."""

@@ -338,8 +338,10 @@ def shade_pair(
     jobs = [
         dict(
             chunks=chunks[w::workers],
-            ot_sender=replace(ot_sender, hasher=FixedKeyAES(), _prg=None),
-            ot_receiver=replace(ot_receiver, hasher=FixedKeyAES(), _prg0=None, _prg1=None),
+            # one thread per worker: its own hasher and row PRGs (the setup's are not shared)
+            ot_sender=ot_sender if workers == 1 else replace(ot_sender, hasher=FixedKeyAES(), _prg=None),
+            ot_receiver=ot_receiver if workers == 1
+            else replace(ot_receiver, hasher=FixedKeyAES(), _prg0=None, _prg1=None),
             sender_party=sender_party,
             receiver_party=receiver_party,
             network=links[w],
