@@ -201,13 +201,17 @@ def secure_hamming_matrix(
     if backend not in BACKENDS:
         raise InputError("backend", backend, f"must be one of {BACKENDS}")
     if setups is not None and backend != "shade":
-        raise InputError("setups", setups, f"only the shade backend keeps OT setups, not {backend!r}")
+        raise InputError(
+            "setups", setups, f"only the shade backend keeps OT setups, not {backend!r}"
+        )
     if identities is not None:
         identities = list(identities)
         if len(identities) != len(codes) or len(set(identities)) != len(identities) or not all(
             isinstance(i, (int, np.integer)) and not isinstance(i, bool) for i in identities
         ):
-            raise InputError("identities", identities, f"must be {len(codes)} distinct integers, one per party")
+            raise InputError(
+                "identities", identities, f"must be {len(codes)} distinct integers, one per party"
+            )
     if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)) or workers < 1:
         raise InputError("workers", workers, "must be a positive integer")
     if backend == "plaintext":

@@ -78,7 +78,8 @@ FedProp round) is a *session* ``e = 0, 1, 2, ...`` of the same extension:
 * OT ``p`` of that chunk has the 128-bit TCCR tweak ``w = e * 2^64 + c * 2^32 + p``.
 
 Why reusing the base-OT seeds is safe (IKNP's own argument; OT libraries such as libOTe
-and emp-ot keep extending from one base-OT set in the same way): after the base OTs the seeds ``k_i^0, k_i^1`` are used only as PRG
+and emp-ot keep extending from one base-OT set in the same way): after the base OTs the
+seeds ``k_i^0, k_i^1`` are used only as PRG
 keys, and the extension's state is nothing but a position in those PRG streams.  Running
 sessions ``0..E`` with distinct nonces is *the same protocol* as one IKNP extension of all
 their OTs laid side by side -- the (session, chunk) nonce is just a longer chunk index --
@@ -194,7 +195,7 @@ def check_point(raw: bytes | np.ndarray, name: str) -> bytes:
         raise ProtocolError(f"{name}: an X25519 point has {POINT_BYTES} bytes, got {len(data)}")
     u = int.from_bytes(data, "little")
     if u >> 255 or u >= FIELD_PRIME:
-        raise ProtocolError(f"{name}: u = {u:#x} is not a canonical X25519 u-coordinate (u >= 2^255 - 19)")
+        raise ProtocolError(f"{name}: u = {u:#x} is not a canonical X25519 u-coordinate (>= 2^255 - 19)")
     if u in LOW_ORDER_U:
         raise ProtocolError(f"{name}: u = {u:#x} is a low-order point")
     if not _on_curve(u):
@@ -216,8 +217,8 @@ def _crs_point() -> bytes:
     the prime-order subgroup; nobody knows its logarithm to the base ``G``."""
     counter = 0
     while True:
-        digest = hashlib.sha256(b"securefl base OT: reference point T, try " + counter.to_bytes(4, "big")).digest()
-        u = int.from_bytes(digest, "little") & ((1 << 255) - 1)
+        label = b"securefl base OT: reference point T, try " + counter.to_bytes(4, "big")
+        u = int.from_bytes(hashlib.sha256(label).digest(), "little") & ((1 << 255) - 1)
         if u < FIELD_PRIME and u not in LOW_ORDER_U and _on_curve(u):
             clearing = hashlib.sha256(b"securefl base OT: cofactor-clearing scalar").digest()
             return _private(clearing).exchange(_public(u.to_bytes(POINT_BYTES, "little")))
@@ -235,13 +236,18 @@ def setup_context(federation: bytes, sender: int, receiver: int) -> bytes:
     if not isinstance(federation, bytes) or not 1 <= len(federation) <= 255:
         raise InputError("federation", federation, "must be 1 to 255 bytes")
     for name, party in (("sender", sender), ("receiver", receiver)):
-        if isinstance(party, bool) or not isinstance(party, (int, np.integer)) or not -(1 << 63) <= party < 1 << 63:
+        if not _is_int(party) or not -(1 << 63) <= party < 1 << 63:
             raise InputError(name, party, "must be a 64-bit integer party identity")
     if sender == receiver:
         raise InputError("receiver", receiver, "must differ from the sender")
-    digest = hashlib.sha256(b"securefl IKNP setup context v1" + bytes([len(federation)]) + federation)
-    digest.update(int(sender).to_bytes(8, "big", signed=True) + int(receiver).to_bytes(8, "big", signed=True))
+    digest = hashlib.sha256(b"securefl IKNP setup context v1" + bytes([len(federation)]))
+    digest.update(federation + int(sender).to_bytes(8, "big", signed=True))
+    digest.update(int(receiver).to_bytes(8, "big", signed=True))
     return digest.digest()
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
 
 def _check_context(context: bytes) -> bytes:
@@ -250,7 +256,9 @@ def _check_context(context: bytes) -> bytes:
     return context
 
 
-def _kdf(context: bytes, index: int, choice: int, a_point: bytes, p0: bytes, p1: bytes, shared: bytes) -> bytes:
+def _kdf(
+    context: bytes, index: int, choice: int, a_point: bytes, p0: bytes, p1: bytes, shared: bytes
+) -> bytes:
     digest = hashlib.sha256(b"securefl X25519 base OT v2")
     digest.update(context + index.to_bytes(4, "big") + bytes([choice]) + a_point + p0 + p1 + shared)
     return digest.digest()[:16]
@@ -306,7 +314,8 @@ class BaseOTSender:
                 raise ProtocolError(f"{BASE_POINTS}[{index}]: both points are equal")
             for choice, point in ((0, p0), (1, p1)):
                 shared = secret.exchange(_public(point))
-                keys[choice, index] = np.frombuffer(_kdf(self.context, index, choice, a_point, p0, p1, shared), np.uint8)
+                key = _kdf(self.context, index, choice, a_point, p0, p1, shared)
+                keys[choice, index] = np.frombuffer(key, np.uint8)
         return keys[0], keys[1]
 
 
@@ -338,7 +347,8 @@ class BaseOTReceiver:
             points[index, 0] = np.frombuffer(p0, np.uint8)
             points[index, 1] = np.frombuffer(p1, np.uint8)
             shared = secret.exchange(a_public)
-            keys[index] = np.frombuffer(_kdf(self.context, index, choice, a_raw, p0, p1, shared), np.uint8)
+            key = _kdf(self.context, index, choice, a_raw, p0, p1, shared)
+            keys[index] = np.frombuffer(key, np.uint8)
         return points, keys
 
 
@@ -348,13 +358,13 @@ def _bits_to_words(bits: np.ndarray) -> np.ndarray:
 
 
 def _check_session(session: int) -> int:
-    if isinstance(session, bool) or not isinstance(session, (int, np.integer)) or not 0 <= session < SESSION_LIMIT:
+    if not _is_int(session) or not 0 <= session < SESSION_LIMIT:
         raise InputError("session", session, f"must be an integer in [0, {SESSION_LIMIT})")
     return int(session)
 
 
 def _check_chunk(chunk: int) -> int:
-    if isinstance(chunk, bool) or not isinstance(chunk, (int, np.integer)) or not 0 <= chunk < CHUNK_LIMIT:
+    if not _is_int(chunk) or not 0 <= chunk < CHUNK_LIMIT:
         raise InputError("chunk", chunk, f"must be an integer in [0, {CHUNK_LIMIT})")
     return int(chunk)
 
@@ -430,7 +440,8 @@ def _hash_blocks(
         piece = x[start : start + HASH_BLOCK]
         if masked is not None:
             piece = xor_block_into(piece, delta, masked[: piece.shape[0]])
-        hasher.tccr(piece, tweaks[start : start + HASH_BLOCK], out=out[start : start + HASH_BLOCK], high=session)
+        window = slice(start, start + HASH_BLOCK)
+        hasher.tccr(piece, tweaks[window], out=out[window], high=session)
     return out
 
 
@@ -454,7 +465,10 @@ class IKNPSender:
         must be this session's ``U`` of ``chunk``."""
         nonce = prg_nonce(self.session, chunk)
         if message.tag != u_tag(self.session, chunk):
-            raise ProtocolError(f"IKNP: expected {u_tag(self.session, chunk)!r} (session {self.session}), got {message.tag!r}")
+            raise ProtocolError(
+                f"IKNP: expected {u_tag(self.session, chunk)!r} (session {self.session}), "
+                f"got {message.tag!r}"
+            )
         words = _padded(count) // 64
         if len(message.arrays) != 1:
             raise ProtocolError("IKNP: expected one matrix U")
@@ -480,7 +494,7 @@ class IKNPSender:
 
 @dataclass
 class IKNPReceiver:
-    """Extension receiver in one session: holds both base keys ``(k_i^0, k_i^1)`` of every base OT."""
+    """Extension receiver in one session: both base keys ``(k_i^0, k_i^1)`` of every base OT."""
 
     seeds0: np.ndarray
     seeds1: np.ndarray
@@ -502,21 +516,27 @@ class IKNPReceiver:
         u_matrix = self._prg1.fill(nonce, padded // 64)
         u_matrix ^= t_matrix
         u_matrix ^= _bits_to_words(bits)
-        message = Message(receiver, sender, u_tag(self.session, chunk), (np.ascontiguousarray(u_matrix),))
+        matrix = np.ascontiguousarray(u_matrix)
+        message = Message(receiver, sender, u_tag(self.session, chunk), (matrix,))
         return message, transpose_bits(t_matrix)[:count]
 
     def random_ot(self, t: np.ndarray, chunk: int, out: np.ndarray | None = None) -> np.ndarray:
         """The chosen 128-bit messages ``H(t_j, w_j)``."""
-        return _hash_blocks(self.hasher, t, self.session, chunk, np.empty_like(t) if out is None else out)
+        out = np.empty_like(t) if out is None else out
+        return _hash_blocks(self.hasher, t, self.session, chunk, out)
 
 
-def _setup_array(arrays: dict[str, np.ndarray], key: str, shape: tuple[int, ...], dtype, owner: str) -> np.ndarray:
+def _setup_array(
+    arrays: dict[str, np.ndarray], key: str, shape: tuple[int, ...], dtype, owner: str
+) -> np.ndarray:
     array = arrays.get(key)
     if array is None:
         raise ProtocolError(f"{owner} state lacks {key!r}")
     array = np.asarray(array)
     if array.shape != shape or array.dtype != np.dtype(dtype):
-        raise ProtocolError(f"{owner} state {key!r} has {array.shape} {array.dtype}, expected {shape} {np.dtype(dtype)}")
+        raise ProtocolError(
+            f"{owner} state {key!r} has {array.shape} {array.dtype}, expected {shape} {np.dtype(dtype)}"
+        )
     return array
 
 
@@ -689,18 +709,20 @@ def sender_answer(
     if len(message.arrays) != 3 or any(
         a.shape != s or a.dtype != d for a, s, d in zip(message.arrays, shapes, dtypes)
     ):
-        raise ProtocolError(f"{HELLO}: expected a (16,) uint8 setup id, a (1,) uint64 session and a (32,) uint8 point")
+        raise ProtocolError(
+            f"{HELLO}: expected a (16,) uint8 setup id, a (1,) uint64 session and a (32,) uint8 point"
+        )
     offer, session, a_point = message.arrays[0].tobytes(), int(message.arrays[1][0]), message.arrays[2]
     if setup is not None and offer != _NO_SETUP and offer == setup.setup_id:
         setup.accept(session)
-        answer = Message(message.receiver, message.sender, RESUME, (message.arrays[0].copy(), message.arrays[1].copy()))
+        named = (message.arrays[0].copy(), message.arrays[1].copy())
+        answer = Message(message.receiver, message.sender, RESUME, named)
         return answer, setup, session
     delta = rng.array(2, np.uint64)
-    base = BaseOTReceiver(context=context, choices=np.unpackbits(delta.view(np.uint8), bitorder="little"), rng=rng)
-    points, chosen = base.respond(a_point)
-    fresh = SenderSetup(
-        setup_id=_setup_id(context, a_point.tobytes(), points), delta=delta, seeds=chosen, next_session=1
-    )
+    choices = np.unpackbits(delta.view(np.uint8), bitorder="little")
+    points, chosen = BaseOTReceiver(context=context, choices=choices, rng=rng).respond(a_point)
+    setup_id = _setup_id(context, a_point.tobytes(), points)
+    fresh = SenderSetup(setup_id=setup_id, delta=delta, seeds=chosen, next_session=1)
     return Message(message.receiver, message.sender, BASE_POINTS, (points,)), fresh, 0
 
 
@@ -712,13 +734,17 @@ def receiver_complete(
     offered setup and session raises :class:`ProtocolError`."""
     _check_context(context)
     if message.tag == RESUME:
-        if len(message.arrays) != 2 or message.arrays[0].shape != (SETUP_ID_BYTES,) or message.arrays[1].shape != (1,):
-            raise ProtocolError(f"{RESUME}: expected a (16,) setup id and a (1,) session")
+        shapes = [a.shape for a in message.arrays]
+        if shapes != [(SETUP_ID_BYTES,), (1,)] or message.arrays[1].dtype != np.uint64:
+            raise ProtocolError(f"{RESUME}: expected a (16,) setup id and a (1,) uint64 session")
         named, session = bytes(message.arrays[0].astype(np.uint8)), int(message.arrays[1][0])
-        if setup is None or hello.offer == _NO_SETUP or named != hello.offer or setup.setup_id != hello.offer:
+        offered = setup is not None and hello.offer != _NO_SETUP and setup.setup_id == hello.offer
+        if not offered or named != hello.offer:
             raise ProtocolError(f"{RESUME}: names setup {named.hex()}, which was not offered")
         if session != hello.session:
-            raise ProtocolError(f"{RESUME}: names session {session}, but session {hello.session} was offered")
+            raise ProtocolError(
+                f"{RESUME}: names session {session}, but session {hello.session} was offered"
+            )
         return setup, session
     if message.tag != BASE_POINTS:
         raise ProtocolError(f"IKNP: expected {RESUME!r} or {BASE_POINTS!r}, got {message.tag!r}")
@@ -749,7 +775,9 @@ class OTSetups:
     """
 
     federation: bytes = field(default_factory=lambda: secrets.token_bytes(16))
-    held: dict[int, dict[tuple[int, str], SenderSetup | ReceiverSetup]] = field(default_factory=dict, repr=False)
+    held: dict[int, dict[tuple[int, str], SenderSetup | ReceiverSetup]] = field(
+        default_factory=dict, repr=False
+    )
 
     def sender(self, party: int, peer: int) -> SenderSetup | None:
         """``party``'s setup as extension sender towards ``peer``, if it holds one."""
@@ -787,8 +815,12 @@ def iknp_setup(
     """
     if context is None:
         context = setup_context(receiver_rng.bytes(16), sender, receiver)
-    hello, pending = receiver_hello(None, context=context, rng=receiver_rng, sender=sender, receiver=receiver)
-    answer, sender_setup, session = sender_answer(None, network.deliver(hello), context=context, rng=sender_rng)
+    hello, pending = receiver_hello(
+        None, context=context, rng=receiver_rng, sender=sender, receiver=receiver
+    )
+    answer, sender_setup, session = sender_answer(
+        None, network.deliver(hello), context=context, rng=sender_rng
+    )
     receiver_setup, _ = receiver_complete(pending, None, network.deliver(answer), context=context)
     return sender_setup.extension(session), receiver_setup.extension(session)
 

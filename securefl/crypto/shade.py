@@ -307,14 +307,16 @@ def shade_pair(
     x, y = check_codes([x, y])
     rng = rng if rng is not None else RandomSource()
     length = x.shape[1]
-    setups = setups if setups is not None else OTSetups(federation=rng.child("federation").bytes(16))
+    if setups is None:
+        setups = OTSetups(federation=rng.child("federation").bytes(16))
     me, peer = identities if identities is not None else (sender, receiver)
     context = setup_context(setups.federation, me, peer)
+    sender_rng, receiver_rng = rng.child(f"party{sender}"), rng.child(f"party{receiver}")
     hello, pending = receiver_hello(
-        setups.receiver(peer, me), context=context, rng=rng.child(f"party{receiver}"), sender=sender, receiver=receiver
+        setups.receiver(peer, me), context=context, rng=receiver_rng, sender=sender, receiver=receiver
     )
     answer, sender_setup, session = sender_answer(
-        setups.sender(me, peer), network.deliver(hello), context=context, rng=rng.child(f"party{sender}")
+        setups.sender(me, peer), network.deliver(hello), context=context, rng=sender_rng
     )
     setups.keep(me, peer, sender_setup)
     receiver_setup, receiver_session = receiver_complete(
