@@ -30,6 +30,7 @@ from typing import IO, Any, Callable, Iterator
 import numpy as np
 
 from securefl.errors import InputError
+from securefl.machine import cpu_model
 
 
 def add_workers_argument(parser: argparse.ArgumentParser) -> None:
@@ -110,19 +111,10 @@ def memory_bytes() -> int | None:
 
 def machine_info() -> dict[str, Any]:
     """Where a figure was measured: CPU model, cores, memory, Python and library versions."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as handle:
-            for line in handle:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
     memory = memory_bytes()
     memory_gb = None if memory is None else round(memory / 2**30, 1)
     return {
-        "cpu": cpu,
+        "cpu": cpu_model(),
         "cores": os.cpu_count(),
         "memory_gb": memory_gb,
         "python": sys.version.split()[0],
