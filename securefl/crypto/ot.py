@@ -144,7 +144,6 @@ _MONTGOMERY_A = 486662
 _PRIME_GMP = Integer(FIELD_PRIME)
 POINT_BYTES = 32
 """An X25519 u-coordinate (little-endian)."""
-BASE_POINT = (9).to_bytes(POINT_BYTES, "little")
 LOW_ORDER_U = frozenset(
     {
         0,
