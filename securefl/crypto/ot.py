@@ -38,15 +38,16 @@ Hauck & Loss 2017 give a fix, McQuoid, Rosulek & Roy 2020 "endemic OT" a cleaner
 over Curve25519 the cofactor must be cleared; each key must hash the whole transcript.
 Masny–Rindal needs uniform encodings of group elements (Elligator) or group operations on
 the receiver's random-oracle masking.  The construction here needs only the DH function:
-its price is computational instead of statistical receiver privacy (DDH instead of
-nothing) and a common reference point ``T``.  It is *not* secure against a malicious
+its price is computational (DDH) instead of statistical receiver privacy, and a common
+reference point ``T``.  It is *not* secure against a malicious
 receiver, which can send ``(b G, b' G)`` and learn both keys, and it makes no claim there:
 the security model of this project is semi-honest for the clients' protocols (the
 server's deviations are caught by the links' MACs).
 
 Received points are validated (:func:`check_point`): 32 bytes, canonical (top bit clear,
 ``u < 2^255 - 19``), not one of the low-order points, on Curve25519 and not its twist
-(Euler's criterion on ``u^3 + 486662 u^2 + u``, the only field arithmetic here, via GMP);
+(the quadratic character of ``u^3 + 486662 u^2 + u`` mod p, a Jacobi symbol through GMP:
+the only field arithmetic here);
 ``P^0 = P^1`` is refused too.  Every failure raises :class:`~securefl.errors.ProtocolError`
 naming the message field.  Cost: 3 X25519 evaluations per OT at the receiver, 2 at the
 sender: tens of milliseconds per pair instead of 0.3 s.
@@ -54,17 +55,17 @@ sender: tens of milliseconds per pair instead of 0.3 s.
 **IKNP extension** (Ishai, Kilian, Nissim, Petrank 2003).  Roles swap: the extension
 sender ``S`` draws ``s in {0,1}^128`` and is the base-OT *receiver* with choices ``s``; the
 extension receiver ``R`` is the base-OT sender and holds seed pairs ``(k_i^0, k_i^1)``.  For
-a chunk of ``m`` OTs with choice bits ``r``, ``R`` sets ``T^i = G(k_i^0)`` and sends
-``U^i = T^i XOR G(k_i^1) XOR r`` (16 bytes per OT); ``S`` computes
-``Q^i = G(k_i^{s_i}) XOR s_i U^i = T^i XOR s_i r``.  Transposed (:mod:`securefl.crypto.bits`),
+a chunk of ``m`` OTs with choice bits ``r``, ``R`` sets ``T^i = PRG(k_i^0)`` and sends
+``U^i = T^i XOR PRG(k_i^1) XOR r`` (16 bytes per OT); ``S`` computes
+``Q^i = PRG(k_i^{s_i}) XOR s_i U^i = T^i XOR s_i r``.  Transposed (:mod:`securefl.crypto.bits`),
 row ``j`` satisfies ``q_j = t_j XOR r_j s``.  Random OT: ``S`` outputs ``H(q_j, w_j)`` and
 ``H(q_j XOR s, w_j)``, ``R`` outputs ``H(t_j, w_j) = H(q_j XOR r_j s, w_j)``, with ``H`` the
 fixed-key TCCR hash of :mod:`securefl.crypto.fixed_key` and ``w_j`` the OT's 128-bit tweak
-(below).  ``G`` is AES-CTR under the seed (the stream of :func:`securefl.crypto.prg.expand`)
+(below).  ``PRG`` is AES-CTR under the seed (the stream of :func:`securefl.crypto.prg.expand`)
 with a 64-bit nonce per chunk, so chunks are independent streams and memory stays bounded;
 chunks are small (2^16 OTs) so the bit matrices, the transpose and the hashing stay in the
-L2 cache.  Who learns what: ``S`` sees only ``U``, which is ``T XOR G(k^1) XOR r`` with
-``G(k_i^{1-s_i})`` pseudorandom to it, so ``r`` stays hidden; ``R`` learns
+L2 cache.  Who learns what: ``S`` sees only ``U``, which is ``T XOR PRG(k^1) XOR r`` with
+``PRG(k_i^{1-s_i})`` pseudorandom to it, so ``r`` stays hidden; ``R`` learns
 ``H(q_j XOR r_j s, w_j)`` only, and the other output needs ``s``, which the TCCR hash keeps
 hidden.  Correlated OT with vector messages (used by SHADE) is built on these random OTs in
 :mod:`securefl.crypto.shade`.
@@ -84,7 +85,7 @@ keys, and the extension's state is nothing but a position in those PRG streams. 
 sessions ``0..E`` with distinct nonces is *the same protocol* as one IKNP extension of all
 their OTs laid side by side -- the (session, chunk) nonce is just a longer chunk index --
 and IKNP's proof covers any number of OTs for one base-OT set and one ``s``: the columns
-``G(k_i^{1-s_i})`` that mask ``r`` are fresh PRG output for every chunk of every session, and
+``PRG(k_i^{1-s_i})`` that mask ``r`` are fresh PRG output for every chunk of every session, and
 the TCCR hash is queried with distinct tweaks for all OTs under one secret ``s`` (its
 security game allows polynomially many queries with distinct tweaks).  What would break
 it is re-using a position: two ``U`` for one (session, chunk) give ``U XOR U' = r XOR r'``
@@ -172,7 +173,7 @@ _POSITION_BITS = 32
 
 def _on_curve(u: int) -> bool:
     """Whether ``u`` is the u-coordinate of a point of Curve25519 other than (0, 0):
-    ``u^3 + A u^2 + u`` is a non-zero square mod p (Euler's criterion, as a Jacobi symbol)."""
+    ``u^3 + A u^2 + u`` is a non-zero square mod p (its Jacobi symbol is 1)."""
     rhs = (u * u % FIELD_PRIME * u + _MONTGOMERY_A * u * u + u) % FIELD_PRIME
     return rhs != 0 and Integer.jacobi_symbol(Integer(rhs), _PRIME_GMP) == 1
 
@@ -393,7 +394,7 @@ def u_tag(session: int, chunk: int) -> str:
 
 @dataclass
 class RowPRG:
-    """``G(k_i)`` for 128 seeds: one AES-ECB context per seed, created once, then reused.
+    """``PRG(k_i)`` for 128 seeds: one AES-ECB context per seed, created once, then reused.
 
     Row ``i`` for nonce ``n`` is exactly ``prg.expand(k_i, ..., nonce=n)`` (AES-CTR), but the
     counter blocks are laid out once per chunk and shared by all rows, and no key
