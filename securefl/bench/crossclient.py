@@ -8,7 +8,10 @@ and ``backend="plaintext"``.
 
 Reported: pseudo-label agreement and the largest score / weight differences between
 the two (must be 1.0 and 0: the plaintext backend sums the same fixed-point encodings),
-wall seconds of both runs and the real run's split (crypto, server, clients), bytes per
+wall seconds of both runs and the real run's split (crypto, server, clients; SHADE's
+fixed cost ``setup_seconds_real``, the pairs' 128 X25519 base OTs that a federation pays
+once per pair, apart from each pair's per-round ``pair_seconds_real``, and
+``seconds_real_after_setup``, what a later round costs), bytes per
 client per phase (sent + received; the secure-sum phase counts what the client sends,
 its downlink is in ``sum_server_bytes_sent``), the paper's ~2.5 MB per client for the
 CIFAR-10 round (5 clients x 500 points, L = 4096) beside ours, the agreement of the
@@ -200,6 +203,9 @@ def run(args: argparse.Namespace, progress: Progress) -> dict:
         "seconds_plaintext": seconds_plaintext,
         "real_over_plaintext": seconds_real / seconds_plaintext,
         "crypto_seconds_real": real.crypto_seconds,
+        "setup_seconds_real": real.hamming_setup_seconds,
+        "pair_seconds_real": dict(sorted(real.hamming_pair_seconds.items())),
+        "seconds_real_after_setup": seconds_real - real.hamming_setup_seconds,
         "server_seconds_real": real.server_seconds,
         "client_seconds_real": real.client_seconds,
         "bytes_per_client": mean_bytes,

@@ -16,12 +16,18 @@ server's forwards).
 SHADE also records the AES throughput of this machine measured in the same run
 (``prg_gbps``) and ``seconds_lower_bound``: the AES output bytes the run needed divided
 by that throughput; ``seconds_over_lower_bound_per_worker`` compares against that work
-spread over ``--workers`` threads.  LWE and RLWE also record the CPU seconds of each party,
-the bytes of each message kind, and ``fixed_seconds`` / ``per_pair_seconds``: the CPU
-seconds of the products with the public matrix (``C`` and the hints, once per party) and of
-the per-pair work (``C Y'^T``, answers, decryption); ``--device`` runs their products on a
-torch device (``cpu``, ``cuda``).  The compiled kernels are loaded by a tiny warm-up run
-before the clock starts.
+spread over ``--workers`` threads.  SHADE's pairs keep their OT setups across rounds
+(:class:`~securefl.crypto.ot.OTSetups`), so the fixed cost is reported apart:
+``setup_seconds`` (every pair's setup step: 128 X25519 base OTs each in the first round,
+``fresh_setups`` of them), ``pair_seconds`` (each pair after its setup step),
+``seconds_after_setup`` = ``seconds - setup_seconds`` (what every later round costs) and its
+ratio to the AES bound; ``--rounds R`` runs ``R - 1`` more rounds on fresh codes with the
+same setups (``later_rounds``: seconds, setup seconds, fresh setups, verified).  LWE also
+records the CPU seconds of each party and the bytes of each message kind, LWE and RLWE
+``fixed_seconds`` / ``per_pair_seconds``: the CPU seconds of the products with the public
+matrix (``C`` and the hints, once per party) and of the per-pair work (``C Y'^T``, answers,
+decryption); ``--device`` runs their products on a torch device (``cpu``, ``cuda``).  The
+compiled kernels are loaded by a tiny warm-up run before the clock starts.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ import numpy as np
 from securefl.bench.common import add_workers_argument, peak_memory_mb
 from securefl.crypto import linalg, lwe, prg
 from securefl.crypto.hamming import BACKENDS, SHARE_BITS, pair_roles, secure_hamming_matrix
+from securefl.crypto.ot import OTSetups
 from securefl.crypto.projection import busiest_link_bytes, seconds_at_bandwidth
 from securefl.errors import InputError
 
@@ -45,6 +52,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--parties", type=int, default=2, help="parties the points are split over")
     parser.add_argument("--backend", choices=BACKENDS, default="shade")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random codes (not of the crypto)")
+    parser.add_argument(
+        "--rounds", type=int, default=1,
+        help="rounds with fresh codes; SHADE keeps each pair's OT setup (base OTs) from round 1",
+    )
     parser.add_argument("--device", default="cpu", help="torch device of the lwe/rlwe products: cpu, cuda, cuda:<k>")
     add_workers_argument(parser)
 
@@ -61,6 +72,8 @@ def validate(args: argparse.Namespace) -> None:
         raise InputError("--workers", args.workers, "must be a positive number of threads")
     if args.seed < 0:
         raise InputError("--seed", args.seed, "must be non-negative")
+    if args.rounds < 1:
+        raise InputError("--rounds", args.rounds, "must be a positive number of rounds")
     if args.device != "cpu":
         if args.backend not in ("lwe", "rlwe"):
             raise InputError("--device", args.device, f"only the lwe and rlwe backends run on a device, not {args.backend!r}")
@@ -132,6 +145,7 @@ def run(args: argparse.Namespace, progress) -> dict:
     rng = np.random.default_rng(args.seed)
     codes = [rng.integers(0, 2, size=(size, args.L), dtype=np.uint8) for size in sizes]
     shade = args.backend == "shade"
+    setups = OTSetups() if shade else None
     gbps_before = prg.measure_throughput() if shade else None
     start = time.perf_counter()
     plain = secure_hamming_matrix(codes, backend="plaintext")
@@ -147,13 +161,31 @@ def run(args: argparse.Namespace, progress) -> dict:
         workers=args.workers,
         progress=lambda k: progress.advance(task, k),
         **device,
+        setups=setups,
     )
     seconds = time.perf_counter() - start
     cpu_seconds = time.process_time() - cpu_start
+    later = []
+    for round_index in range(1, args.rounds):
+        fresh = [rng.integers(0, 2, size=(size, args.L), dtype=np.uint8) for size in sizes]
+        tick, cpu_tick = time.perf_counter(), time.process_time()
+        again = secure_hamming_matrix(
+            fresh, backend=args.backend, workers=args.workers, setups=setups
+        )
+        plain_again = secure_hamming_matrix(fresh, backend="plaintext")
+        later.append({
+            "round": round_index + 1,
+            "seconds": time.perf_counter() - tick,
+            "cpu_seconds": time.process_time() - cpu_tick,
+            "setup_seconds": again.setup_seconds,
+            "fresh_setups": again.fresh_setups,
+            "verified": bool(np.array_equal(again.matrix, plain_again.matrix)),
+        })
     gbps_after = prg.measure_throughput() if shade else None
     prg_gbps = max(gbps_before, gbps_after) if shade else None
     verified = bool(np.array_equal(result.matrix, plain.matrix))
     lower_bound = result.prg_bytes / (prg_gbps * 1e9) if shade else 0.0
+    after_setup = seconds - result.setup_seconds
     client_bytes = [v for k, v in result.bytes_sent.items() if k >= 0]
     link_bytes = busiest_link_bytes(result.bytes_sent, result.bytes_received)
     projected = seconds_at_bandwidth(cpu_seconds, link_bytes)
@@ -191,6 +223,12 @@ def run(args: argparse.Namespace, progress) -> dict:
         "seconds_lower_bound": lower_bound,
         "seconds_over_lower_bound": seconds / lower_bound if lower_bound else None,
         "seconds_over_lower_bound_per_worker": seconds * args.workers / lower_bound if lower_bound else None,
+        "setup_seconds": result.setup_seconds,
+        "fresh_setups": result.fresh_setups,
+        "pair_seconds": dict(sorted(result.pair_seconds.items())),
+        "seconds_after_setup": after_setup,
+        "seconds_after_setup_over_lower_bound": after_setup / lower_bound if lower_bound else None,
+        "later_rounds": later,
         "peak_memory_mb": peak_memory_mb(),
-        "verified": verified,
+        "verified": verified and all(r["verified"] for r in later),
     }

@@ -31,6 +31,7 @@ _EXPORTS: dict[str, str] = {
     "lwe_distance": "lwe",
     "seconds_at_bandwidth": "projection",
     "random_ot": "ot",
+    "OTSetups": "ot",
     "secure_sum": "summation",
     "SecureSumResult": "summation",
     "SecureSumReport": "summation",

@@ -124,7 +124,7 @@ class Frame:
         return b"".join([self.header, *(bytes(b) for b in self.body), self.mac])
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> "Frame":
+    def from_bytes(cls, data: bytes | memoryview) -> "Frame":
         """Split contiguous wire bytes into header, body and MAC (lengths from the header)."""
         header_len = _header_length(data)
         if len(data) < header_len + _MAC_BYTES:

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
-from securefl.crypto.kernels import xor_low_into
+from securefl.crypto.kernels import xor_tweak_into
 from securefl.errors import InputError
 
 FIXED_KEY = hashlib.sha256(b"securefl fixed-key AES permutation v1").digest()[:16]
@@ -87,12 +87,18 @@ class FixedKeyAES:
         self._context().update_into(memoryview(blocks).cast("B"), memoryview(scratch).cast("B"))
         return scratch[:count].reshape(blocks.shape).copy()
 
-    def tccr(self, x: np.ndarray, tweaks: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    def tccr(
+        self, x: np.ndarray, tweaks: np.ndarray, out: np.ndarray | None = None, *, high: int = 0
+    ) -> np.ndarray:
         """``H(x_i, tweak_i) = pi(pi(x_i) XOR tweak_i) XOR pi(x_i)`` for ``(m, 2)`` blocks.
 
-        The tweak enters the low 64 bits.  Scratch space is reused between calls;
-        ``out`` (``(m, 2)`` uint64) receives the result if given.
+        The 128-bit tweak of row ``i`` is ``high * 2^64 + tweaks[i]``: ``tweaks`` (``(m,)``)
+        enter the low 64 bits, the scalar ``high`` the high 64 bits (OT extension puts its
+        session number there, :mod:`securefl.crypto.ot`).  Scratch space is reused between
+        calls; ``out`` (``(m, 2)`` uint64) receives the result if given.
         """
+        if not isinstance(high, (int, np.integer)) or not 0 <= int(high) < 1 << 64:
+            raise InputError("high", high, "must be an integer in [0, 2^64)")
         x = np.ascontiguousarray(x, dtype=np.uint64)
         if x.ndim != 2 or x.shape[1] != 2:
             raise InputError("x", x, "must be an (m, 2) uint64 array of 128-bit blocks")
@@ -109,7 +115,7 @@ class FixedKeyAES:
         half = 2 * (count + _SLACK_BLOCKS)
         first = self.permute_into(x, self._tccr_scratch[:half])
         mixed = self._tccr_scratch[half:].reshape(-1)[: 2 * count].reshape(count, 2)
-        xor_low_into(first, tweaks, mixed)
+        xor_tweak_into(first, tweaks, np.uint64(high), mixed)
         second = self.permute_into(mixed, self._buffer(count).reshape(-1))
         return np.bitwise_xor(second, first, out=out)
 

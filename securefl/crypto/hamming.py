@@ -31,6 +31,7 @@ import numpy as np
 
 from securefl.crypto.channel import SERVER, Network
 from securefl.crypto.hamming_plain import hamming_matrix, pack_codes
+from securefl.crypto.ot import OTSetups
 from securefl.crypto.rand import random_source
 from securefl.errors import InputError, ProtocolError
 
@@ -48,8 +49,11 @@ class HammingResult:
     ``bytes_received`` map a party index (``SERVER`` = -1 for the server) to bytes.
     ``cpu_seconds_by_party`` (where the backend measures it) is the process CPU time of
     each party's own steps, BLAS threads included; ``bytes_by_message`` the bytes sent
-    per message kind; ``cpu_seconds_by_phase`` (LWE backends) the CPU time of the products
-    with the public matrix (``fixed``, once per party) and of the per-pair work (``per_pair``).
+    per message kind.  SHADE also reports ``setup_seconds`` (all pairs' IKNP setup steps:
+    base OTs where a pair had no setup yet, ``fresh_setups`` of them), ``pair_seconds``
+    (``"a-b"`` -> the pair's seconds after its setup step); ``cpu_seconds_by_phase`` (LWE
+    backends) the CPU time of the products with the public matrix (``fixed``, once per
+    party) and of the per-pair work (``per_pair``).
     """
 
     matrix: np.ndarray
@@ -62,6 +66,9 @@ class HammingResult:
     offsets: tuple[int, ...] = ()
     cpu_seconds_by_party: dict[int, float] = field(default_factory=dict)
     bytes_by_message: dict[str, int] = field(default_factory=dict)
+    setup_seconds: float = 0.0
+    pair_seconds: dict[str, float] = field(default_factory=dict)
+    fresh_setups: int = 0
     cpu_seconds_by_phase: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -244,6 +251,8 @@ def secure_hamming_matrix(
     workers: int = 1,
     network: Network | None = None,
     progress: Callable[[int], None] | None = None,
+    setups: OTSetups | None = None,
+    identities: Sequence[int] | None = None,
     device: str = "cpu",
 ) -> HammingResult:
     """The N x N Hamming matrix of all parties' codes, as the FedProp server receives it.
@@ -257,10 +266,16 @@ def secure_hamming_matrix(
     threads).  ``network`` lets tests observe or tamper with the messages (any tampering
     raises :class:`~securefl.errors.ProtocolError`).  ``progress(k)`` is called as work
     completes (SHADE: OTs; LWE: see :func:`securefl.crypto.lwe.progress_total`).
+    ``setups`` (SHADE only) keeps every pair's IKNP setup from one call to the next
+    (:class:`~securefl.crypto.ot.OTSetups`: base OTs once per pair, later calls are fresh
+    sessions of the same extension); ``identities`` names the parties in it (stable ids,
+    default ``0 .. P-1``), so a party keeps its setups when its position changes.
     ``device`` is the torch device of the LWE backends' products (``"cpu"``, ``"cuda"``,
     ``"cuda:<k>"``); the other backends run on the CPU only.  ``backend="auto"`` runs
-    :func:`choose_backend`'s pick for these point counts and ``L`` (the result names it).
+    :func:`choose_backend`'s pick for these point counts and ``L`` (the result names it;
+    ``setups`` serve only if it picks SHADE).
     """
+    requested = backend
     if backend == "auto":
         parties = check_codes(codes)
         backend = choose_backend([p.shape[0] for p in parties], parties[0].shape[1])
@@ -268,6 +283,20 @@ def secure_hamming_matrix(
         raise InputError("backend", backend, f"must be 'auto' or one of {BACKENDS}")
     if device != "cpu" and backend not in ("lwe", "rlwe"):
         raise InputError("device", device, f"backend {backend!r} runs on the CPU only (device='cpu')")
+    if setups is not None and backend != "shade":
+        if requested != "auto":
+            raise InputError(
+                "setups", setups, f"only the shade backend keeps OT setups, not {backend!r}"
+            )
+        setups = None
+    if identities is not None:
+        identities = list(identities)
+        if len(identities) != len(codes) or len(set(identities)) != len(identities) or not all(
+            isinstance(i, (int, np.integer)) and not isinstance(i, bool) for i in identities
+        ):
+            raise InputError(
+                "identities", identities, f"must be {len(codes)} distinct integers, one per party"
+            )
     if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)) or workers < 1:
         raise InputError("workers", workers, "must be a positive integer")
     if backend == "plaintext":
@@ -278,7 +307,15 @@ def secure_hamming_matrix(
     if backend == "shade":
         from securefl.crypto.shade import shade_hamming_matrix
 
-        return shade_hamming_matrix(parties, rng=rng, workers=int(workers), network=network, progress=progress)
+        return shade_hamming_matrix(
+            parties,
+            rng=rng,
+            workers=int(workers),
+            network=network,
+            progress=progress,
+            setups=setups,
+            identities=identities,
+        )
     from securefl.crypto.lwe import lwe_hamming_matrix
 
     return lwe_hamming_matrix(parties, rng=rng, workers=int(workers), network=network, progress=progress,

@@ -1,45 +1,115 @@
-"""Oblivious transfer: elliptic-curve base OT and IKNP OT extension (semi-honest).
+"""Oblivious transfer: X25519 base OT, and IKNP OT extension run across many sessions.
 
-**Base OT** — Chou–Orlandi "simplest OT" (Latincrypt 2015) on NIST P-256 with
-pycryptodome point arithmetic, 128 OTs batched under one sender key:
+**Base OT** (:class:`BaseOTSender`, :class:`BaseOTReceiver`): 128 random 1-out-of-2 OTs of
+128-bit keys batched under one sender key, on X25519 (RFC 7748) through ``cryptography``,
+using nothing but the X25519 function ``X(k, u)`` (clamped scalar ``k`` times the point of
+u-coordinate ``u``).  ``G`` is the base point (u = 9), ``T`` a fixed point of the
+prime-order subgroup whose discrete logarithm nobody knows (:data:`CRS_POINT`: SHA-256 of
+a domain string, try-and-increment onto the curve, times a public clamped scalar to clear
+the cofactor).  With ``ctx`` the setup context (federation, the two parties' identities,
+:func:`setup_context`):
 
-* sender: ``a <- Z_q``, sends ``A = aG``;
-* receiver with choice ``c_i``: ``b_i <- Z_q``, sends ``B_i = b_i G + c_i A``,
-  keeps ``k_i = KDF(i, A, B_i, b_i A)``;
-* sender: ``k_i^0 = KDF(i, A, B_i, a B_i)``, ``k_i^1 = KDF(i, A, B_i, a (B_i - A))``.
+* sender: ``a`` random, sends ``A = X(a, G) = aG``;
+* receiver, choice ``c_i``: ``b_i`` random; ``P_i^{c_i} = b_i G`` and ``P_i^{1-c_i} = b_i T``;
+  sends ``(P_i^0, P_i^1)``; keeps ``k_i = KDF(ctx, i, c_i, A, P_i^0, P_i^1, X(b_i, A))``;
+* sender: ``k_i^j = KDF(ctx, i, j, A, P_i^0, P_i^1, X(a, P_i^j))`` for ``j = 0, 1``.
 
-``KDF`` is SHA-256 of a domain string, the index and the transcript, truncated to
-128 bits.  Semi-honest security under CDH in the random-oracle model: ``B_i`` is
-uniform whatever ``c_i`` is (the sender learns nothing), and the key the receiver did
-not choose is ``KDF(.., a b_i G +/- a^2 G)``-like, which needs CDH to compute.
-Known caveats, none of which affects the semi-honest setting claimed here: the
-original UC proof of CO15 is flawed against malicious parties (Genç, Iovino, Rial
-2017; Hauck & Loss 2017 give a corrected protocol, McQuoid, Rosulek & Roy 2020
-"endemic OT" a cleaner one); CO15 over Curve25519 needs cofactor clearing, which is
-why P-256 (cofactor 1) is used; hashing the whole transcript into each key follows
-the fix of Hauck & Loss.  Points received are validated (on the curve, not the point
-at infinity) and a bad one raises :class:`~securefl.errors.ProtocolError`.
+Correct because ``X(a, b_i G) = a b_i G = X(b_i, A)``.  ``KDF`` is SHA-256 of a domain
+string and the whole transcript, truncated to 128 bits (a random oracle).
+
+*Who learns what (semi-honest).*  The sender sees ``(b_i G, b_i T)`` in an order set by
+``c_i``.  ``(G, T, b G, b T)`` is a DDH tuple; under DDH in the prime-order subgroup of
+Curve25519 (for exponents distributed as X25519 clamped scalars, 251 bits of min-entropy,
+the distribution every X25519 key exchange relies on) it is indistinguishable from
+``(G, T, R_0, R_1)`` for uniform ``R_0, R_1``, and so is the swapped tuple (a DDH tuple with
+respect to the generator ``T``): a hybrid over the 128 OTs makes the sender's view
+independent of the choices.  The receiver knows ``b_i``; the key it did not choose is
+``KDF(.., a b_i T) = KDF(.., b_i (aT))``, and ``aT`` from ``A = aG`` and ``T`` is a CDH instance
+(``T``'s logarithm is unknown: it is a hash output); in the random-oracle model the other
+key is uniform to it unless it solves CDH.  So: receiver privacy computational (DDH),
+sender privacy CDH + ROM, both against semi-honest parties.
+
+*Why this variant and not Chou–Orlandi (CO15) or Masny–Rindal.*  CO15's receiver sends
+``B = bG + cA``: a point addition, which X25519's x-only API does not offer, and hand-rolled
+Edwards/Weierstrass arithmetic is what this module avoids (the previous P-256 version
+through pycryptodome cost ~0.3 s per pair, 90 % of a digits round).  CO15 also has known
+subtleties: its UC proof against malicious receivers is flawed (Genç, Iovino, Rial 2017;
+Hauck & Loss 2017 give a fix, McQuoid, Rosulek & Roy 2020 "endemic OT" a cleaner one);
+over Curve25519 the cofactor must be cleared; each key must hash the whole transcript.
+Masny–Rindal needs uniform encodings of group elements (Elligator) or group operations on
+the receiver's random-oracle masking.  The construction here needs only the DH function:
+its price is computational (DDH) instead of statistical receiver privacy, and a common
+reference point ``T``.  It is *not* secure against a malicious
+receiver, which can send ``(b G, b' G)`` and learn both keys, and it makes no claim there:
+the security model of this project is semi-honest for the clients' protocols (the
+server's deviations are caught by the links' MACs).
+
+Received points are validated (:func:`check_point`): 32 bytes, canonical (top bit clear,
+``u < 2^255 - 19``), not one of the low-order points, on Curve25519 and not its twist
+(the quadratic character of ``u^3 + 486662 u^2 + u`` mod p, a Jacobi symbol through GMP:
+the only field arithmetic here);
+``P^0 = P^1`` is refused too.  Every failure raises :class:`~securefl.errors.ProtocolError`
+naming the message field.  Cost: 3 X25519 evaluations per OT at the receiver, 2 at the
+sender: tens of milliseconds per pair instead of 0.3 s.
 
 **IKNP extension** (Ishai, Kilian, Nissim, Petrank 2003).  Roles swap: the extension
-sender ``S`` draws ``s in {0,1}^128`` and is the base-OT *receiver* with choices ``s``;
-the extension receiver ``R`` is the base-OT sender and holds seed pairs ``(k_i^0, k_i^1)``.
-For a chunk of ``m`` OTs with choice bits ``r``, ``R`` sets ``T^i = G(k_i^0)`` and sends
-``U^i = T^i XOR G(k_i^1) XOR r`` (16 bytes per OT); ``S`` computes
-``Q^i = G(k_i^{s_i}) XOR s_i U^i = T^i XOR s_i r``.  Transposed (:mod:`securefl.crypto.bits`),
-row ``j`` satisfies ``q_j = t_j XOR r_j s``.  Random OT: ``S`` outputs
-``H(q_j, j)`` and ``H(q_j XOR s, j)``, ``R`` outputs ``H(t_j, j) = H(q_j XOR r_j s, j)``, with
-``H`` the fixed-key TCCR hash of :mod:`securefl.crypto.fixed_key` and ``j`` the global
-OT index (``chunk * 2^32 + position``) as tweak.  ``G`` is AES-CTR under the seed with
-the chunk number as nonce (the stream of :func:`securefl.crypto.prg.expand`), so chunks
-are independent streams and memory stays bounded; chunks are small (2^16 OTs) so the
-bit matrices, the transpose and the hashing stay in the L2 cache.
+sender ``S`` draws ``s in {0,1}^128`` and is the base-OT *receiver* with choices ``s``; the
+extension receiver ``R`` is the base-OT sender and holds seed pairs ``(k_i^0, k_i^1)``.  For
+a chunk of ``m`` OTs with choice bits ``r``, ``R`` sets ``T^i = PRG(k_i^0)`` and sends
+``U^i = T^i XOR PRG(k_i^1) XOR r`` (16 bytes per OT); ``S`` computes
+``Q^i = PRG(k_i^{s_i}) XOR s_i U^i = T^i XOR s_i r``.  Transposed (:mod:`securefl.crypto.bits`),
+row ``j`` satisfies ``q_j = t_j XOR r_j s``.  Random OT: ``S`` outputs ``H(q_j, w_j)`` and
+``H(q_j XOR s, w_j)``, ``R`` outputs ``H(t_j, w_j) = H(q_j XOR r_j s, w_j)``, with ``H`` the
+fixed-key TCCR hash of :mod:`securefl.crypto.fixed_key` and ``w_j`` the OT's 128-bit tweak
+(below).  ``PRG`` is AES-CTR under the seed (the stream of :func:`securefl.crypto.prg.expand`)
+with a 64-bit nonce per chunk, so chunks are independent streams and memory stays bounded;
+chunks are small (2^16 OTs) so the bit matrices, the transpose and the hashing stay in the
+L2 cache.  Who learns what: ``S`` sees only ``U``, which is ``T XOR PRG(k^1) XOR r`` with
+``PRG(k_i^{1-s_i})`` pseudorandom to it, so ``r`` stays hidden; ``R`` learns
+``H(q_j XOR r_j s, w_j)`` only, and the other output needs ``s``, which the TCCR hash keeps
+hidden.  Correlated OT with vector messages (used by SHADE) is built on these random OTs in
+:mod:`securefl.crypto.shade`.
 
-Who learns what (semi-honest): ``S`` sees only ``U``, which is ``T XOR G(k^1) XOR r``
-with ``G(k_i^{1-s_i})`` pseudorandom to it, so ``r`` stays hidden; ``R`` learns
-``H(q_j XOR r_j s, j)`` only, and the other output needs ``s``, which the TCCR hash keeps
-hidden.  Correlated OT with vector messages (used by SHADE) is built on these random
-OTs in :mod:`securefl.crypto.shade`: each 128-bit output is expanded by fixed-key AES and
-one correction per OT turns the pair of expansions into ``(m0, m0 + Delta)``.
+**One setup, many sessions** (:class:`SenderSetup`, :class:`ReceiverSetup`).  The 128 base
+OTs run once per ordered pair of parties and federation; every later use of the pair (a
+FedProp round) is a *session* ``e = 0, 1, 2, ...`` of the same extension:
+
+* chunk ``c`` of session ``e`` draws its rows from AES-CTR nonce ``e * 2^32 + c`` (a 64-bit
+  nonce; ``c < 2^32``), so every (session, chunk) reads its own window of each seed's stream;
+* OT ``p`` of that chunk has the 128-bit TCCR tweak ``w = e * 2^64 + c * 2^32 + p``.
+
+Why reusing the base-OT seeds is safe (IKNP's own argument; OT libraries such as libOTe
+and emp-ot keep extending from one base-OT set in the same way): after the base OTs the
+seeds ``k_i^0, k_i^1`` are used only as PRG
+keys, and the extension's state is nothing but a position in those PRG streams.  Running
+sessions ``0..E`` with distinct nonces is *the same protocol* as one IKNP extension of all
+their OTs laid side by side -- the (session, chunk) nonce is just a longer chunk index --
+and IKNP's proof covers any number of OTs for one base-OT set and one ``s``: the columns
+``PRG(k_i^{1-s_i})`` that mask ``r`` are fresh PRG output for every chunk of every session, and
+the TCCR hash is queried with distinct tweaks for all OTs under one secret ``s`` (its
+security game allows polynomially many queries with distinct tweaks).  What would break
+it is re-using a position: two ``U`` for one (session, chunk) give ``U XOR U' = r XOR r'``
+(the receiver's choices leak), and two sets of outputs under one tweak let the sender's
+correlated messages be compared across sessions.  So each party keeps its own counter and
+refuses to go back: the receiver *takes* a fresh session number before it sends anything
+(:meth:`ReceiverSetup.open`), the sender accepts a number only if it is above every one it
+accepted before (:meth:`SenderSetup.accept`: a replayed or out-of-order session raises
+:class:`~securefl.errors.ProtocolError`), and every IKNP message is tagged
+``iknp/U/<session>/<chunk>``; a message of another session is refused.  Gaps are allowed (an
+abandoned session's numbers are simply never used).  Sessions are bounded by ``2^32`` per
+setup (then a fresh setup runs).  The setup itself is bound to its context
+``ctx = H(federation, sender identity, receiver identity)``, which enters every base-OT key
+and the setup id ``H(ctx, A, P)`` both parties check before resuming; setups of different
+pairs, directions or federations have independent seeds.
+
+*Negotiation* (:func:`receiver_hello`, :func:`sender_answer`, :func:`receiver_complete`):
+in the first message ``R`` offers the id of the setup it holds (or none) with its next
+session number, and a fresh base-OT point ``A`` in case the offer is declined; ``S`` answers
+``iknp/resume`` if it holds that setup and the number is fresh, else it runs a fresh
+setup (the base-OT points ``P``), which replaces any older one on both sides.  So a pair
+whose state diverged (a party lost it, or dropped mid-setup) falls back to fresh base OTs,
+never to a re-used position.  The setup state is secret (``S``: ``s`` and its chosen keys;
+``R``: both keys of every base OT): it stays with its party, never in a message.
 
 Why by hand: no maintained Python library offers OT; libOTe/emp-ot are C++ and not
 installable here.  Everything is vectorised over whole chunks; nothing loops per OT.
@@ -48,13 +118,14 @@ installable here.  Everything is vectorised over whole chunks; nothing loops per
 from __future__ import annotations
 
 import hashlib
+import secrets
 import time
 from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
-from Crypto.PublicKey import ECC
-from Crypto.PublicKey.ECC import EccPoint
+from Crypto.Math.Numbers import Integer
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 from securefl.crypto.bits import transpose_bits
@@ -68,114 +139,217 @@ from securefl.errors import InputError, ProtocolError
 KAPPA = 128
 """Computational security parameter: number of base OTs and bits per OT output."""
 
-CURVE = "P-256"
-_ORDER = 0xFFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551
-_POINT_BYTES = 64
-_TWEAK_SHIFT = 32
+FIELD_PRIME = (1 << 255) - 19
+"""The prime p of Curve25519's field."""
+_MONTGOMERY_A = 486662
+_PRIME_GMP = Integer(FIELD_PRIME)
+POINT_BYTES = 32
+"""An X25519 u-coordinate (little-endian)."""
+LOW_ORDER_U = frozenset(
+    {
+        0,
+        1,
+        FIELD_PRIME - 1,
+        325606250916557431795983626356110631294008115727848805560023387167927233504,
+        39382357235489614581723060781553021112529911719440698176882885853963445705823,
+    }
+)
+"""Canonical u-coordinates of the points of order 1, 2, 4 and 8 (curve and twist)."""
+SETUP_ID_BYTES = 16
+SESSION_LIMIT = 1 << 32
+"""Sessions per setup: the session number fills the high half of a 64-bit AES-CTR nonce."""
+CHUNK_LIMIT = 1 << 32
+"""Chunks per session: the chunk number fills the low half of that nonce."""
 DEFAULT_CHUNK = 1 << 16
 """OTs per extension chunk: the 128 x m bit matrices (1 MiB) stay cache resident."""
 HASH_BLOCK = 1 << 14
 """OTs hashed per TCCR call (256 KiB of blocks, L2 resident)."""
 
+HELLO = "iknp/hello"
+RESUME = "iknp/resume"
+BASE_POINTS = "baseot/B"
+_POSITION_BITS = 32
 
-def _key_pair(rng: RandomSource) -> tuple[int, EccPoint]:
-    """A uniform secret ``x`` in ``[1, q)`` and ``xG``.
 
-    ``xG`` comes from ``ECC.construct``, whose fixed-base multiplication uses
-    pycryptodome's precomputed tables for G: ~4x faster than ``G * x`` on a point object.
+def _on_curve(u: int) -> bool:
+    """Whether ``u`` is the u-coordinate of a point of Curve25519 other than (0, 0):
+    ``u^3 + A u^2 + u`` is a non-zero square mod p (its Jacobi symbol is 1)."""
+    rhs = (u * u % FIELD_PRIME * u + _MONTGOMERY_A * u * u + u) % FIELD_PRIME
+    return rhs != 0 and Integer.jacobi_symbol(Integer(rhs), _PRIME_GMP) == 1
+
+
+def check_point(raw: bytes | np.ndarray, name: str) -> bytes:
+    """A received X25519 public point, validated; ``name`` is the message field it came in.
+
+    Refused (:class:`ProtocolError` naming ``name`` and the value): a length other than 32
+    bytes, a non-canonical encoding (top bit set or ``u >= p``), a low-order point
+    (:data:`LOW_ORDER_U`), a point of the quadratic twist.
     """
-    secret = 1 + rng.below(_ORDER - 1)
-    return secret, ECC.construct(curve=CURVE, d=secret).pointQ
+    if isinstance(raw, np.ndarray):
+        if raw.dtype != np.uint8:
+            raise ProtocolError(f"{name}: an X25519 point is uint8 bytes, got {raw.dtype}")
+        data = raw.tobytes()
+    else:
+        data = bytes(raw)
+    if len(data) != POINT_BYTES:
+        raise ProtocolError(f"{name}: an X25519 point has {POINT_BYTES} bytes, got {len(data)}")
+    u = int.from_bytes(data, "little")
+    if u >> 255 or u >= FIELD_PRIME:
+        raise ProtocolError(f"{name}: u = {u:#x} is not a canonical X25519 u-coordinate (>= 2^255 - 19)")
+    if u in LOW_ORDER_U:
+        raise ProtocolError(f"{name}: u = {u:#x} is a low-order point")
+    if not _on_curve(u):
+        raise ProtocolError(f"{name}: u = {u:#x} is not on Curve25519 (a point of its twist)")
+    return data
 
 
-def _encode(points: list[EccPoint]) -> np.ndarray:
-    raw = b"".join(int(p.x).to_bytes(32, "big") + int(p.y).to_bytes(32, "big") for p in points)
-    return np.frombuffer(raw, dtype=np.uint8).reshape(len(points), _POINT_BYTES)
+def _private(scalar: bytes) -> X25519PrivateKey:
+    return X25519PrivateKey.from_private_bytes(scalar)
 
 
-def _decode(array: np.ndarray, name: str) -> list[EccPoint]:
-    array = np.asarray(array)
-    if array.ndim != 2 or array.shape[1] != _POINT_BYTES or array.dtype != np.uint8:
-        raise ProtocolError(f"{name}: expected (k, {_POINT_BYTES}) uint8 points, got {array.shape}")
-    points = []
-    for row in array:
-        x, y = int.from_bytes(row[:32].tobytes(), "big"), int.from_bytes(row[32:].tobytes(), "big")
-        try:
-            point = EccPoint(x, y, curve=CURVE)
-        except ValueError:
-            raise ProtocolError(f"{name}: point not on {CURVE}") from None
-        if point.is_point_at_infinity():
-            raise ProtocolError(f"{name}: point at infinity")
-        points.append(point)
-    return points
+def _public(point: bytes) -> X25519PublicKey:
+    return X25519PublicKey.from_public_bytes(point)
 
 
-def _kdf(index: int, a_point: bytes, b_point: bytes, shared: EccPoint) -> bytes:
-    digest = hashlib.sha256(b"securefl CO15 base OT v1")
-    digest.update(index.to_bytes(4, "big") + a_point + b_point)
-    digest.update(int(shared.x).to_bytes(32, "big") + int(shared.y).to_bytes(32, "big"))
+def _crs_point() -> bytes:
+    """``T``: SHA-256 outputs tried in turn as u-coordinates until one is on the curve, then
+    multiplied by a public clamped scalar (a multiple of the cofactor 8), which moves it into
+    the prime-order subgroup; nobody knows its logarithm to the base ``G``."""
+    counter = 0
+    while True:
+        label = b"securefl base OT: reference point T, try " + counter.to_bytes(4, "big")
+        u = int.from_bytes(hashlib.sha256(label).digest(), "little") & ((1 << 255) - 1)
+        if u < FIELD_PRIME and u not in LOW_ORDER_U and _on_curve(u):
+            clearing = hashlib.sha256(b"securefl base OT: cofactor-clearing scalar").digest()
+            return _private(clearing).exchange(_public(u.to_bytes(POINT_BYTES, "little")))
+        counter += 1
+
+
+CRS_POINT = _crs_point()
+"""``T``, the common reference point of the base OT (see the module docstring)."""
+
+
+def setup_context(federation: bytes, sender: int, receiver: int) -> bytes:
+    """The 32-byte context of the setup between extension sender ``sender`` and extension
+    receiver ``receiver`` (stable party identities) in ``federation`` (e.g. a transport's
+    session id): it enters every base-OT key and the setup id."""
+    if not isinstance(federation, bytes) or not 1 <= len(federation) <= 255:
+        raise InputError("federation", federation, "must be 1 to 255 bytes")
+    for name, party in (("sender", sender), ("receiver", receiver)):
+        if not _is_int(party) or not -(1 << 63) <= party < 1 << 63:
+            raise InputError(name, party, "must be a 64-bit integer party identity")
+    if sender == receiver:
+        raise InputError("receiver", receiver, "must differ from the sender")
+    digest = hashlib.sha256(b"securefl IKNP setup context v1" + bytes([len(federation)]))
+    digest.update(federation + int(sender).to_bytes(8, "big", signed=True))
+    digest.update(int(receiver).to_bytes(8, "big", signed=True))
+    return digest.digest()
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def _check_context(context: bytes) -> bytes:
+    if not isinstance(context, bytes) or len(context) != 32:
+        raise InputError("context", context, "must be the 32 bytes of setup_context()")
+    return context
+
+
+def _kdf(
+    context: bytes, index: int, choice: int, a_point: bytes, p0: bytes, p1: bytes, shared: bytes
+) -> bytes:
+    digest = hashlib.sha256(b"securefl X25519 base OT v2")
+    digest.update(context + index.to_bytes(4, "big") + bytes([choice]) + a_point + p0 + p1 + shared)
     return digest.digest()[:16]
+
+
+def _setup_id(context: bytes, a_point: bytes, points: np.ndarray) -> bytes:
+    digest = hashlib.sha256(b"securefl IKNP setup id v1" + context + a_point)
+    digest.update(np.ascontiguousarray(points).tobytes())
+    return digest.digest()[:SETUP_ID_BYTES]
 
 
 @dataclass
 class BaseOTSender:
-    """Chou–Orlandi sender of ``count`` random OTs: outputs key pairs ``(k^0_i, k^1_i)``."""
+    """Sender of ``count`` random base OTs: outputs the key pairs ``(k_i^0, k_i^1)``.
 
+    ``secret`` (32 bytes, the X25519 scalar ``a``) is drawn from ``rng`` by :meth:`point`,
+    or given to resume a sender whose state was stored between messages.
+    """
+
+    context: bytes
     count: int = KAPPA
     rng: RandomSource = field(default_factory=RandomSource)
-    _secret: int | None = field(default=None, repr=False)
-    _a_point: EccPoint | None = field(default=None, repr=False)
+    secret: bytes | None = field(default=None, repr=False)
 
-    def first(self, sender: int, receiver: int) -> Message:
-        """Round 1: ``A = aG``."""
-        self._secret, self._a_point = _key_pair(self.rng)
-        return Message(sender, receiver, "baseot/A", (_encode([self._a_point]),))
+    def point(self) -> np.ndarray:
+        """``A = aG`` as a ``(32,)`` uint8 array (draws ``a`` on first use)."""
+        _check_context(self.context)
+        if self.secret is None:
+            self.secret = self.rng.bytes(POINT_BYTES)
+        elif not isinstance(self.secret, bytes) or len(self.secret) != POINT_BYTES:
+            raise InputError("secret", self.secret, f"must be {POINT_BYTES} bytes")
+        raw = _private(self.secret).public_key().public_bytes_raw()
+        return np.frombuffer(raw, dtype=np.uint8).copy()
 
-    def finish(self, message: Message) -> tuple[np.ndarray, np.ndarray]:
-        """Round 3: the key pairs, as two ``(count, 16)`` uint8 arrays."""
-        if self._secret is None or self._a_point is None:
-            raise ProtocolError("base OT: finish() before first()")
-        if len(message.arrays) != 1 or message.arrays[0].shape[0:1] != (self.count,):
-            raise ProtocolError(f"base OT: expected {self.count} receiver points")
-        b_points = _decode(message.arrays[0], "baseot/B")
-        a_bytes = _encode([self._a_point]).tobytes()
-        a_times_a = self._a_point * self._secret
-        keys = np.empty((2, self.count, 16), dtype=np.uint8)
-        for index, (point, raw) in enumerate(zip(b_points, message.arrays[0])):
-            shared = point * self._secret
-            keys[0, index] = np.frombuffer(_kdf(index, a_bytes, raw.tobytes(), shared), np.uint8)
-            keys[1, index] = np.frombuffer(
-                _kdf(index, a_bytes, raw.tobytes(), shared + (-a_times_a)), np.uint8
+    def finish(self, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The key pairs from the receiver's ``(count, 2, 32)`` points ``(P_i^0, P_i^1)``, as two
+        ``(count, 16)`` uint8 arrays."""
+        if self.secret is None:
+            raise ProtocolError("base OT: finish() before point()")
+        points = np.asarray(points)
+        if points.shape != (self.count, 2, POINT_BYTES) or points.dtype != np.uint8:
+            raise ProtocolError(
+                f"{BASE_POINTS}: expected ({self.count}, 2, {POINT_BYTES}) uint8 points, "
+                f"got {points.shape} {points.dtype}"
             )
+        a_point = self.point().tobytes()
+        secret = _private(self.secret)
+        keys = np.empty((2, self.count, 16), dtype=np.uint8)
+        for index in range(self.count):
+            p0 = check_point(points[index, 0], f"{BASE_POINTS}[{index}][0]")
+            p1 = check_point(points[index, 1], f"{BASE_POINTS}[{index}][1]")
+            if p0 == p1:
+                raise ProtocolError(f"{BASE_POINTS}[{index}]: both points are equal")
+            for choice, point in ((0, p0), (1, p1)):
+                shared = secret.exchange(_public(point))
+                key = _kdf(self.context, index, choice, a_point, p0, p1, shared)
+                keys[choice, index] = np.frombuffer(key, np.uint8)
         return keys[0], keys[1]
 
 
 @dataclass
 class BaseOTReceiver:
-    """Chou–Orlandi receiver with choice bits ``choices``: outputs ``k^{c_i}_i``."""
+    """Receiver of random base OTs with choice bits ``choices``: outputs ``k_i^{c_i}``."""
 
+    context: bytes
     choices: np.ndarray
     rng: RandomSource = field(default_factory=RandomSource)
 
-    def respond(self, message: Message) -> tuple[Message, np.ndarray]:
-        """Round 2: ``B_i = b_i G + c_i A``; returns the reply and the ``(count, 16)`` keys."""
+    def respond(self, a_point: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Points ``(P_i^0, P_i^1)`` as ``(count, 2, 32)`` uint8 for the sender's ``A``, and the
+        chosen keys as ``(count, 16)`` uint8."""
+        _check_context(self.context)
         choices = np.asarray(self.choices)
         if choices.ndim != 1 or not np.isin(choices, (0, 1)).all():
             raise InputError("choices", choices, "must be a 1-D array of 0/1")
-        if len(message.arrays) != 1:
-            raise ProtocolError("base OT: expected one point A")
-        (a_point,) = _decode(message.arrays[0], "baseot/A")
-        a_bytes = message.arrays[0].tobytes()
-        b_points, keys = [], np.empty((choices.size, 16), dtype=np.uint8)
-        for index, choice in enumerate(choices):
-            secret, point = _key_pair(self.rng)
-            if choice:
-                point = point + a_point
-            b_points.append(point)
-            raw = _encode([point]).tobytes()
-            keys[index] = np.frombuffer(_kdf(index, a_bytes, raw, a_point * secret), np.uint8)
-        reply = Message(message.receiver, message.sender, "baseot/B", (_encode(b_points),))
-        return reply, keys
+        a_raw = check_point(a_point, "A")
+        a_public, t_public = _public(a_raw), _public(CRS_POINT)
+        scalars = self.rng.bytes(POINT_BYTES * choices.size)
+        points = np.empty((choices.size, 2, POINT_BYTES), dtype=np.uint8)
+        keys = np.empty((choices.size, 16), dtype=np.uint8)
+        for index, choice in enumerate(choices.tolist()):
+            secret = _private(scalars[POINT_BYTES * index : POINT_BYTES * (index + 1)])
+            known = secret.public_key().public_bytes_raw()
+            blind = secret.exchange(t_public)
+            p0, p1 = (known, blind) if choice == 0 else (blind, known)
+            points[index, 0] = np.frombuffer(p0, np.uint8)
+            points[index, 1] = np.frombuffer(p1, np.uint8)
+            shared = secret.exchange(a_public)
+            key = _kdf(self.context, index, choice, a_raw, p0, p1, shared)
+            keys[index] = np.frombuffer(key, np.uint8)
+        return points, keys
 
 
 def _bits_to_words(bits: np.ndarray) -> np.ndarray:
@@ -183,23 +357,46 @@ def _bits_to_words(bits: np.ndarray) -> np.ndarray:
     return np.packbits(bits.astype(np.uint8, copy=False), bitorder="little").view(np.uint64)
 
 
-def _tweaks(chunk: int, count: int) -> np.ndarray:
-    if not 0 <= chunk < 1 << 31:
-        raise InputError("chunk", chunk, "must be in [0, 2^31)")
-    if count > 1 << _TWEAK_SHIFT:
+def _check_session(session: int) -> int:
+    if not _is_int(session) or not 0 <= session < SESSION_LIMIT:
+        raise InputError("session", session, f"must be an integer in [0, {SESSION_LIMIT})")
+    return int(session)
+
+
+def _check_chunk(chunk: int) -> int:
+    if not _is_int(chunk) or not 0 <= chunk < CHUNK_LIMIT:
+        raise InputError("chunk", chunk, f"must be an integer in [0, {CHUNK_LIMIT})")
+    return int(chunk)
+
+
+def prg_nonce(session: int, chunk: int) -> int:
+    """The AES-CTR nonce of ``chunk`` of ``session``: ``session * 2^32 + chunk``."""
+    return (_check_session(session) << 32) | _check_chunk(chunk)
+
+
+def ot_tweaks(chunk: int, count: int) -> np.ndarray:
+    """Low 64 bits of the TCCR tweaks of a chunk's OTs: ``chunk * 2^32 + position``
+    (the session is the high 64 bits, :meth:`FixedKeyAES.tccr`'s ``high``)."""
+    chunk = _check_chunk(chunk)
+    if count > 1 << _POSITION_BITS:
         raise InputError("count", count, "at most 2^32 OTs per chunk")
-    return (np.uint64(chunk) << np.uint64(_TWEAK_SHIFT)) + np.arange(count, dtype=np.uint64)
+    return (np.uint64(chunk) << np.uint64(_POSITION_BITS)) + np.arange(count, dtype=np.uint64)
 
 
 def _padded(count: int) -> int:
     return -(-count // 64) * 64
 
 
+def u_tag(session: int, chunk: int) -> str:
+    """Tag of the IKNP matrix ``U`` of ``chunk`` of ``session``."""
+    return f"iknp/U/{session}/{chunk}"
+
+
 @dataclass
 class RowPRG:
-    """``G(k_i)`` for 128 seeds: one AES-ECB context per seed, created once, then reused.
+    """``PRG(k_i)`` for 128 seeds: one AES-ECB context per seed, created once, then reused.
 
-    Row ``i`` of chunk ``c`` is exactly ``prg.expand(k_i, ..., nonce=c)`` (AES-CTR), but the
+    Row ``i`` for nonce ``n`` is exactly ``prg.expand(k_i, ..., nonce=n)`` (AES-CTR), but the
     counter blocks are laid out once per chunk and shared by all rows, and no key
     schedule is repeated: per chunk the cost is 128 ``update_into`` calls.
     """
@@ -208,8 +405,8 @@ class RowPRG:
     _contexts: list | None = field(default=None, repr=False)
     _matrix: np.ndarray | None = field(default=None, repr=False)
 
-    def fill(self, chunk: int, words: int) -> np.ndarray:
-        """A ``(128, words)`` uint64 view whose row ``i`` is the chunk's stream of seed ``i``.
+    def fill(self, nonce: int, words: int) -> np.ndarray:
+        """A ``(128, words)`` uint64 view whose row ``i`` is seed ``i``'s stream under ``nonce``.
 
         The view is into a buffer reused by the next call (no page faults per chunk).
         """
@@ -217,7 +414,7 @@ class RowPRG:
             self._contexts = [
                 Cipher(algorithms.AES(seed.tobytes()), modes.ECB()).encryptor() for seed in self.seeds
             ]
-        counters = memoryview(counter_blocks(-(-words // 2), nonce=chunk)).cast("B")
+        counters = memoryview(counter_blocks(-(-words // 2), nonce=nonce)).cast("B")
         shape = (len(self._contexts), 2 * -(-words // 2) + 2)
         if self._matrix is None or self._matrix.shape != shape:
             self._matrix = np.empty(shape, dtype=np.uint64)
@@ -228,26 +425,33 @@ class RowPRG:
 
 
 def _hash_blocks(
-    hasher: FixedKeyAES, x: np.ndarray, chunk: int, out: np.ndarray, delta: np.ndarray | None = None
+    hasher: FixedKeyAES,
+    x: np.ndarray,
+    session: int,
+    chunk: int,
+    out: np.ndarray,
+    delta: np.ndarray | None = None,
 ) -> np.ndarray:
-    """TCCR-hash ``x`` (XOR the block ``delta`` first, if given) in L2-sized pieces,
-    tweak = global OT index."""
-    tweaks = _tweaks(chunk, x.shape[0])
+    """TCCR-hash ``x`` (XOR the block ``delta`` first, if given) in L2-sized pieces under the
+    tweaks ``session * 2^64 + chunk * 2^32 + position``."""
+    tweaks = ot_tweaks(chunk, x.shape[0])
     masked = np.empty((min(HASH_BLOCK, x.shape[0]), 2), dtype=np.uint64) if delta is not None else None
     for start in range(0, x.shape[0], HASH_BLOCK):
         piece = x[start : start + HASH_BLOCK]
         if masked is not None:
             piece = xor_block_into(piece, delta, masked[: piece.shape[0]])
-        hasher.tccr(piece, tweaks[start : start + HASH_BLOCK], out=out[start : start + HASH_BLOCK])
+        window = slice(start, start + HASH_BLOCK)
+        hasher.tccr(piece, tweaks[window], out=out[window], high=session)
     return out
 
 
 @dataclass
 class IKNPSender:
-    """Extension sender: holds ``s`` (``delta``) and the base keys ``k_i^{s_i}``."""
+    """Extension sender in one session: holds ``s`` (``delta``) and the base keys ``k_i^{s_i}``."""
 
     delta: np.ndarray
     seeds: np.ndarray
+    session: int = 0
     hasher: FixedKeyAES = field(default_factory=FixedKeyAES)
     _prg: RowPRG | None = field(default=None, repr=False)
 
@@ -257,7 +461,14 @@ class IKNPSender:
         return np.unpackbits(self.delta.view(np.uint8), bitorder="little")
 
     def extend(self, message: Message, chunk: int, count: int) -> np.ndarray:
-        """``q_j`` for the ``count`` OTs of ``chunk`` as ``(count, 2)`` uint64 blocks."""
+        """``q_j`` for the ``count`` OTs of ``chunk`` as ``(count, 2)`` uint64 blocks; ``message``
+        must be this session's ``U`` of ``chunk``."""
+        nonce = prg_nonce(self.session, chunk)
+        if message.tag != u_tag(self.session, chunk):
+            raise ProtocolError(
+                f"IKNP: expected {u_tag(self.session, chunk)!r} (session {self.session}), "
+                f"got {message.tag!r}"
+            )
         words = _padded(count) // 64
         if len(message.arrays) != 1:
             raise ProtocolError("IKNP: expected one matrix U")
@@ -266,49 +477,325 @@ class IKNPSender:
             raise ProtocolError(f"IKNP: U has shape {u_matrix.shape}, expected {(KAPPA, words)}")
         if self._prg is None:
             self._prg = RowPRG(self.seeds)
-        q_matrix = self._prg.fill(chunk, words)
+        q_matrix = self._prg.fill(nonce, words)
         xor_rows_where(q_matrix, u_matrix, self.delta_bits)
         return transpose_bits(q_matrix)[:count]
 
     def random_ot(
         self, q: np.ndarray, chunk: int, out0: np.ndarray | None = None, out1: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
-        """The two 128-bit messages ``H(q_j, j)`` and ``H(q_j XOR s, j)`` of each OT."""
+        """The two 128-bit messages ``H(q_j, w_j)`` and ``H(q_j XOR s, w_j)`` of each OT."""
         out0 = np.empty_like(q) if out0 is None else out0
         out1 = np.empty_like(q) if out1 is None else out1
-        _hash_blocks(self.hasher, q, chunk, out0)
-        _hash_blocks(self.hasher, q, chunk, out1, delta=self.delta)
+        _hash_blocks(self.hasher, q, self.session, chunk, out0)
+        _hash_blocks(self.hasher, q, self.session, chunk, out1, delta=self.delta)
         return out0, out1
 
 
 @dataclass
 class IKNPReceiver:
-    """Extension receiver: holds both base keys ``(k_i^0, k_i^1)`` of every base OT."""
+    """Extension receiver in one session: both base keys ``(k_i^0, k_i^1)`` of every base OT."""
 
     seeds0: np.ndarray
     seeds1: np.ndarray
+    session: int = 0
     hasher: FixedKeyAES = field(default_factory=FixedKeyAES)
     _prg0: RowPRG | None = field(default=None, repr=False)
     _prg1: RowPRG | None = field(default=None, repr=False)
 
     def extend(self, choices: np.ndarray, chunk: int, sender: int, receiver: int) -> tuple[Message, np.ndarray]:
         """Message ``U`` for ``chunk`` with choice bits ``choices``, and ``t_j`` as ``(m, 2)`` blocks."""
+        nonce = prg_nonce(self.session, chunk)
         count = choices.shape[0]
         padded = _padded(count)
         bits = np.zeros(padded, dtype=np.uint8)
         bits[:count] = choices
         if self._prg0 is None:
             self._prg0, self._prg1 = RowPRG(self.seeds0), RowPRG(self.seeds1)
-        t_matrix = self._prg0.fill(chunk, padded // 64)
-        u_matrix = self._prg1.fill(chunk, padded // 64)
+        t_matrix = self._prg0.fill(nonce, padded // 64)
+        u_matrix = self._prg1.fill(nonce, padded // 64)
         u_matrix ^= t_matrix
         u_matrix ^= _bits_to_words(bits)
-        message = Message(receiver, sender, f"iknp/U/{chunk}", (np.ascontiguousarray(u_matrix),))
+        matrix = np.ascontiguousarray(u_matrix)
+        message = Message(receiver, sender, u_tag(self.session, chunk), (matrix,))
         return message, transpose_bits(t_matrix)[:count]
 
     def random_ot(self, t: np.ndarray, chunk: int, out: np.ndarray | None = None) -> np.ndarray:
-        """The chosen 128-bit messages ``H(t_j, j)``."""
-        return _hash_blocks(self.hasher, t, chunk, np.empty_like(t) if out is None else out)
+        """The chosen 128-bit messages ``H(t_j, w_j)``."""
+        out = np.empty_like(t) if out is None else out
+        return _hash_blocks(self.hasher, t, self.session, chunk, out)
+
+
+def _setup_array(
+    arrays: dict[str, np.ndarray], key: str, shape: tuple[int, ...], dtype, owner: str
+) -> np.ndarray:
+    array = arrays.get(key)
+    if array is None:
+        raise ProtocolError(f"{owner} state lacks {key!r}")
+    array = np.asarray(array)
+    if array.shape != shape or array.dtype != np.dtype(dtype):
+        raise ProtocolError(
+            f"{owner} state {key!r} has {array.shape} {array.dtype}, expected {shape} {np.dtype(dtype)}"
+        )
+    return array
+
+
+@dataclass
+class SenderSetup:
+    """The extension sender's persistent half of one setup: ``s`` (``delta``), its chosen base
+    keys ``k_i^{s_i}``, the setup id and the next session number it may accept.  Secret.
+
+    The row PRG's 128 AES key schedules are made once per setup and shared by the
+    extensions of its sessions (one at a time: a thread of its own takes a fresh
+    :class:`RowPRG`, as :func:`securefl.crypto.shade.shade_pair`'s workers do)."""
+
+    setup_id: bytes
+    delta: np.ndarray = field(repr=False)
+    seeds: np.ndarray = field(repr=False)
+    next_session: int = 0
+    _rows: RowPRG | None = field(default=None, repr=False, compare=False)
+
+    def accept(self, session: int) -> int:
+        """Admit ``session`` (it must be above every session accepted before); returns it."""
+        session = _check_session(session)
+        if session < self.next_session:
+            raise ProtocolError(
+                f"IKNP setup {self.setup_id.hex()}: session {session} replayed or out of order "
+                f"(sessions below {self.next_session} were used)"
+            )
+        self.next_session = session + 1
+        return session
+
+    def extension(self, session: int) -> IKNPSender:
+        """The extension sender of an accepted ``session``."""
+        if not _check_session(session) < self.next_session:
+            raise ProtocolError(f"IKNP setup {self.setup_id.hex()}: session {session} was never accepted")
+        if self._rows is None:
+            self._rows = RowPRG(self.seeds)
+        return IKNPSender(delta=self.delta, seeds=self.seeds, session=session, _prg=self._rows)
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        """The state as named arrays (for a party's state record)."""
+        return {
+            "id": np.frombuffer(self.setup_id, np.uint8).copy(),
+            "delta": np.asarray(self.delta, np.uint64).copy(),
+            "seeds": np.asarray(self.seeds, np.uint8).copy(),
+            "next": np.array([self.next_session], dtype=np.uint64),
+        }
+
+    @classmethod
+    def from_arrays(cls, arrays: dict[str, np.ndarray]) -> "SenderSetup":
+        """Inverse of :meth:`to_arrays`; malformed state raises :class:`ProtocolError`."""
+        owner = "IKNP sender setup"
+        return cls(
+            setup_id=_setup_array(arrays, "id", (SETUP_ID_BYTES,), np.uint8, owner).tobytes(),
+            delta=_setup_array(arrays, "delta", (2,), np.uint64, owner).copy(),
+            seeds=_setup_array(arrays, "seeds", (KAPPA, 16), np.uint8, owner).copy(),
+            next_session=int(_setup_array(arrays, "next", (1,), np.uint64, owner)[0]),
+        )
+
+
+@dataclass
+class ReceiverSetup:
+    """The extension receiver's persistent half of one setup: both keys of every base OT, the
+    setup id and the next session number it will use.  Secret.  Row PRGs as in
+    :class:`SenderSetup`."""
+
+    setup_id: bytes
+    seeds0: np.ndarray = field(repr=False)
+    seeds1: np.ndarray = field(repr=False)
+    next_session: int = 0
+    _rows: tuple[RowPRG, RowPRG] | None = field(default=None, repr=False, compare=False)
+
+    def open(self) -> int:
+        """Take the next session number (used at most once, even if the session is abandoned)."""
+        if self.next_session >= SESSION_LIMIT:
+            raise ProtocolError(f"IKNP setup {self.setup_id.hex()}: all {SESSION_LIMIT} sessions used")
+        session = self.next_session
+        self.next_session = session + 1
+        return session
+
+    def extension(self, session: int) -> IKNPReceiver:
+        """The extension receiver of an opened ``session``."""
+        if not _check_session(session) < self.next_session:
+            raise ProtocolError(f"IKNP setup {self.setup_id.hex()}: session {session} was never opened")
+        if self._rows is None:
+            self._rows = RowPRG(self.seeds0), RowPRG(self.seeds1)
+        return IKNPReceiver(seeds0=self.seeds0, seeds1=self.seeds1, session=session,
+                            _prg0=self._rows[0], _prg1=self._rows[1])
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        """The state as named arrays (for a party's state record)."""
+        return {
+            "id": np.frombuffer(self.setup_id, np.uint8).copy(),
+            "seeds0": np.asarray(self.seeds0, np.uint8).copy(),
+            "seeds1": np.asarray(self.seeds1, np.uint8).copy(),
+            "next": np.array([self.next_session], dtype=np.uint64),
+        }
+
+    @classmethod
+    def from_arrays(cls, arrays: dict[str, np.ndarray]) -> "ReceiverSetup":
+        """Inverse of :meth:`to_arrays`; malformed state raises :class:`ProtocolError`."""
+        owner = "IKNP receiver setup"
+        return cls(
+            setup_id=_setup_array(arrays, "id", (SETUP_ID_BYTES,), np.uint8, owner).tobytes(),
+            seeds0=_setup_array(arrays, "seeds0", (KAPPA, 16), np.uint8, owner).copy(),
+            seeds1=_setup_array(arrays, "seeds1", (KAPPA, 16), np.uint8, owner).copy(),
+            next_session=int(_setup_array(arrays, "next", (1,), np.uint64, owner)[0]),
+        )
+
+
+@dataclass
+class Hello:
+    """What the extension receiver keeps between its hello and the sender's answer: the
+    base-OT scalar ``a`` (used only if a fresh setup runs), the offered setup id (zeros:
+    none) and the session number it took."""
+
+    secret: bytes = field(repr=False)
+    offer: bytes
+    session: int
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        """The state as named arrays."""
+        return {
+            "secret": np.frombuffer(self.secret, np.uint8).copy(),
+            "offer": np.frombuffer(self.offer, np.uint8).copy(),
+            "session": np.array([self.session], dtype=np.uint64),
+        }
+
+    @classmethod
+    def from_arrays(cls, arrays: dict[str, np.ndarray]) -> "Hello":
+        """Inverse of :meth:`to_arrays`; malformed state raises :class:`ProtocolError`."""
+        owner = "IKNP hello"
+        return cls(
+            secret=_setup_array(arrays, "secret", (POINT_BYTES,), np.uint8, owner).tobytes(),
+            offer=_setup_array(arrays, "offer", (SETUP_ID_BYTES,), np.uint8, owner).tobytes(),
+            session=int(_setup_array(arrays, "session", (1,), np.uint64, owner)[0]),
+        )
+
+
+_NO_SETUP = bytes(SETUP_ID_BYTES)
+
+
+def receiver_hello(
+    setup: ReceiverSetup | None, *, context: bytes, rng: RandomSource, sender: int, receiver: int
+) -> tuple[Message, Hello]:
+    """Message 1 (extension receiver -> sender): the offered setup and session, and a fresh
+    base-OT point ``A``.  With a ``setup`` its next session number is taken now."""
+    base = BaseOTSender(context=_check_context(context), rng=rng)
+    a_point = base.point()
+    offer, session = (_NO_SETUP, 0) if setup is None else (setup.setup_id, setup.open())
+    message = Message(
+        receiver,
+        sender,
+        HELLO,
+        (np.frombuffer(offer, np.uint8).copy(), np.array([session], dtype=np.uint64), a_point),
+    )
+    return message, Hello(secret=base.secret, offer=offer, session=session)
+
+
+def sender_answer(
+    setup: SenderSetup | None, message: Message, *, context: bytes, rng: RandomSource
+) -> tuple[Message, SenderSetup, int]:
+    """Message 2 (extension sender -> receiver): ``iknp/resume`` if ``setup`` is the offered
+    one (its session is then accepted: a replayed or out-of-order one raises
+    :class:`ProtocolError`), else the base-OT points of a fresh setup.  Returns the answer,
+    the sender's setup (the same, advanced, or the new one) and the session."""
+    _check_context(context)
+    if message.tag != HELLO:
+        raise ProtocolError(f"IKNP: expected {HELLO!r}, got {message.tag!r}")
+    shapes = [(SETUP_ID_BYTES,), (1,), (POINT_BYTES,)]
+    dtypes = [np.uint8, np.uint64, np.uint8]
+    if len(message.arrays) != 3 or any(
+        a.shape != s or a.dtype != d for a, s, d in zip(message.arrays, shapes, dtypes)
+    ):
+        raise ProtocolError(
+            f"{HELLO}: expected a (16,) uint8 setup id, a (1,) uint64 session and a (32,) uint8 point"
+        )
+    offer, session, a_point = message.arrays[0].tobytes(), int(message.arrays[1][0]), message.arrays[2]
+    if setup is not None and offer != _NO_SETUP and offer == setup.setup_id:
+        setup.accept(session)
+        named = (message.arrays[0].copy(), message.arrays[1].copy())
+        answer = Message(message.receiver, message.sender, RESUME, named)
+        return answer, setup, session
+    delta = rng.array(2, np.uint64)
+    choices = np.unpackbits(delta.view(np.uint8), bitorder="little")
+    points, chosen = BaseOTReceiver(context=context, choices=choices, rng=rng).respond(a_point)
+    setup_id = _setup_id(context, a_point.tobytes(), points)
+    fresh = SenderSetup(setup_id=setup_id, delta=delta, seeds=chosen, next_session=1)
+    return Message(message.receiver, message.sender, BASE_POINTS, (points,)), fresh, 0
+
+
+def receiver_complete(
+    hello: Hello, setup: ReceiverSetup | None, message: Message, *, context: bytes
+) -> tuple[ReceiverSetup, int]:
+    """After message 2 at the extension receiver: the setup to use (``setup`` resumed, or a
+    new one from the base OTs) and the session number.  A resume that does not name the
+    offered setup and session raises :class:`ProtocolError`."""
+    _check_context(context)
+    if message.tag == RESUME:
+        shapes = [a.shape for a in message.arrays]
+        if shapes != [(SETUP_ID_BYTES,), (1,)] or message.arrays[1].dtype != np.uint64:
+            raise ProtocolError(f"{RESUME}: expected a (16,) setup id and a (1,) uint64 session")
+        named, session = bytes(message.arrays[0].astype(np.uint8)), int(message.arrays[1][0])
+        offered = setup is not None and hello.offer != _NO_SETUP and setup.setup_id == hello.offer
+        if not offered or named != hello.offer:
+            raise ProtocolError(f"{RESUME}: names setup {named.hex()}, which was not offered")
+        if session != hello.session:
+            raise ProtocolError(
+                f"{RESUME}: names session {session}, but session {hello.session} was offered"
+            )
+        return setup, session
+    if message.tag != BASE_POINTS:
+        raise ProtocolError(f"IKNP: expected {RESUME!r} or {BASE_POINTS!r}, got {message.tag!r}")
+    if len(message.arrays) != 1:
+        raise ProtocolError(f"{BASE_POINTS}: expected one array of points")
+    base = BaseOTSender(context=context, secret=hello.secret)
+    seeds0, seeds1 = base.finish(message.arrays[0])
+    fresh = ReceiverSetup(
+        setup_id=_setup_id(context, base.point().tobytes(), message.arrays[0]),
+        seeds0=seeds0,
+        seeds1=seeds1,
+        next_session=1,
+    )
+    return fresh, 0
+
+
+@dataclass
+class OTSetups:
+    """Every party's IKNP setups in an in-process simulation, kept from one call (round) to
+    the next.
+
+    ``held[party][(peer, role)]`` is ``party``'s own half (a :class:`SenderSetup` for
+    ``role="sender"``, a :class:`ReceiverSetup` for ``"receiver"``) of its setup with
+    ``peer``; parties are stable identities (a client's id, not its position in a round).
+    Each party's entries are read only for that party's own steps, as each client keeps
+    its own in a deployment (:mod:`securefl.methods.fedprop_clients`).  ``federation``
+    enters every setup's context (:func:`setup_context`).
+    """
+
+    federation: bytes = field(default_factory=lambda: secrets.token_bytes(16))
+    held: dict[int, dict[tuple[int, str], SenderSetup | ReceiverSetup]] = field(
+        default_factory=dict, repr=False
+    )
+
+    def sender(self, party: int, peer: int) -> SenderSetup | None:
+        """``party``'s setup as extension sender towards ``peer``, if it holds one."""
+        return self.held.get(party, {}).get((peer, "sender"))
+
+    def receiver(self, party: int, peer: int) -> ReceiverSetup | None:
+        """``party``'s setup as extension receiver from ``peer``, if it holds one."""
+        return self.held.get(party, {}).get((peer, "receiver"))
+
+    def keep(self, party: int, peer: int, setup: SenderSetup | ReceiverSetup) -> None:
+        """Store ``party``'s half of its setup with ``peer`` (replacing an older one)."""
+        if not isinstance(setup, (SenderSetup, ReceiverSetup)):
+            raise InputError("setup", setup, "must be a SenderSetup or a ReceiverSetup")
+        role = "sender" if isinstance(setup, SenderSetup) else "receiver"
+        self.held.setdefault(party, {})[(peer, role)] = setup
+
+    def __len__(self) -> int:
+        return sum(len(entries) for entries in self.held.values())
 
 
 def iknp_setup(
@@ -318,21 +805,24 @@ def iknp_setup(
     receiver: int,
     sender_rng: RandomSource,
     receiver_rng: RandomSource,
+    context: bytes | None = None,
 ) -> tuple[IKNPSender, IKNPReceiver]:
-    """Run the 128 base OTs between ``sender`` (extension sender) and ``receiver``.
+    """A fresh setup (128 base OTs) between ``sender`` (extension sender) and ``receiver``
+    over ``network``, and the two parties' extensions in its session 0.
 
-    The extension receiver acts as base-OT sender; the extension sender picks ``s``
-    from ``sender_rng`` and uses its bits as base-OT choices.
+    ``context`` defaults to :func:`setup_context` of a one-off federation id drawn from
+    ``receiver_rng``.
     """
-    delta = sender_rng.array(2, np.uint64)
-    base_sender = BaseOTSender(count=KAPPA, rng=receiver_rng)
-    base_receiver = BaseOTReceiver(
-        choices=np.unpackbits(delta.view(np.uint8), bitorder="little"), rng=sender_rng
+    if context is None:
+        context = setup_context(receiver_rng.bytes(16), sender, receiver)
+    hello, pending = receiver_hello(
+        None, context=context, rng=receiver_rng, sender=sender, receiver=receiver
     )
-    first = network.deliver(base_sender.first(receiver, sender))
-    reply, chosen = base_receiver.respond(first)
-    seeds0, seeds1 = base_sender.finish(network.deliver(reply))
-    return IKNPSender(delta=delta, seeds=chosen), IKNPReceiver(seeds0=seeds0, seeds1=seeds1)
+    answer, sender_setup, session = sender_answer(
+        None, network.deliver(hello), context=context, rng=sender_rng
+    )
+    receiver_setup, _ = receiver_complete(pending, None, network.deliver(answer), context=context)
+    return sender_setup.extension(session), receiver_setup.extension(session)
 
 
 @dataclass
@@ -367,10 +857,11 @@ def random_ot(
     """``m`` random 1-out-of-2 OTs of 128-bit messages, both parties in this process.
 
     Party 0 is the OT sender, party 1 the receiver; ``choices`` defaults to random bits.
-    Returns the sender's two messages, the receiver's choices and received messages.
-    ``progress`` (optional) is a callable ``advance(ots_done)``.  ``out`` optionally
-    gives three ``(m, 2)`` uint64 arrays for (messages0, messages1, received), so a
-    caller can reuse memory instead of page-faulting in fresh arrays.
+    A fresh setup (128 X25519 base OTs, ``base_seconds``) is followed by one session of
+    extension.  Returns the sender's two messages, the receiver's choices and received
+    messages.  ``progress`` (optional) is a callable ``advance(ots_done)``.  ``out``
+    optionally gives three ``(m, 2)`` uint64 arrays for (messages0, messages1, received),
+    so a caller can reuse memory instead of page-faulting in fresh arrays.
     """
     if not isinstance(m, (int, np.integer)) or m < 1:
         raise InputError("m", m, "must be a positive integer")

@@ -42,8 +42,10 @@ Clients learn no distances.  A party that also colludes with the server learns t
 other's share and hence HD — exactly what the server learns anyway.
 
 **Client links need integrity, not confidentiality.**  Relayed through a semi-honest
-server, the pair's frames add nothing to its view: the base-OT points ``B_i`` are
-uniform whatever the choices; the IKNP matrix ``U = G(k^0) XOR G(k^1) XOR r`` is
+server, the pair's frames add nothing to its view: the hello carries a public point and
+public counters; the base-OT points ``(P_i^0, P_i^1)`` are pseudorandom whatever the
+choices (DDH, :mod:`securefl.crypto.ot`); every session's IKNP matrix
+``U = G(k^0) XOR G(k^1) XOR r`` reads a fresh window of the PRG streams and is
 pseudorandom to anyone without the base-OT keys (CDH); and each correction
 ``u = p0 + Delta - p1`` is masked by ``p1 = G(H(q XOR s))``, which needs the sender's
 ``q``.  Replace every ``p1`` by a uniform vector (TCCR + PRG) and each ``u`` becomes
@@ -54,7 +56,13 @@ the two clients derive from their X25519 agreement and the server cannot compute
 (:class:`~securefl.crypto.channel.LinkKeys`; the worker threads' links share the
 parties' key pairs).
 
-Tampering with any frame (correction, IKNP matrix, base OT, shares) raises
+**Across rounds** (``setups``, :class:`~securefl.crypto.ot.OTSetups`): a pair runs its
+128 X25519 base OTs once per federation and direction and every later call is a new
+session of the same IKNP extension (fresh PRG windows and TCCR tweaks, numbered sessions
+that are never re-used: the argument is in :mod:`securefl.crypto.ot`), so a round's
+fixed cost per pair is two small messages instead of the base OTs.
+
+Tampering with any frame (correction, IKNP matrix, hello, base OT, shares) raises
 :class:`~securefl.errors.ProtocolError` from the channel's MAC and sequence checks or
 from shape checks here; a reconstructed distance above ``L`` is also rejected.
 
@@ -77,7 +85,17 @@ from securefl.crypto import kernels
 from securefl.crypto.channel import SERVER, Message, Network
 from securefl.crypto.fixed_key import FixedKeyAES, block_buffer
 from securefl.crypto.hamming import HammingResult, check_codes, own_block, pair_roles, server_reconstruct
-from securefl.crypto.ot import KAPPA, IKNPReceiver, IKNPSender, iknp_setup
+from securefl.crypto.ot import (
+    BASE_POINTS,
+    KAPPA,
+    IKNPReceiver,
+    IKNPSender,
+    OTSetups,
+    receiver_complete,
+    receiver_hello,
+    sender_answer,
+    setup_context,
+)
 from securefl.crypto.rand import RandomSource
 from securefl.errors import InputError, ProtocolError
 
@@ -91,10 +109,15 @@ FRAME_BYTES = 1 << 22
 
 @dataclass
 class PairCost:
-    """Work counters of one SHADE pair: OTs run and AES output bytes generated."""
+    """Work counters of one SHADE pair: OTs run, AES output bytes generated, the seconds
+    of its IKNP setup step (base OTs when ``fresh_setup``, else the resume messages) and of
+    the whole pair."""
 
     ots: int = 0
     prg_bytes: int = 0
+    setup_seconds: float = 0.0
+    seconds: float = 0.0
+    fresh_setup: bool = False
 
 
 @dataclass
@@ -265,25 +288,43 @@ def shade_pair(
     rng: RandomSource | None = None,
     workers: int = 1,
     progress: Callable[[int], None] | None = None,
+    setups: OTSetups | None = None,
+    identities: tuple[int, int] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, PairCost]:
     """SHADE between ``sender`` (holds ``x``, ``(n_a, L)``) and ``receiver`` (holds ``y``, ``(n_b, L)``).
 
     Returns the sender's and the receiver's ``(n_a, n_b)`` uint16 shares (their sum mod
-    2^16 is ``HD(x_i, y_j)``) and the work done.  ``workers > 1`` splits the OT chunks
+    2^16 is ``HD(x_i, y_j)``) and the work done.  ``setups`` keeps the pair's IKNP setup
+    between calls (:class:`~securefl.crypto.ot.OTSetups`: the base OTs run on the first
+    call only, later calls are new sessions of the same extension); ``identities`` are
+    the two parties' stable ids in it (default ``(sender, receiver)``).  Without
+    ``setups`` every call runs fresh base OTs.  ``workers > 1`` splits the OT chunks
     over that many threads, each with its own authenticated link (AES and numpy release
     the GIL); the bytes of those links are added to ``network``'s parties in the result
     of :func:`shade_hamming_matrix`, here they are returned via ``PairCost`` only.
     """
+    started = time.perf_counter()
     x, y = check_codes([x, y])
     rng = rng if rng is not None else RandomSource()
     length = x.shape[1]
-    ot_sender, ot_receiver = iknp_setup(
-        network,
-        sender=sender,
-        receiver=receiver,
-        sender_rng=rng.child(f"party{sender}"),
-        receiver_rng=rng.child(f"party{receiver}"),
+    if setups is None:
+        setups = OTSetups(federation=rng.child("federation").bytes(16))
+    me, peer = identities if identities is not None else (sender, receiver)
+    context = setup_context(setups.federation, me, peer)
+    sender_rng, receiver_rng = rng.child(f"party{sender}"), rng.child(f"party{receiver}")
+    hello, pending = receiver_hello(
+        setups.receiver(peer, me), context=context, rng=receiver_rng, sender=sender, receiver=receiver
     )
+    answer, sender_setup, session = sender_answer(
+        setups.sender(me, peer), network.deliver(hello), context=context, rng=sender_rng
+    )
+    setups.keep(me, peer, sender_setup)
+    receiver_setup, receiver_session = receiver_complete(
+        pending, setups.receiver(peer, me), network.deliver(answer), context=context
+    )
+    setups.keep(peer, me, receiver_setup)
+    ot_sender, ot_receiver = sender_setup.extension(session), receiver_setup.extension(receiver_session)
+    setup_seconds = time.perf_counter() - started
     sender_party = ShadeSender(codes=x, receivers=y.shape[0])
     receiver_party = ShadeReceiver(codes=y, senders=x.shape[0])
     points_per_chunk = max(1, CHUNK_OTS // length)
@@ -299,8 +340,10 @@ def shade_pair(
     jobs = [
         dict(
             chunks=chunks[w::workers],
-            ot_sender=replace(ot_sender, hasher=FixedKeyAES(), _prg=None),
-            ot_receiver=replace(ot_receiver, hasher=FixedKeyAES(), _prg0=None, _prg1=None),
+            # one thread per worker: its own hasher and row PRGs (the setup's are not shared)
+            ot_sender=ot_sender if workers == 1 else replace(ot_sender, hasher=FixedKeyAES(), _prg=None),
+            ot_receiver=ot_receiver if workers == 1
+            else replace(ot_receiver, hasher=FixedKeyAES(), _prg0=None, _prg1=None),
             sender_party=sender_party,
             receiver_party=receiver_party,
             network=links[w],
@@ -321,8 +364,15 @@ def shade_pair(
                 network.stats[party].bytes_received += stats.bytes_received
                 network.stats[party].messages_sent += stats.messages_sent
                 network.stats[party].messages_received += stats.messages_received
-    total = PairCost(ots=sum(c.ots for c in costs), prg_bytes=sum(c.prg_bytes for c in costs))
-    return sender_party.share(), receiver_party.share(), total
+    shares = sender_party.share(), receiver_party.share()
+    total = PairCost(
+        ots=sum(c.ots for c in costs),
+        prg_bytes=sum(c.prg_bytes for c in costs),
+        setup_seconds=setup_seconds,
+        seconds=time.perf_counter() - started,
+        fresh_setup=answer.tag == BASE_POINTS,
+    )
+    return *shares, total
 
 
 def shade_one_vs_many(
@@ -360,6 +410,8 @@ def shade_hamming_matrix(
     workers: int,
     network: Network,
     progress: Callable[[int], None] | None = None,
+    setups: OTSetups | None = None,
+    identities: Sequence[int] | None = None,
 ) -> HammingResult:
     """All-pairs SHADE on checked codes (the ``"shade"`` backend of
     :func:`securefl.crypto.secure_hamming_matrix`, which validates the arguments).
@@ -367,11 +419,18 @@ def shade_hamming_matrix(
     For every pair ``a < b`` SHADE runs with the OT sender given by
     :func:`~securefl.crypto.hamming.pair_roles`; each of the two sends its share of the
     ``(a, b)`` block and every party its own block to the server, which reconstructs.
+    ``setups`` and ``identities`` (the parties' stable ids, default their positions) keep
+    the pairs' IKNP setups across calls (:func:`shade_pair`).
     """
     start = time.perf_counter()
     sizes = [p.shape[0] for p in parties]
     offsets = np.cumsum([0, *sizes]).tolist()
+    identities = list(range(len(parties))) if identities is None else [int(i) for i in identities]
+    if setups is None:
+        setups = OTSetups(federation=rng.child("federation").bytes(16))
     total = PairCost()
+    pair_seconds: dict[str, float] = {}
+    fresh = 0
     for a in range(len(parties)):
         for b in range(a + 1, len(parties)):
             sender, receiver = pair_roles(a, b)
@@ -384,9 +443,14 @@ def shade_hamming_matrix(
                 rng=rng.child(f"pair{a}-{b}"),
                 workers=workers,
                 progress=progress,
+                setups=setups,
+                identities=(identities[sender], identities[receiver]),
             )
             total.ots += cost.ots
             total.prg_bytes += cost.prg_bytes
+            total.setup_seconds += cost.setup_seconds
+            pair_seconds[f"{a}-{b}"] = cost.seconds - cost.setup_seconds
+            fresh += cost.fresh_setup
             if sender != a:
                 share_s, share_r = share_s.T, share_r.T
             network.send(Message(sender, SERVER, f"shade/share/{a}-{b}", (share_s,)))
@@ -403,4 +467,7 @@ def shade_hamming_matrix(
         ots=total.ots,
         prg_bytes=total.prg_bytes,
         offsets=tuple(offsets[:-1]),
+        setup_seconds=total.setup_seconds,
+        pair_seconds=pair_seconds,
+        fresh_setups=fresh,
     )

@@ -6,28 +6,32 @@ links") the same protocol is cut into four hops, each a batch of messages from o
 of the pair to the other, the sender ``s`` (holds ``x``, ``(n_a, L)``) and the receiver
 ``r`` (holds ``y``, ``(n_b, L)``):
 
-1. :func:`receiver_base` (r -> s): base-OT point ``A`` (r is the base-OT sender).
-2. :func:`sender_base` (s -> r): base-OT points ``B_i`` for the choices ``s``'s IKNP
-   ``delta``; s keeps ``delta`` and its chosen keys.
-3. :func:`receiver_extend` (r -> s): the IKNP matrices ``U`` of *all* chunks; r keeps
-   only the 2 x 128 base keys (it recomputes ``t`` at hop 4: the row PRG is
+1. :func:`receiver_base` (r -> s): the IKNP hello (:func:`securefl.crypto.ot.receiver_hello`):
+   the setup r holds for this pair, if any, with the session number it takes now, and a
+   fresh base-OT point ``A``.
+2. :func:`sender_base` (s -> r): ``iknp/resume`` if s holds the offered setup and the
+   session is new to it, else the base-OT points of a fresh setup (the choices are s's new
+   IKNP ``delta``).
+3. :func:`receiver_extend` (r -> s): r resumes or finishes the base OTs; the IKNP matrices
+   ``U`` of *all* chunks of the session (it recomputes ``t`` at hop 4: the row PRG is
    deterministic).
 4. :func:`sender_correct` (s -> r): the corrections ``u`` of all chunks, framed exactly
    as :func:`~securefl.crypto.shade.shade_pair` frames them, and s's share;
    :func:`receiver_finish` absorbs them and returns r's share.
 
 The messages, their tags, shapes and order are those of :func:`shade_pair`, so the
-frame bytes are the same; the parties are the same classes
-(:class:`~securefl.crypto.ot.BaseOTSender`, :class:`~securefl.crypto.ot.IKNPReceiver`,
-:class:`~securefl.crypto.shade.ShadeSender`, ...), only the loop is cut.  What a party
-keeps between hops is a ``dict`` of numpy arrays (the caller stores it, e.g. in a
-client's state Record): r the base-OT secret (hop 1 -> 3) and base keys (hop 3 -> 4),
-s ``delta`` and its chosen keys (hop 2 -> 4).
+frame bytes are the same; the parties are the same classes, only the loop is cut.  Two
+kinds of state: the *setup* (:class:`~securefl.crypto.ot.SenderSetup`,
+:class:`~securefl.crypto.ot.ReceiverSetup`), which outlives the round -- the caller keeps
+it with the party (e.g. in the client's state Record, never in a message) and passes it
+to every hop; hops 1 to 3 advance or replace it in place or return the new one -- and
+the round's ``dict`` of numpy arrays (r: the hello between hops 1 and 3; both: the setup
+id and session number of the round).
 
 Who learns what: exactly as :mod:`securefl.crypto.shade` (each share alone is uniform;
 the relay sees base-OT points, ``U`` and ``u``, all pseudorandom to it); the caller
-authenticates the batches end to end (:mod:`securefl.fl.links`).  Any malformed message
-raises :class:`~securefl.errors.ProtocolError`.
+authenticates the batches end to end (:mod:`securefl.fl.links`).  Any malformed,
+replayed or out-of-order message raises :class:`~securefl.errors.ProtocolError`.
 """
 
 from __future__ import annotations
@@ -35,10 +39,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from Crypto.PublicKey import ECC
 
 from securefl.crypto.channel import Message
-from securefl.crypto.ot import _ORDER, CURVE, KAPPA, BaseOTReceiver, BaseOTSender, IKNPReceiver, IKNPSender
+from securefl.crypto.ot import (
+    SETUP_ID_BYTES,
+    Hello,
+    ReceiverSetup,
+    SenderSetup,
+    receiver_complete,
+    receiver_hello,
+    sender_answer,
+)
 from securefl.crypto.rand import RandomSource
 from securefl.crypto.shade import CHUNK_OTS, FRAME_BYTES, TILE_BYTES, ShadeReceiver, ShadeSender, _Expander
 from securefl.errors import ProtocolError
@@ -46,7 +57,7 @@ from securefl.errors import ProtocolError
 HOPS = 4
 """Hops of one pair (the shares to the server ride on the last two)."""
 
-_SECRET_BYTES = 32
+_HELLO = "hello/"
 
 
 def chunks(receivers: int, length: int) -> list[tuple[int, int, int]]:
@@ -63,38 +74,36 @@ def framing(senders: int) -> tuple[int, int]:
     return tile_rows, tile_rows * max(1, FRAME_BYTES // (16 * blocks * tile_rows))
 
 
-def receiver_base(state: dict[str, np.ndarray], *, sender: int, receiver: int,
-                  rng: RandomSource) -> Message:
-    """Hop 1 at the receiver: the base-OT point ``A`` for the sender."""
-    base = BaseOTSender(count=KAPPA, rng=rng)
-    message = base.first(receiver, sender)
-    state["secret"] = np.frombuffer(int(base._secret).to_bytes(_SECRET_BYTES, "big"), np.uint8).copy()
+def receiver_base(state: dict[str, np.ndarray], *, setup: ReceiverSetup | None, context: bytes,
+                  sender: int, receiver: int, rng: RandomSource) -> Message:
+    """Hop 1 at the receiver: the hello; ``setup`` (if any) gives up its next session number."""
+    message, hello = receiver_hello(setup, context=context, rng=rng, sender=sender, receiver=receiver)
+    state.update({_HELLO + key: value for key, value in hello.to_arrays().items()})
     return message
 
 
-def sender_base(state: dict[str, np.ndarray], message: Message, *, rng: RandomSource) -> Message:
-    """Hop 2 at the sender: ``delta`` (its IKNP secret) and the base-OT answer ``B``."""
-    _expect(message, "baseot/A")
-    delta = rng.array(2, np.uint64)
-    base = BaseOTReceiver(choices=np.unpackbits(delta.view(np.uint8), bitorder="little"), rng=rng)
-    reply, chosen = base.respond(message)
-    state["delta"], state["chosen"] = delta, chosen
-    return reply
+def sender_base(state: dict[str, np.ndarray], message: Message, *, setup: SenderSetup | None,
+                context: bytes, rng: RandomSource) -> tuple[Message, SenderSetup]:
+    """Hop 2 at the sender: the answer to the hello, and the setup to keep (``setup``
+    advanced to the accepted session, or a fresh one)."""
+    answer, kept, session = sender_answer(setup, message, context=context, rng=rng)
+    _remember(state, kept.setup_id, session)
+    return answer, kept
 
 
 def receiver_extend(state: dict[str, np.ndarray], message: Message, codes: np.ndarray, *,
-                    sender: int, receiver: int) -> list[Message]:
-    """Hop 3 at the receiver: finish the base OTs; the IKNP matrix ``U`` of every chunk."""
-    _expect(message, "baseot/B")
-    if "secret" not in state:
-        raise ProtocolError("SHADE: base-OT answer before the base-OT point was sent")
-    secret = int.from_bytes(bytes(state.pop("secret")), "big")
-    if not 0 < secret < _ORDER:
-        raise ProtocolError("SHADE: stored base-OT secret out of range")
-    base = BaseOTSender(count=KAPPA, _secret=secret, _a_point=ECC.construct(curve=CURVE, d=secret).pointQ)
-    seeds0, seeds1 = base.finish(message)
-    state["seeds0"], state["seeds1"] = seeds0, seeds1
-    extension = IKNPReceiver(seeds0=seeds0, seeds1=seeds1)
+                    setup: ReceiverSetup | None, context: bytes, sender: int,
+                    receiver: int) -> tuple[list[Message], ReceiverSetup]:
+    """Hop 3 at the receiver: resume ``setup`` or finish the fresh base OTs; the IKNP matrix
+    ``U`` of every chunk of the session, and the setup to keep."""
+    pending = {key[len(_HELLO):]: value for key, value in state.items() if key.startswith(_HELLO)}
+    if not pending:
+        raise ProtocolError("SHADE: base-OT answer before the hello was sent")
+    kept, session = receiver_complete(Hello.from_arrays(pending), setup, message, context=context)
+    for key in [k for k in state if k.startswith(_HELLO)]:
+        del state[key]
+    _remember(state, kept.setup_id, session)
+    extension = kept.extension(session)
     choices = np.ascontiguousarray(codes.reshape(-1))
     length = codes.shape[1]
     out = []
@@ -102,27 +111,26 @@ def receiver_extend(state: dict[str, np.ndarray], message: Message, codes: np.nd
         matrix, _ = extension.extend(choices[start * length: stop * length], chunk,
                                      sender=sender, receiver=receiver)
         out.append(matrix)
-    return out
+    return out, kept
 
 
 def sender_correct(state: dict[str, np.ndarray], messages: Sequence[Message], codes: np.ndarray, *,
-                   receivers: int, sender: int, receiver: int) -> tuple[list[Message], np.ndarray]:
+                   setup: SenderSetup, receivers: int, sender: int,
+                   receiver: int) -> tuple[list[Message], np.ndarray]:
     """Hop 4 at the sender: the corrections ``u`` of every chunk, and the sender's
     ``(n_a, n_b)`` share."""
-    if "delta" not in state or "chosen" not in state:
-        raise ProtocolError("SHADE: IKNP matrices before the base OTs")
+    session = _session(state, setup, "IKNP matrices before the base OTs")
     length = codes.shape[1]
     plan = chunks(receivers, length)
     if len(messages) != len(plan):
         raise ProtocolError(f"SHADE: {len(messages)} IKNP matrices, expected {len(plan)}")
     party = ShadeSender(codes=codes, receivers=receivers)
-    extension = IKNPSender(delta=state["delta"], seeds=state["chosen"])
+    extension = setup.extension(session)
     tile_rows, frame_rows = framing(codes.shape[0])
     lanes = 8 * party.blocks
     expander = _Expander(blocks=party.blocks, rows=tile_rows)
     out = []
     for (chunk, start, stop), message in zip(plan, messages):
-        _expect(message, f"iknp/U/{chunk}")
         count, base = (stop - start) * length, start * length
         q = extension.extend(message, chunk, count)
         seeds0, seeds1 = extension.random_ot(q, chunk)
@@ -138,13 +146,12 @@ def sender_correct(state: dict[str, np.ndarray], messages: Sequence[Message], co
 
 
 def receiver_finish(state: dict[str, np.ndarray], messages: Sequence[Message], codes: np.ndarray, *,
-                    senders: int, sender: int, receiver: int) -> np.ndarray:
+                    setup: ReceiverSetup, senders: int, sender: int, receiver: int) -> np.ndarray:
     """After hop 4 at the receiver: absorb the corrections; the receiver's ``(n_a, n_b)`` share."""
-    if "seeds0" not in state or "seeds1" not in state:
-        raise ProtocolError("SHADE: corrections before the IKNP matrices")
+    session = _session(state, setup, "corrections before the IKNP matrices")
     length = codes.shape[1]
     party = ShadeReceiver(codes=codes, senders=senders)
-    extension = IKNPReceiver(seeds0=state["seeds0"], seeds1=state["seeds1"])
+    extension = setup.extension(session)
     tile_rows, frame_rows = framing(senders)
     expander = _Expander(blocks=-(-senders // 8), rows=tile_rows)
     frames = iter(messages)
@@ -168,6 +175,21 @@ def receiver_finish(state: dict[str, np.ndarray], messages: Sequence[Message], c
         raise ProtocolError("SHADE: more correction frames than OTs")
     state.clear()
     return party.share()
+
+
+def _remember(state: dict[str, np.ndarray], setup_id: bytes, session: int) -> None:
+    state["setup"] = np.frombuffer(setup_id, np.uint8).copy()
+    state["session"] = np.array([session], dtype=np.uint64)
+
+
+def _session(state: dict[str, np.ndarray], setup: SenderSetup | ReceiverSetup | None, problem: str) -> int:
+    """The round's session number, checked against the setup the caller passes."""
+    if "session" not in state or "setup" not in state:
+        raise ProtocolError(f"SHADE: {problem}")
+    if setup is None or np.asarray(state["setup"]).shape != (SETUP_ID_BYTES,) \
+            or bytes(np.asarray(state["setup"], np.uint8)) != setup.setup_id:
+        raise ProtocolError("SHADE: the setup passed is not the one this session was opened on")
+    return int(np.asarray(state["session"]).reshape(-1)[0])
 
 
 def _expect(message: Message, tag: str) -> None:

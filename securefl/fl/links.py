@@ -121,10 +121,12 @@ def _link_key(state: Record, me: int, peer: int) -> bytes:
     if where.size != 1 or peer == me:
         raise ProtocolError(f"client {me}: no link to client {peer}")
     return pairwise_secret(_private_key(state), state.arrays[_KEYS][int(where[0])],
-                           session=_session(state), me=me, peer=peer, label="link")
+                           session=transport_session(state), me=me, peer=peer, label="link")
 
 
-def _session(state: Record) -> bytes:
+def transport_session(state: Record) -> bytes:
+    """The transport session id a client's state was opened in (``_session``, 16 bytes);
+    a state without one raises :class:`ProtocolError`."""
     session = state.config.get("_session")
     if not isinstance(session, bytes):
         raise ProtocolError("links need the transport session in the client state")
@@ -144,16 +146,29 @@ def seal(state: Record, messages: Sequence[Message], *, me: int, peer: int) -> n
             raise InputError("messages", message.tag, f"must all go from {me} to {peer}")
     counter = f"{_SENT}{peer}"
     batch = int(state.config.get(counter, 0))
-    network = Network(session=batch_session(_session(state), me, peer, batch),
+    network = Network(session=batch_session(transport_session(state), me, peer, batch),
                       key=_link_key(state, me, peer))
-    parts = [struct.pack(">I", len(messages))]
+    framed = []
     for message in messages:
         network.send(message)
-        frame = bytes(network.queue(me, peer).popleft())
-        tag = message.tag.encode()
-        parts.append(struct.pack(">H", len(tag)) + tag + struct.pack(">Q", len(frame)) + frame)
+        framed.append((message.tag.encode(), network.queue(me, peer).popleft()))
+    total = 4 + sum(2 + len(tag) + 8 + len(frame) for tag, frame in framed)
+    out = np.empty(total, dtype=np.uint8)
+    view = memoryview(out)
+    struct.pack_into(">I", view, 0, len(framed))
+    offset = 4
+    for tag, frame in framed:  # written straight into the batch: one copy of each frame
+        struct.pack_into(">H", view, offset, len(tag))
+        view[offset + 2: offset + 2 + len(tag)] = tag
+        offset += 2 + len(tag)
+        struct.pack_into(">Q", view, offset, len(frame))
+        offset += 8
+        for part in (frame.header, *frame.body, frame.mac):
+            part = memoryview(part).cast("B")
+            view[offset: offset + part.nbytes] = part
+            offset += part.nbytes
     state.config[counter] = batch + 1
-    return np.frombuffer(b"".join(parts), dtype=np.uint8).copy()
+    return out
 
 
 def open_batch(state: Record, blob: np.ndarray, *, me: int, peer: int) -> list[Message]:
@@ -161,10 +176,10 @@ def open_batch(state: Record, blob: np.ndarray, *, me: int, peer: int) -> list[M
     data = np.asarray(blob)
     if data.dtype != np.uint8 or data.ndim != 1:
         raise ProtocolError(f"client {me}: batch from {peer} must be a 1-D uint8 array")
-    raw = data.tobytes()
+    raw = memoryview(np.ascontiguousarray(data)).cast("B")  # frames are views into the batch
     counter = f"{_RECEIVED}{peer}"
     batch = int(state.config.get(counter, 0))
-    network = Network(session=batch_session(_session(state), peer, me, batch),
+    network = Network(session=batch_session(transport_session(state), peer, me, batch),
                       key=_link_key(state, me, peer))
     messages = []
     try:
@@ -172,7 +187,7 @@ def open_batch(state: Record, blob: np.ndarray, *, me: int, peer: int) -> list[M
         offset = 4
         for _ in range(count):
             (tag_len,) = struct.unpack_from(">H", raw, offset)
-            tag = raw[offset + 2: offset + 2 + tag_len].decode()
+            tag = bytes(raw[offset + 2: offset + 2 + tag_len]).decode()
             offset += 2 + tag_len
             (frame_len,) = struct.unpack_from(">Q", raw, offset)
             offset += 8

@@ -116,10 +116,11 @@ RESERVED = ("_program", "_session", "_seq", "_step")
 
 SESSION_BYTES = 16
 
-SESSION_SCOPED = ("links/", "secagg/", "cclp/")
+SESSION_SCOPED = ("links/", "secagg/", "cclp/", "ot/")
 """Prefixes of client-state entries that belong to one session (:mod:`securefl.fl.links`'
-keys and counters, :mod:`securefl.fl.secure_sum_steps`' parties): never checkpointed by
-:meth:`InProcessTransport.client_states`."""
+keys and counters, :mod:`securefl.fl.secure_sum_steps`' parties, the IKNP setups SHADE
+keeps with each peer across rounds, :mod:`securefl.methods.fedprop_clients`): never
+checkpointed by :meth:`InProcessTransport.client_states`."""
 
 
 @dataclass

@@ -176,7 +176,8 @@ def cross_client_round(transport: Transport, members: Sequence[int], *, feature_
         return record
 
     session = secrets.token_bytes(8)
-    first = {j: Record({"model": np.asarray(feature_model, dtype=np.float64)},
+    roster = np.array(members, dtype=np.int64)
+    first = {j: Record({"model": np.asarray(feature_model, dtype=np.float64), "cclp/members": roster},
                        {"round": int(round_index), "cclp/party": j, "cclp/session": session})
              for j in range(count)}
     result, live = exchange(ADVERTISE, first, range(count))

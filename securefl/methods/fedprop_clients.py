@@ -9,8 +9,9 @@ the Hamming matrix, solves for columns and forwards rows.  Steps, one exchange e
 round's selected clients, config ``cclp/party``):
 
 ``cclp/advertise``
-    request: array ``model`` (the feature model: the global model, FedProp+MT's teacher),
-    config ``round``, ``cclp/party``, ``cclp/session`` (8 bytes).  The client embeds all
+    request: arrays ``model`` (the feature model: the global model, FedProp+MT's teacher)
+    and ``cclp/members`` (the round's client ids in party order: this client's own id must
+    be at its position), config ``round``, ``cclp/party``, ``cclp/session`` (8 bytes).  The client embeds all
     its points, V_j = f(X_j) (kept in its state until hashed), and starts the LSH seed
     agreement (:class:`~securefl.protocols.lsh.SeedAgreementClient`: public key up; the
     share from ``crypto_seed_for("lsh", round)``) and its links
@@ -28,7 +29,14 @@ round's selected clients, config ``cclp/party``):
     :mod:`securefl.fl.links` (``relay/to/<peer>`` up, ``relay/from/<peer>`` down), the
     shares of finished pairs up to the server (``cclp/share/<a>-<b>``).  Config array
     ``cclp/alive`` names the peers still in the protocol: a pair with a peer that left is
-    abandoned.
+    abandoned.  The pair's IKNP setup (:class:`~securefl.crypto.ot.SenderSetup` or
+    :class:`~securefl.crypto.ot.ReceiverSetup`, one per peer client id and role) persists
+    across rounds in the client's state under ``ot/<peer id>/<role>/``, bound to the
+    transport session (the federation) and the two client ids: the base OTs run when a
+    pair first meets in a role, later rounds are new sessions of the same extension
+    (:mod:`securefl.crypto.ot`).  It never leaves the client: ``ot/`` is session-scoped
+    (:data:`securefl.fl.transport.SESSION_SCOPED`), so no checkpoint holds it (a resumed
+    run sets the pairs up afresh).
 ``cclp/lwe/1`` .. ``cclp/lwe/3`` (real, ``hamming_backend="lwe"`` or ``"rlwe"``, instead of SHADE)
     :mod:`securefl.crypto.lwe_hops`: the LWE public key rides on ``cclp/codes``; then the
     relayed keys down and every ``C`` block and the hint ``H'`` up (slots ``cclp/lwe/in``,
@@ -56,9 +64,10 @@ nominal protocol bytes of the client-to-client frames the server cannot see
 of the SHADE messages, as the in-process protocol meters them).
 
 State (``cclp/...``, session-scoped: never checkpointed, cleared at the next round's
-advertise and after ``train``): the features until hashed, the codes, the agreement's
-X25519 key, share and peer keys, SHADE pair states, the self-pad seed, S_L and the
-layout.  Who learns what: exactly the client's view in
+advertise and after ``train``): the features until hashed, the codes, the round's
+members, the agreement's X25519 key, share and peer keys, SHADE pair states, the
+self-pad seed, S_L and the layout; and (``ot/...``, session-scoped, kept across rounds)
+the IKNP setups with its peers.  Who learns what: exactly the client's view in
 :mod:`securefl.protocols.crossclient` (the LSH seed, pairwise keys, S_L^(j), the layout,
 the sum's survivors, its own rows).
 """
@@ -73,11 +82,13 @@ from securefl.crypto import lwe_hops, shade_hops
 from securefl.crypto.channel import SERVER, Message, frame_size
 from securefl.crypto.fixed_point import FixedPoint
 from securefl.crypto.hamming import choose_backend, own_block, pair_roles
+from securefl.crypto.ot import ReceiverSetup, SenderSetup, setup_context
 from securefl.crypto.prg import random_seed
 from securefl.crypto.rand import RandomSource
 from securefl.crypto.secagg import SecAggConfig
 from securefl.errors import InputError, ProtocolError
 from securefl.fl import extract_features, links, secure_sum_steps
+from securefl.fl.links import transport_session
 from securefl.fl.costs import COMPUTE, CRYPTO
 from securefl.fl.transport import NodeContext, Record, put_message, take_message
 from securefl.methods.fedavg_clients import TRAIN, PseudoLabelClient, PseudoLabelMTClient
@@ -99,6 +110,8 @@ STEPS = (ADVERTISE, SHARES, CODES, *SHADE, *LWE, COLUMNS, SUM)
 SUM_NAME = "cclp"
 """Name of CrossClientLP's secure sum (:mod:`securefl.fl.secure_sum_steps`)."""
 PREFIX = "cclp/"
+OT_PREFIX = "ot/"
+"""State prefix of the IKNP setups kept with each peer across rounds (``ot/<peer id>/<role>/``)."""
 
 SLOT_LSH = "cclp/lsh"
 SLOT_OWN = "cclp/own"
@@ -148,9 +161,11 @@ class CrossClientSteps:
             return super().handle(step, request, state, node)
         reply = Record()
         start = time.perf_counter()
-        handler = {ADVERTISE: self._advertise, SHARES: self._shares, CODES: self._codes,
+        handler = {SHARES: self._shares, CODES: self._codes,
                    COLUMNS: self._columns, SUM: self._sum}.get(step)
-        if step in LWE:
+        if step == ADVERTISE:
+            self._advertise(request, state, reply, self.data(node), identity=int(node.partition))
+        elif step in LWE:
             self._lwe(LWE.index(step) + 1, request, state, reply)
         elif handler is None:
             self._shade(SHADE.index(step) + 1, request, state, reply)
@@ -200,9 +215,16 @@ class CrossClientSteps:
         return client
 
     # ----------------------------------------------------------------- steps
-    def _advertise(self, request: Record, state: Record, reply: Record, data: LocalData) -> None:
+    def _advertise(self, request: Record, state: Record, reply: Record, data: LocalData, *,
+                   identity: int) -> None:
         clear(state)
         party = int(request.config["cclp/party"])
+        members = np.asarray(request.arrays.get("cclp/members", np.zeros(0, np.int64)))
+        if members.ndim != 1 or members.dtype.kind not in "iu" or not 0 <= party < len(members) \
+                or int(members[party]) != identity or len(set(members.tolist())) != len(members):
+            raise ProtocolError(f"client {identity}: cclp/members must list the round's distinct "
+                                f"client ids with this client's at position {party}")
+        state.arrays["cclp/members"] = members.astype(np.int64)
         round_index = int(request.config["round"])
         begin = time.perf_counter()
         model = self.build(data, request.arrays["model"])
@@ -292,6 +314,7 @@ class CrossClientSteps:
         if codes is None:
             raise ProtocolError(f"client {me}: SHADE step before its codes")
         sizes = np.asarray(request.arrays.get("cclp/sizes", np.zeros(0, np.int64)))
+        members = [int(m) for m in state.arrays["cclp/members"]]
         sent = received = 0
         for peer, a, b, sender in self._pairs(request, state):
             receiver = b if sender == a else a
@@ -308,21 +331,31 @@ class CrossClientSteps:
                 received += sum(frame_size(m) for m in incoming)
             outgoing: list[Message] = []
             share = None
+            if not 0 <= peer < len(members):
+                raise ProtocolError(f"client {me}: SHADE peer {peer} is not among the round's members")
+            setup = self._setup(state, members[peer], "sender" if i_send else "receiver")
+            context = setup_context(transport_session(state), members[sender], members[receiver])
             if hop == 0 and acting:
-                outgoing = [shade_hops.receiver_base(pair, sender=sender, receiver=receiver,
-                                                     rng=RandomSource())]
+                outgoing = [shade_hops.receiver_base(pair, setup=setup, context=context, sender=sender,
+                                                     receiver=receiver, rng=RandomSource())]
             elif hop == 1 and acting:
-                outgoing = [shade_hops.sender_base(pair, _one(incoming), rng=RandomSource())]
+                answer, setup = shade_hops.sender_base(pair, _one(incoming), setup=setup, context=context,
+                                                       rng=RandomSource())
+                outgoing = [answer]
             elif hop == 2 and acting:
-                outgoing = shade_hops.receiver_extend(pair, _one(incoming), codes,
-                                                      sender=sender, receiver=receiver)
+                outgoing, setup = shade_hops.receiver_extend(pair, _one(incoming), codes, setup=setup,
+                                                             context=context, sender=sender,
+                                                             receiver=receiver)
             elif hop == 3 and acting:
                 outgoing, share = shade_hops.sender_correct(
-                    pair, incoming, codes, receivers=int(sizes[receiver]), sender=sender,
+                    pair, incoming, codes, setup=setup, receivers=int(sizes[receiver]), sender=sender,
                     receiver=receiver)
             elif hop == 4:
-                share = shade_hops.receiver_finish(pair, incoming, codes, senders=int(sizes[sender]),
-                                                   sender=sender, receiver=receiver)
+                share = shade_hops.receiver_finish(pair, incoming, codes, setup=setup,
+                                                   senders=int(sizes[sender]), sender=sender,
+                                                   receiver=receiver)
+            if hop <= 2 and acting and setup is not None:  # hops 1-3 advance or replace it
+                self._keep_setup(state, members[peer], setup)
             for key in [k for k in state.arrays if k.startswith(prefix)]:
                 del state.arrays[key]
             state.arrays.update({prefix + k: v for k, v in pair.items()})
@@ -335,6 +368,24 @@ class CrossClientSteps:
                     me, SERVER, f"shade/share/{a}-{b}", (np.ascontiguousarray(oriented),)))
         reply.config[LINK_SENT] = sent
         reply.config[LINK_RECEIVED] = received
+
+    @staticmethod
+    def _setup(state: Record, peer: int, role: str) -> SenderSetup | ReceiverSetup | None:
+        """This client's IKNP setup with client ``peer`` in ``role``, if it holds one."""
+        prefix = f"{OT_PREFIX}{peer}/{role}/"
+        arrays = {k[len(prefix):]: v for k, v in state.arrays.items() if k.startswith(prefix)}
+        if not arrays:
+            return None
+        return (SenderSetup if role == "sender" else ReceiverSetup).from_arrays(arrays)
+
+    @staticmethod
+    def _keep_setup(state: Record, peer: int, setup: SenderSetup | ReceiverSetup) -> None:
+        """Store (replace) this client's IKNP setup with client ``peer``."""
+        role = "sender" if isinstance(setup, SenderSetup) else "receiver"
+        prefix = f"{OT_PREFIX}{peer}/{role}/"
+        for key in [k for k in state.arrays if k.startswith(prefix)]:
+            del state.arrays[key]
+        state.arrays.update({prefix + k: v for k, v in setup.to_arrays().items()})
 
     def _lwe(self, hop: int, request: Record, state: Record, reply: Record) -> None:
         """LWE hop ``hop`` of the session (:mod:`securefl.crypto.lwe_hops`; hop 0 rides on

@@ -90,6 +90,7 @@ import scipy.sparse as sp
 
 from securefl.crypto.channel import SERVER, Message, Network
 from securefl.crypto.fixed_point import FixedPoint
+from securefl.crypto.ot import OTSetups
 from securefl.crypto.prg import SEED_BYTES, expand, random_seed
 from securefl.crypto.projection import busiest_link_bytes
 from securefl.errors import DropoutError, InputError, ProtocolError
@@ -358,6 +359,9 @@ class CrossClientLPResult:
     columns and rows phases on this protocol's network; hamming and sum as reported by
     the crypto room, where the secure sum reports sent bytes only).  ``clients`` and
     ``server`` are the final party states (for inspection of views in tests).
+    ``hamming_setup_seconds`` and ``hamming_pair_seconds`` split SHADE's time into the
+    pairs' OT setup steps and each pair's work after them
+    (:class:`~securefl.crypto.hamming.HammingResult`).
     """
 
     outputs: list[LabelPropagationResult | None]
@@ -372,6 +376,8 @@ class CrossClientLPResult:
     sum_survivors: list[int]
     clients: list[CrossClientLPClient] = field(repr=False)
     server: CrossClientLPServer = field(repr=False)
+    hamming_setup_seconds: float = 0.0
+    hamming_pair_seconds: dict[str, float] = field(default_factory=dict)
 
     def __iter__(self):
         for output in self.outputs:
@@ -437,12 +443,14 @@ def _expect(message: Message, tag: str, receiver: int) -> None:
         )
 
 
-def _check_inputs(features, labels, num_classes, k, alpha, L, backend, solver, hamming_backend):
+def _check_inputs(features, labels, num_classes, k, alpha, L, backend, solver, hamming_backend, ot_setups):
     check_num_classes(num_classes)
     if backend not in BACKENDS:
         raise InputError("backend", backend, f"must be one of {BACKENDS}")
     if hamming_backend not in HAMMING_BACKENDS:
         raise InputError("hamming_backend", hamming_backend, f"must be one of {HAMMING_BACKENDS}")
+    if ot_setups is not None and (hamming_backend != "shade" or not isinstance(ot_setups, OTSetups)):
+        raise InputError("ot_setups", ot_setups, "must be an OTSetups, and only with hamming_backend='shade'")
     if solver not in SOLVERS:
         raise InputError("solver", solver, f"must be one of {SOLVERS}")
     if not isinstance(k, (int, np.integer)) or k < 1:
@@ -494,6 +502,7 @@ def cross_client_lp(
     network: Network | None = None,
     workers: int = 1,
     hamming_backend: str = "shade",
+    ot_setups: OTSetups | None = None,
 ) -> CrossClientLPResult:
     """Run FedProp's CrossClientLP among ``len(features)`` clients and a server.
 
@@ -513,15 +522,18 @@ def cross_client_lp(
     ``threshold`` is the secure sum's t (default: a majority of the clients entering
     it).  ``solver`` is the server's solver for S_L.  ``network`` lets a test observe
     traffic.  ``workers`` threads share each SHADE pair's OT work (simulation speed
-    only; the outputs do not depend on it).  See the module docstring for the
-    protocol, the views and ``dropouts``.
+    only; the outputs do not depend on it).  ``ot_setups`` (SHADE only) keeps every
+    pair's IKNP setup from one call to the next, keyed by client index
+    (:class:`~securefl.crypto.ot.OTSetups`: the base OTs of a pair run in the first round
+    it meets, later rounds are new sessions of the extension).  See the module docstring
+    for the protocol, the views and ``dropouts``.
     """
     from securefl.crypto import secure_hamming_matrix
     from securefl.crypto.summation import secure_sum
 
     start_all = time.perf_counter()
     features, labels = _check_inputs(
-        features, labels, num_classes, k, alpha, L, backend, solver, hamming_backend
+        features, labels, num_classes, k, alpha, L, backend, solver, hamming_backend, ot_setups
     )
     parties = len(features)
     drops = Dropouts.coerce(dropouts, parties)
@@ -576,7 +588,12 @@ def cross_client_lp(
 
     tick = time.perf_counter()
     hamming = secure_hamming_matrix(
-        codes, backend=hamming_backend if real else "plaintext", seed=crypto_seed, workers=workers
+        codes,
+        backend=hamming_backend if real else "plaintext",
+        seed=crypto_seed,
+        workers=workers,
+        setups=ot_setups if real else None,
+        identities=[c.party for c in in_graph],
     )
     crypto_seconds += time.perf_counter() - tick
     meter.add("hamming", hamming.bytes_sent, hamming.bytes_received, [c.party for c in in_graph])
@@ -645,6 +662,8 @@ def cross_client_lp(
         sum_survivors=survivors,
         clients=clients,
         server=server,
+        hamming_setup_seconds=hamming.setup_seconds,
+        hamming_pair_seconds=dict(hamming.pair_seconds),
     )
 
 

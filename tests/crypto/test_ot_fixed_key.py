@@ -38,6 +38,20 @@ def test_tccr_definition_and_tweak_separation():
     assert len({bytes(row) for row in aes.tccr(same, tweaks)}) == 5
 
 
+def test_tccr_high_tweak_enters_the_high_word():
+    x = np.random.default_rng(2).integers(0, 2**63, size=(4, 2), dtype=np.uint64)
+    tweaks = np.arange(4, dtype=np.uint64)
+    first = reference_pi(x)
+    mixed = first.copy()
+    mixed[:, 0] ^= tweaks
+    mixed[:, 1] ^= np.uint64(7)
+    aes = FixedKeyAES()
+    np.testing.assert_array_equal(aes.tccr(x, tweaks, high=7), reference_pi(mixed) ^ first)
+    assert not (aes.tccr(x, tweaks, high=7) == aes.tccr(x, tweaks)).all(axis=1).any()
+    with pytest.raises(InputError, match="high"):
+        aes.tccr(x, tweaks, high=-1)
+
+
 def test_tccr_bad_input():
     with pytest.raises(InputError, match="x"):
         FixedKeyAES().tccr(np.zeros((3, 3), np.uint64), np.arange(3))

@@ -9,6 +9,7 @@ from scipy import stats
 from securefl.crypto import HammingResult, secure_hamming_matrix
 from securefl.crypto.channel import SERVER, Frame, Network
 from securefl.crypto.hamming_plain import hamming_matrix, pack_codes
+from securefl.crypto.ot import OTSetups
 from securefl.crypto.rand import random_source
 from securefl.crypto.hamming import pair_roles
 from securefl.crypto.shade import shade_distance, shade_one_vs_many, shade_pair
@@ -170,7 +171,8 @@ class TamperingNetwork(Network):
         ("shade/u", "flip"),
         ("shade/u", "truncate"),
         ("shade/u", "replay"),
-        ("iknp/U/0", "flip"),
+        ("iknp/U/0/0", "flip"),
+        ("iknp/hello", "flip"),
         ("baseot/B", "flip"),
         ("shade/share/0-1", "flip"),
         ("shade/own/1", "truncate"),
@@ -289,3 +291,32 @@ def test_relaying_server_cannot_verify_or_forge_client_frames_with_its_own_keys(
     with pytest.raises(ProtocolError, match="MAC"):
         secure_hamming_matrix(codes, network=network)
     assert network.__dict__["state"]["done"] and network.__dict__["state"]["client_frames"] > 1
+
+
+def test_setups_carry_across_rounds_and_positions_and_the_matrix_stays_exact():
+    """Four rounds of the all-pairs matrix with one OTSetups: parties change positions and one
+    sits a round out; every matrix equals the plaintext one, and base OTs run only for pairs
+    (and directions) not met before."""
+    rng = np.random.default_rng(3)
+    setups = OTSetups()
+    plan = [[10, 11, 12], [10, 11, 12], [12, 10, 11, 13], [11, 12]]
+    fresh = []
+    for ids in plan:
+        codes = [rng.integers(0, 2, (int(rng.integers(2, 9)), 96)) for _ in ids]
+        network = Network()
+        result = secure_hamming_matrix(codes, setups=setups, identities=ids, network=network)
+        np.testing.assert_array_equal(result.matrix, secure_hamming_matrix(codes, backend="plaintext").matrix)
+        assert len(result.pair_seconds) == len(ids) * (len(ids) - 1) // 2
+        fresh.append(result.fresh_setups)
+    assert fresh[0] == 3 and fresh[1] == 0 and fresh[3] == 0
+    assert 3 <= fresh[2] <= 6
+
+
+def test_setups_and_identities_bad_input():
+    codes = [np.zeros((2, 8), np.uint8), np.ones((2, 8), np.uint8)]
+    with pytest.raises(InputError, match="setups"):
+        secure_hamming_matrix(codes, backend="lwe", setups=OTSetups())
+    with pytest.raises(InputError, match="identities"):
+        secure_hamming_matrix(codes, identities=[4, 4])
+    with pytest.raises(InputError, match="identities"):
+        secure_hamming_matrix(codes, identities=[1])

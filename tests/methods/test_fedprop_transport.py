@@ -236,3 +236,63 @@ def test_a_relay_that_tampers_with_lwe_frames_is_caught_by_the_receiving_client(
     assert done.failed[victim].startswith("ProtocolError"), done.failed
     assert victim not in done.graph and outputs[victim] is None
     _same(outputs, cross_client_lp(**reference, dropouts={"before_hamming": {victim}}))
+
+
+def test_rounds_reuse_each_pairs_ot_setup_and_stay_exact(tiny_digits):
+    """Three rounds on one transport with shifting members (a client's position, and with it
+    its role in a pair, changes): every round's outputs equal the plaintext protocol's; a
+    pair that met before in the same roles resumes its IKNP setup (no base-OT points, fewer
+    bytes); the setups stay in the clients' states -- no reply carries a base-OT key and
+    no checkpoint keeps them."""
+    method = build_method("fedprop", secure="real", seed=4, **KEYWORDS)
+    nodes = [NodeContext(k, {"partition-id": k}, run_config(method), local_data(tiny_digits, k))
+             for k in range(tiny_digits.num_clients)]
+    transport = InProcessTransport(MethodProgramClient(), nodes)
+    replies = []
+    deliver = transport._exchange
+
+    def watched(step, requests, timeout):
+        result = deliver(step, requests, timeout)
+        replies.extend(result.replies.values())
+        return result
+
+    transport._exchange = watched
+    model = build_model(method.model, input_shape=tuple(tiny_digits.input_shape),
+                        num_classes=tiny_digits.num_classes, seed=4)
+    rounds = [[0, 1, 2], [0, 1, 2], [2, 1, 0]]  # the reversed order flips every pair's roles
+    costs = []
+    for round_index, members in enumerate(rounds):
+        done = cross_client_round(transport, members, feature_model=model_vector(model),
+                                  round_index=round_index, secure="real", k=method.k, alpha=method.alpha,
+                                  L=method.L, num_classes=tiny_digits.num_classes)
+        assert done.failed == {} and sorted(done.rows) == sorted(members)
+        features = [extract_features(model, tiny_digits.clients[k].x) for k in members]
+        labels = [tiny_digits.clients[k].observed_labels() for k in members]
+        expected = cross_client_lp(features, labels, num_classes=tiny_digits.num_classes, k=method.k,
+                                   alpha=method.alpha, L=method.L, backend="plaintext",
+                                   seed=method.crypto_seed_for("lsh", round_index))
+        for party, client in enumerate(members):
+            state = transport.states[client]
+            half = FedPropClient(method)
+            me = half._protocol_client(state, local_data(tiny_digits, client))
+            block, survivors = done.rows[client]
+            from securefl.crypto.fixed_point import FixedPoint
+
+            result = me.finish(Message(SERVER, party, TAG_ROWS, (block, survivors)),
+                               FixedPoint(int(state.config["cclp/sum/members"])), padded=True)
+            np.testing.assert_array_equal(result.pseudo_labels, expected[party][0])
+            np.testing.assert_array_equal(result.weights, expected[party][1])
+        costs.append(done.protocol_bytes_per_client)
+    # round 2 repeats round 1's positions: every pair resumes, so no base-OT points travel
+    # (each client is in two pairs; a pair's 128 x 2 points of 32 bytes count at both ends)
+    assert costs[0] - costs[1] > 1.9 * 128 * 2 * 32
+    sessions = {(c, k): int(v[0]) for c in MEMBERS for k, v in transport.states[c].arrays.items()
+                if k.startswith("ot/") and k.endswith("/next")}
+    # per client and peer: one setup per direction, used in rounds 1-2 (next session 2) or 3 (1)
+    assert len(sessions) == 12 and sorted(sessions.values()) == [1] * 6 + [2] * 6
+    keys = {bytes(row) for c in MEMBERS for k, v in transport.states[c].arrays.items()
+            if k.startswith("ot/") and "/seeds" in k for row in np.asarray(v).reshape(-1, 16)}
+    assert len(keys) > 128
+    sent = b"".join(np.ascontiguousarray(a).tobytes() for r in replies for a in r.arrays.values())
+    assert not any(key in sent for key in keys)
+    assert all(not k.startswith("ot/") for state in transport.client_states().values() for k in state.arrays)

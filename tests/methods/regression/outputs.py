@@ -27,6 +27,12 @@ every method and mode was recomputed identically, and only the weight digests di
 A method added later gets its entries once, with ``--add`` (only methods the file lacks, on
 the record's kernel path): ``fedavg-fixmatch``.
 
+A protocol change that moves bytes and nothing else (fewer or more bytes on the wire, the
+same outputs) is taken with ``--accept-bytes --method NAME``, which refuses unless every
+other field, the digests included, is recomputed bit for bit on the record's kernel path.
+Taken so far: fedprop and fedprop-mt real, +44 bytes per client per round (issue 23: the
+first SHADE message of a pair carries the X25519 base-OT setup instead of one P-256 point).
+
 ``--write PATH`` records this machine to another file and ``--check PATH`` compares this
 machine with such a file, which is how a record made under one kernel path is shown to pass
 under another (``ATEN_CPU_CAPABILITY=default|avx2|avx512``, ``MKL_ENABLE_INSTRUCTIONS``).
@@ -327,6 +333,30 @@ def reanchor(existing: dict[str, Any], outputs: dict[str, list[dict]]) -> dict[s
     return {"kernel_path": here, "outputs": {**existing["outputs"], **outputs}}
 
 
+BYTE_FIELDS = ("bytes_model_per_client", "bytes_protocol_per_client")
+
+
+def accept_bytes(existing: dict[str, Any], outputs: dict[str, list[dict]]) -> dict[str, Any]:
+    """``existing`` with the byte counts of ``outputs`` in place of its own, for a protocol
+    change that moves bytes and nothing else; refused (``SystemExit``) off the record's
+    kernel path or where any other field differs, digests included."""
+    if existing["kernel_path"] != kernel_path():
+        raise SystemExit("--accept-bytes: this machine's kernel path is not the record's")
+    updated = json.loads(json.dumps(existing))
+    for key, rounds in outputs.items():
+        old = updated["outputs"][key]
+        other = [(o["round"], k) for r, o in zip(rounds, old) for k in set(o) | set(r)
+                 if k not in BYTE_FIELDS and o.get(k) != r.get(k)]
+        if len(old) != len(rounds) or other:
+            raise SystemExit(f"{key}: fields other than bytes differ: {other[:5]}")
+        for r, o in zip(rounds, old):
+            for k in BYTE_FIELDS:
+                if k in o and o[k] != r[k]:
+                    print(f"{key} round {o['round']}: {k} {o[k]} -> {r[k]}")
+                    o[k] = r[k]
+    return updated
+
+
 def main() -> None:
     from securefl.methods import METHOD_NAMES
 
@@ -338,6 +368,9 @@ def main() -> None:
                         help="recompute every entry on this machine and keep it, with this "
                              "machine's kernel path, only if every recorded field but the "
                              "weight digests of another kernel path is recomputed bit for bit")
+    action.add_argument("--accept-bytes", action="store_true",
+                        help="take the recomputed byte counts of --method (a protocol change "
+                             "that moves bytes only); refused where any other field differs")
     action.add_argument("--write", metavar="PATH",
                         help="write a fresh record to PATH (never the fixture)")
     action.add_argument("--check", metavar="PATH",
@@ -371,7 +404,11 @@ def main() -> None:
               f"largest weight difference {worst:.1e} of scale (tolerance {WEIGHT_RTOL:.0e}), "
               f"at most {flips} labels flipped (tolerance {LABEL_FLIPS})")
         raise SystemExit(1 if failed else 0)
-    if args.add or args.reanchor:
+    if args.accept_bytes:
+        if not args.method:
+            parser.error("--accept-bytes needs --method")
+        FIXTURE.write_text(json.dumps(accept_bytes(existing, outputs), indent=1, sort_keys=True) + "\n")
+    elif args.add or args.reanchor:
         updated = reanchor(existing, outputs) if args.reanchor else {
             **existing, "outputs": {**existing["outputs"], **outputs}}
         FIXTURE.write_text(json.dumps(updated, indent=1, sort_keys=True) + "\n")
