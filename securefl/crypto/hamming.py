@@ -171,22 +171,66 @@ def link_bytes_model(backend: str, sizes: Sequence[int], length: int) -> int:
     return max((max(s, r) for s, r in zip(sent, received)), default=0)
 
 
-def choose_backend(sizes: Sequence[int], length: int) -> str:
-    """The backend ``"auto"`` resolves to: ``"rlwe"`` if its modelled busiest-link bytes
-    (:func:`link_bytes_model`) are below SHADE's, else ``"shade"``.
+AUTO_LINK_BITS_PER_SECOND = 1e8
+"""The client link ``"auto"`` plans for: 100 Mbit/s (a broadband uplink)."""
+SHADE_SECONDS_PER_BYTE = 1.6e-9
+"""SHADE's CPU per byte its clients send, setups resumed (project machine: 1.0-2.4 ns from
+2 x 500 to 5 x 135 points; the first round's base OTs, ~0.1 s per pair, left out)."""
+RING_SECONDS_PER_POINT_POLYNOMIAL = 4.3e-4
+"""Ring-LWE's fixed CPU per point and public polynomial, for ``C`` and for the hint
+(project machine: 4.0-4.8e-4 s from 2 x 500 to 10 x 600 points)."""
+RING_SECONDS_PER_MULTIPLY_ADD = 7e-11
+"""Ring-LWE's per-pair CPU per float64 multiply-add (project machine: 6.2-7.5e-11 s at
+2 x 500 to 10 x 600 points, 1.3e-10 at 5 x 135)."""
 
-    A cost model over the shape and the link that needs no CPU term: wherever the ring
-    backend moves fewer bytes it also took less CPU than SHADE in every measurement
-    (``bench hamming``: 2 x 500 and 2 x 2500 points at L = 4096, FedProp's digits round
-    5 x 135 at L = 1024), because its per-pair work is ``3 n_a n_b (L + 4096) + 4096 n_a n_b``
-    float64 multiply-adds against SHADE's ``n_a n_b L`` 16-bit OT lanes, and its fixed part is an FFT
-    per point; it moves more bytes only on small rounds (its ``C`` and hint are
-    ``13 (L + 8192)`` bytes per point whatever the peers: for two parties of ``n`` points,
-    below ``n ~ 6.5 (L + 4096) / L``), where SHADE is cheap too.  Deterministic in public
-    facts (point counts, ``L``), so the server and every client resolve it alike."""
+
+def modelled_seconds(backend: str, sizes: Sequence[int], length: int,
+                     link_bits_per_second: float = AUTO_LINK_BITS_PER_SECOND) -> float:
+    """Modelled seconds of one secure Hamming matrix: CPU (all parties, the constants above,
+    measured on the project machine) plus the busiest client's link bytes
+    (:func:`link_bytes_model`) at ``link_bits_per_second``, for ``"shade"`` or ``"rlwe"``.
+
+    SHADE: ``SHADE_SECONDS_PER_BYTE`` times the bytes its clients send (the AES, GMAC and lane
+    work all scale with them).  Ring-LWE: ``RING_SECONDS_PER_POINT_POLYNOMIAL`` per point and
+    public polynomial (``ceil(L / 4096) + 1`` of them) for each party's ``C`` and hint, plus
+    ``RING_SECONDS_PER_MULTIPLY_ADD`` per multiply-add of the pairs,
+    ``3 n_a n_b (L + 4096) + 4096 n_a n_b``."""
+    if backend not in ("shade", "rlwe"):
+        raise InputError("backend", backend, "the cost model covers 'shade' and 'rlwe'")
+    if not link_bits_per_second > 0:
+        raise InputError("link_bits_per_second", link_bits_per_second, "must be positive")
+    sizes = [int(n) for n in sizes]
+    roles = [pair_roles(a, b) for a in range(len(sizes)) for b in range(a + 1, len(sizes))]
+    if backend == "shade":
+        sent = sum(16 * sizes[r] * length * (1 + -(-sizes[s] // 8)) for s, r in roles)
+        cpu = SHADE_SECONDS_PER_BYTE * sent
+    else:
+        polynomials = -(-length // LWE_COLUMNS) + 1
+        encrypting = sum(sizes[j] for j in {s for s, _ in roles})
+        evaluating = sum(sizes[j] for j in {r for _, r in roles})
+        products = sum(sizes[a] * sizes[b] * (3 * (length + LWE_COLUMNS) + LWE_COLUMNS) for a, b in roles)
+        cpu = (RING_SECONDS_PER_POINT_POLYNOMIAL * polynomials * (encrypting + evaluating)
+               + RING_SECONDS_PER_MULTIPLY_ADD * products)
+    return cpu + 8.0 * link_bytes_model(backend, sizes, length) / link_bits_per_second
+
+
+def choose_backend(sizes: Sequence[int], length: int,
+                   link_bits_per_second: float = AUTO_LINK_BITS_PER_SECOND) -> str:
+    """The backend ``"auto"`` resolves to: ``"rlwe"`` or ``"shade"``, whichever has fewer
+    :func:`modelled_seconds` (CPU plus the busiest client's bytes over a
+    ``link_bits_per_second`` link, 100 Mbit/s by default).
+
+    Ring-LWE's bytes are ``13 (L + 8192)`` per point whatever the peers, SHADE's
+    ``n_a n_b L 16`` bits per pair; SHADE's CPU (setups resumed across rounds) is lower on
+    small rounds.  At 100 Mbit/s this picks ring-LWE for FedProp's digits round
+    (5 x ~121 points, L = 1024: 3.6 s against 5.9 s modelled) and larger ones, SHADE for
+    small rounds (3 x 40 points, L = 256); at 1 Gbit/s SHADE wins the digits round
+    (1.1 s against 1.5 s) and ring-LWE those of ~50 or more points per client at L = 4096.  Deterministic in public facts (point counts, ``L``) and constants,
+    so the server and every client resolve it alike."""
     if len(sizes) < 2:
         return "shade"
-    shade, ring = link_bytes_model("shade", sizes, length), link_bytes_model("rlwe", sizes, length)
+    shade = modelled_seconds("shade", sizes, length, link_bits_per_second)
+    ring = modelled_seconds("rlwe", sizes, length, link_bits_per_second)
     return "rlwe" if ring < shade else "shade"
 
 

@@ -284,16 +284,23 @@ def test_the_link_model_is_the_measured_busiest_link(backend):
     assert model <= measured <= model * 1.02 + 20_000, (measured, model)
 
 
-def test_auto_takes_the_ring_where_it_moves_fewer_bytes():
-    from securefl.crypto.hamming import choose_backend, link_bytes_model
+def test_auto_takes_the_backend_of_fewer_modelled_seconds():
+    from securefl.crypto.hamming import choose_backend, link_bytes_model, modelled_seconds
 
-    assert choose_backend([135] * 5, 1024) == "rlwe"  # FedProp's digits round
-    assert choose_backend([500, 500], 4096) == choose_backend([600] * 10, 4096) == "rlwe"
+    assert choose_backend([121] * 5, 1024) == "rlwe"  # FedProp's digits round at 100 Mbit/s
+    assert choose_backend([121] * 5, 1024, link_bits_per_second=1e9) == "shade"  # and at 1 Gbit/s
+    assert choose_backend([500, 500], 4096) == choose_backend([600] * 10, 4096, 1e10) == "rlwe"
     assert choose_backend([40, 40, 40], 256) == "shade" and choose_backend([8, 8], 4096) == "shade"
     assert choose_backend([7], 4096) == "shade"
-    for n in (13, 14, 20, 40):
-        ring, shade = link_bytes_model("rlwe", [n, n], 4096), link_bytes_model("shade", [n, n], 4096)
-        assert choose_backend([n, n], 4096) == ("rlwe" if ring < shade else "shade")
+    for n in (8, 20, 40, 80):
+        for link in (1e8, 1e9):
+            ring, shade = (modelled_seconds(b, [n, n], 4096, link) for b in ("rlwe", "shade"))
+            assert choose_backend([n, n], 4096, link) == ("rlwe" if ring < shade else "shade")
+            assert ring > 8 * link_bytes_model("rlwe", [n, n], 4096) / link
+    with pytest.raises(InputError, match="link_bits_per_second"):
+        modelled_seconds("rlwe", [1, 1], 8, 0.0)
+    with pytest.raises(InputError, match="backend"):
+        modelled_seconds("lwe", [1, 1], 8)
     rng = np.random.default_rng(1)
     codes = [rng.integers(0, 2, (n, 16)) for n in (2, 3)]
     result = secure_hamming_matrix(codes, backend="auto")
