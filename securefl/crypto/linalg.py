@@ -46,6 +46,7 @@ device-generic array library (the rest of the crypto room is numpy); it is impor
 from __future__ import annotations
 
 from contextlib import contextmanager
+from functools import lru_cache
 from typing import Iterator
 
 import numpy as np
@@ -149,6 +150,23 @@ def _roots(n: int) -> list[int]:
     raise AssertionError("unreachable: Z_p^* is cyclic")
 
 
+@lru_cache(maxsize=None)
+def _powers(n: int) -> np.ndarray:
+    """``r^j mod p`` for ``j < n`` and every check root ``r`` (``(n, R)`` float64, read-only;
+    computed once per process and ring dimension)."""
+    roots = _roots(n)
+    out = np.empty((n, len(roots)), dtype=np.float64)
+    for k, root in enumerate(roots):
+        value = 1
+        column = [0] * n
+        for j in range(n):
+            column[j] = value
+            value = value * root % CHECK_PRIME
+        out[:, k] = column
+    out.flags.writeable = False
+    return out
+
+
 class NegacyclicProducts:
     """Products in ``Z[X]/(X^N + 1)`` of fixed public polynomials by small ones, on a device.
 
@@ -173,9 +191,7 @@ class NegacyclicProducts:
         angles = torch.arange(half, dtype=torch.float64, device=device) * (np.pi / n)
         self._twist = torch.polar(torch.ones_like(angles), angles)
         self._table = self._transform(torch.as_tensor(publics, device=device))
-        roots = _roots(n)
-        powers = np.array([[pow(r, j, CHECK_PRIME) for r in roots] for j in range(n)], dtype=np.float64)
-        self._powers = torch.as_tensor(powers, device=device)
+        self._powers = torch.tensor(_powers(n), device=device)
         self._public_values = self._evaluate(torch.as_tensor(publics, device=device))
 
     def _transform(self, polys: torch.Tensor) -> torch.Tensor:
