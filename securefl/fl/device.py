@@ -42,13 +42,20 @@ CUBLAS_WORKSPACE = ":4096:8"
 """``CUBLAS_WORKSPACE_CONFIG`` for reproducible cuBLAS results (CUDA's documentation)."""
 
 
+def check_device_name(device: str) -> str:
+    """``device`` if it is spelled as one of :data:`DEVICE_NAMES` (whether this machine has
+    it is :func:`resolve_device`'s question); InputError naming ``device`` otherwise."""
+    match = _DEVICE.match(device) if isinstance(device, str) else None
+    if match is None or (match.group(2) and match.group(1) != "cuda"):
+        raise InputError("device", device, f"must be one of {', '.join(DEVICE_NAMES)}")
+    return device
+
+
 def resolve_device(device: str) -> torch.device:
     """The ``torch.device`` that ``device`` ("auto", "cpu", "cuda" or "cuda:<index>")
     names on this machine; InputError when the name is malformed or names a CUDA device
     torch does not see."""
-    match = _DEVICE.match(device) if isinstance(device, str) else None
-    if match is None or (match.group(2) and match.group(1) != "cuda"):
-        raise InputError("device", device, f"must be one of {', '.join(DEVICE_NAMES)}")
+    match = _DEVICE.match(check_device_name(device))
     kind = match.group(1)
     if kind == "auto":
         return torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
