@@ -89,7 +89,19 @@ def describe_device(device: torch.device) -> dict[str, str]:
     as the platform reports it) for results.json."""
     if device.type == "cuda":
         return {"device": str(device), "device_name": torch.cuda.get_device_name(device)}
-    return {"device": "cpu", "device_name": platform.processor() or platform.machine()}
+    return {"device": "cpu", "device_name": _cpu_model()}
+
+
+def _cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo`` on Linux; the platform's word elsewhere)."""
+    try:
+        with open("/proc/cpuinfo") as handle:
+            for line in handle:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 def model_device(model: torch.nn.Module) -> torch.device:

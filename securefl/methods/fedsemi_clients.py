@@ -179,7 +179,8 @@ class FedSemiClient(MethodClient):
         if state.config.get(f"{_TRAINED}round") != round_index:
             raise ProtocolError(f"upload of round {round_index} without that round's training")
         model = build_model(method.model, input_shape=data.input_shape,
-                            num_classes=data.num_classes, seed=method.seed)
+                            num_classes=data.num_classes, seed=method.seed,
+                            device=method.torch_device)
         groups = layer_groups(model)
         teachers = groups.split(np.array(state.arrays[f"{_TRAINED}teacher"]))
         students = groups.split(np.array(state.arrays[f"{_TRAINED}student"]))
