@@ -54,7 +54,8 @@ from typing import Any
 
 import numpy as np
 
-JOB_METHODS = ("fedavg-labeled", "fedprop", "fedsemi-mt", "fedanchor", "protofssl", "fedavg-fixmatch")
+JOB_METHODS = ("fedavg-labeled", "fedprop", "fedsemi-mt", "fedanchor", "protofssl",
+               "fedavg-fixmatch")
 THROUGHPUT_MODELS = ("cnn13", "wrn28_2")
 NOISE_SE = 4.0
 """Accuracies agree "within noise" when they differ by at most this many standard errors."""
@@ -125,6 +126,8 @@ def run_job(config: Path, dataset: Path, device: str, out: Path) -> dict[str, An
 
 
 def _protocol(document: dict[str, Any]) -> list[dict[str, Any]]:
+    """What must not depend on the device: per method the rounds run, the selection rule,
+    the bytes per client and round, and which rounds were evaluated."""
     return [{key: summary[key] for key in ("method", "rounds_completed", "selected_by",
                                            "bytes_per_client_per_round")}
             | {"evaluated": [a is not None for a in summary["accuracy_by_round"]]}
@@ -132,9 +135,10 @@ def _protocol(document: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _trajectory(document: dict[str, Any]) -> list[dict[str, Any]]:
-    return [{key: summary[key] for key in ("method", "accuracy_by_round", "validation_accuracy_by_round",
-                                           "pseudo_label_digest_by_round", "pseudo_label_accuracy_by_round")}
-            for summary in document["methods"]]
+    """Everything a run's numbers show per round: equal in two runs on one device."""
+    keys = ("method", "accuracy_by_round", "validation_accuracy_by_round",
+            "pseudo_label_digest_by_round", "pseudo_label_accuracy_by_round")
+    return [{key: summary[key] for key in keys} for summary in document["methods"]]
 
 
 def compare_jobs(reference: dict[str, Any], first: dict[str, Any], second: dict[str, Any],
@@ -144,7 +148,8 @@ def compare_jobs(reference: dict[str, Any], first: dict[str, Any], second: dict[
     for ref, dev in zip(reference["methods"], first["methods"]):
         p = ref["final_accuracy"]
         bound = NOISE_SE * math.sqrt(2 * max(p * (1 - p), 1.0 / test_size) / test_size)
-        methods.append({"method": ref["method"], "accuracy_cpu": p, "accuracy_device": dev["final_accuracy"],
+        methods.append({"method": ref["method"], "accuracy_cpu": p,
+                        "accuracy_device": dev["final_accuracy"],
                         "difference": dev["final_accuracy"] - p, "noise_bound": bound,
                         "within_noise": abs(dev["final_accuracy"] - p) <= bound,
                         "seconds_cpu": ref["seconds"], "seconds_device": dev["seconds"]})
@@ -171,7 +176,8 @@ def images_per_second(model_name: str, device: str, *, batch: int, steps: int, w
 
     target = resolve_device(device)
     configure_determinism(target)
-    model = build_model(model_name, input_shape=(3, 32, 32), num_classes=10, seed=seed, device=target)
+    model = build_model(model_name, input_shape=(3, 32, 32), num_classes=10, seed=seed,
+                        device=target)
     generator = torch.Generator(device=target) if target.type == "cuda" else torch.Generator()
     generator.manual_seed(seed)
     x = torch.rand((batch, 3, 32, 32), generator=generator, device=target)
@@ -199,7 +205,8 @@ def images_per_second(model_name: str, device: str, *, batch: int, steps: int, w
         synchronise()
         seconds = time.perf_counter() - start
     return {"model": model_name, "device": str(target), "batch": batch, "steps": steps,
-            "warmup_steps": warmup, "seconds": seconds, "images_per_second": batch * steps / seconds,
+            "warmup_steps": warmup, "seconds": seconds,
+            "images_per_second": batch * steps / seconds,
             "threads": torch.get_num_threads()}
 
 
@@ -220,6 +227,7 @@ def hamming_timing(device: str, *, n: int, L: int) -> dict[str, Any]:
 
 
 def environment(device: str) -> dict[str, Any]:
+    """torch's version and CUDA build, the device and its name, Python, the load average."""
     import torch
 
     from securefl.fl.device import describe_device, resolve_device
@@ -245,8 +253,9 @@ def check(args: argparse.Namespace) -> dict[str, Any]:
         dataset = synthetic_cifar(root / "synthetic-cifar.npz", n_train=args.train_images,
                                   n_test=args.test_images, classes=10, seed=0)
         config = job_config(root / "job.toml", methods=tuple(args.methods), model=args.model,
-                            clients=args.clients, rounds=args.rounds, local_epochs=args.local_epochs,
-                            batch_size=args.batch_size, threads=args.threads)
+                            clients=args.clients, rounds=args.rounds,
+                            local_epochs=args.local_epochs, batch_size=args.batch_size,
+                            threads=args.threads)
         reference = run_job(config, dataset, "cpu", root / "cpu")
         first = run_job(config, dataset, device, root / "device-1")
         second = run_job(config, dataset, device, root / "device-2")
@@ -255,41 +264,49 @@ def check(args: argparse.Namespace) -> dict[str, Any]:
                      "test_images": args.test_images,
                      **compare_jobs(reference, first, second, args.test_images)}
     devices = ["cpu"] if device == "cpu" else ["cpu", device]
-    record["throughput"] = [images_per_second(name, d, batch=args.throughput_batch, steps=args.throughput_steps,
-                                              warmup=args.throughput_warmup, seed=0)
-                            for name in args.throughput_models for d in devices]
+    record["throughput"] = [
+        images_per_second(name, d, batch=args.throughput_batch, steps=args.throughput_steps,
+                          warmup=args.throughput_warmup, seed=0)
+        for name in args.throughput_models for d in devices]
     record["hamming"] = {d: hamming_timing(d, n=args.hamming_n, L=args.hamming_L) for d in devices}
-    record["passed"] = all(record["job"][k] for k in
-                           ("protocol_outputs_equal", "accuracies_within_noise", "device_runs_identical"))
+    checks = ("protocol_outputs_equal", "accuracies_within_noise", "device_runs_identical")
+    record["passed"] = all(record["job"][k] for k in checks)
     return record
 
 
 def parser() -> argparse.ArgumentParser:
+    """The flags (every size explicit; the defaults are the GPU machine's check)."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--device", default="cuda", help="device under test: auto, cpu, cuda, cuda:<i> (default: cuda)")
+    p.add_argument("--device", default="cuda",
+                   help="device under test: auto, cpu, cuda, cuda:<i> (default: cuda)")
     p.add_argument("--out", required=True, help="the JSON record to write")
     p.add_argument("--methods", nargs="+", default=list(JOB_METHODS), help="methods of the job")
-    p.add_argument("--model", default="cnn_cifar", help="the job's model (default: FedSemi's CIFAR CNN)")
+    p.add_argument("--model", default="cnn_cifar",
+                   help="the job's model (default: FedSemi's CIFAR CNN)")
     p.add_argument("--clients", type=int, default=4, help="clients (all train every round)")
     p.add_argument("--rounds", type=int, default=3, help="rounds of the job")
     p.add_argument("--local-epochs", type=int, default=1, help="local epochs per round")
     p.add_argument("--batch-size", type=int, default=50, help="local batch size")
     p.add_argument("--train-images", type=int, default=1000, help="synthetic training images")
     p.add_argument("--test-images", type=int, default=1000, help="synthetic test images")
-    p.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)), help="torch CPU threads")
+    p.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)),
+                   help="torch CPU threads")
     p.add_argument("--throughput-models", nargs="+", default=list(THROUGHPUT_MODELS))
     p.add_argument("--throughput-batch", type=int, default=100, help="images per timed step")
     p.add_argument("--throughput-steps", type=int, default=20, help="timed steps")
     p.add_argument("--throughput-warmup", type=int, default=3, help="untimed steps first")
     p.add_argument("--hamming-n", type=int, default=2000, help="points of the LWE Hamming timing")
-    p.add_argument("--hamming-L", type=int, default=4096, help="code length of the LWE Hamming timing")
+    p.add_argument("--hamming-L", type=int, default=4096,
+                   help="code length of the LWE Hamming timing")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Check the flags (one line and status 2 on a bad one, a device torch lacks
+    included), run :func:`check`, write the record; 0 when every check holds."""
     args = parser().parse_args(argv)
-    for name in ("clients", "rounds", "local_epochs", "batch_size", "train_images", "test_images", "threads",
-                 "throughput_batch", "throughput_steps", "hamming_n", "hamming_L"):
+    for name in ("clients", "rounds", "local_epochs", "batch_size", "train_images", "test_images",
+                 "threads", "throughput_batch", "throughput_steps", "hamming_n", "hamming_L"):
         if getattr(args, name) < 1:
             parser().error(f"--{name.replace('_', '-')}={getattr(args, name)}: must be >= 1")
     if args.throughput_warmup < 0:

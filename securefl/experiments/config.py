@@ -196,8 +196,8 @@ def load_config(
 
     ``overrides`` are the command-line flags: ``methods`` (list; ``["all"]`` means every
     method), ``dataset``, ``data_dir``, ``secure``, ``aggregation``, ``rounds``, ``seed``,
-    ``threads``, ``device``, ``eval_every``, and ``settings`` (``--set`` strings ``KEY=VALUE``, applied first, so the
-    flags win); ``None`` values are ignored.
+    ``threads``, ``device``, ``eval_every``, and ``settings`` (``--set`` strings
+    ``KEY=VALUE``, applied first, so the flags win); ``None`` values are ignored.
     """
     source = Path(path) if path is not None else DEFAULT_CONFIG
     raw = merge_overrides(read_toml(source), **overrides)

@@ -68,8 +68,9 @@ and the baselines included: FedProp's Appendix A.1 applies its augmentation to a
 methods it compares, and §5.1 calls FedAvg+PL(localLP) "otherwise identical" to FedProp.
 ``max_shift=0`` turns it off (FedSemi Table 1's plain "FedAvg" row is without
 augmentation, its "FedAvg+" row with); ``hflip=True`` adds a random horizontal flip
-after the translation (FedProp App. A's CIFAR augmentation).  Models with dropout (``cnn13``) draw their masks
-from the client's generator (:func:`securefl.models.dropout_generator`).
+after the translation (FedProp App. A's CIFAR augmentation).  Models with dropout (``cnn13``,
+``cnn_cifar``) draw their masks from the client's generator
+(:func:`securefl.models.dropout_generator`).
 
 Randomness: the server's :class:`~securefl.fl.SimulationRNG` draws the sampled clients
 (warm-up rounds included) and nothing else; every draw of a client's local update (batch

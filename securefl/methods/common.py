@@ -56,7 +56,8 @@ def translation(input_shape: Sequence[int], max_shift: int | None,
     if not isinstance(hflip, (bool, np.bool_)):
         raise InputError("hflip", hflip, "must be true or false")
     if hflip and len(input_shape) != 3:
-        raise InputError("hflip", hflip, f"flips images (channels, H, W), not inputs of shape {tuple(input_shape)}")
+        raise InputError("hflip", hflip,
+                         f"flips images (channels, H, W), not inputs of shape {tuple(input_shape)}")
     if shift == 0 and not hflip:
         return None
     if not hflip:
