@@ -351,9 +351,9 @@ class Runner:
         from securefl.fl.device import configure_determinism, describe_device, resolve_device
 
         torch.set_num_threads(self.state.config.get("threads", 1))
-        self.device = resolve_device(self.state.config.get("device", "cpu"))
-        configure_determinism(self.device)
-        self.state.header.update(describe_device(self.device))
+        device = resolve_device(self.state.config.get("device", "cpu"))
+        configure_determinism(device)
+        self.state.header.update(describe_device(device))
         self.out.mkdir(parents=True, exist_ok=True)
         if "held_out" not in self.state.header:
             self.state.header["held_out"] = held_out_sizes(self.federations)
@@ -400,7 +400,7 @@ class Runner:
         task = self._task(job, f"{label}: setup")
         method = self.factory(
             job.method, secure=job.secure, seed=config["seed"], crypto_seed=self.state.crypto_seed,
-            sum_backend=config["aggregation"], hyper=job.hyper, device=str(self.device),
+            sum_backend=config["aggregation"], hyper=job.hyper, device=self.state.header["device"],
         )
         stage = [f"{label}: setup"]
         method.on_phase = lambda text: self._describe(task, f"{stage[0]}: {text}")

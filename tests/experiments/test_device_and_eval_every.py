@@ -121,3 +121,13 @@ def test_real_plaintext_comparison_skips_unevaluated_rounds():
 
     pair = compare_jobs(summary("real", [None, 0.5, 0.75]), summary("plaintext", [None, 0.25, 0.5]))
     assert pair["accuracy_difference"] == 0.25 and pair["max_abs_accuracy_difference"] == 0.25
+
+
+def test_records_of_one_setting_on_two_devices_share_a_table():
+    from securefl.experiments.records import setting_config
+
+    old = {"config": {"name": "c", "rounds": 3, "secure": "plaintext"}, "crypto_seed": 1}
+    gpu = {"config": {"name": "c", "rounds": 3, "secure": "plaintext", "device": "cuda:0",
+                      "eval_every": 1}, "crypto_seed": 1}
+    sparse = {"config": {**gpu["config"], "eval_every": 5}, "crypto_seed": 1}
+    assert setting_config(old) == setting_config(gpu) != setting_config(sparse)
