@@ -1,5 +1,6 @@
 """Dataset readers: scikit-learn's bundled digits, the IDX family (MNIST, Fashion-MNIST),
-CIFAR-10/100 (python pickle batches), SVHN (``.mat``) and user directories / ``.npz`` files.
+CIFAR-10/100 (python pickle batches), SVHN (``.mat``), STL-10 (the binary files of
+``stl10_binary/``) and user directories / ``.npz`` files.
 
 Every reader returns a :class:`Dataset` with images as ``float32`` in ``[0, 1]`` laid out
 ``(n, channels, height, width)`` and labels as ``int64`` in ``0..C-1``.  Nothing is ever
@@ -25,7 +26,14 @@ import numpy as np
 
 from securefl.errors import DataError, InputError
 
-DATASET_NAMES = ("digits", "mnist", "fashion-mnist", "cifar10", "cifar100", "svhn")
+DATASET_NAMES = ("digits", "mnist", "fashion-mnist", "cifar10", "cifar100", "svhn", "stl10")
+
+STL10_FILES = ("train_X.bin", "train_y.bin", "test_X.bin", "test_y.bin")
+"""The labeled STL-10 files :func:`load_stl10` reads (the 100,000 unlabeled images of
+``unlabeled_X.bin`` are not: a :class:`Dataset` is labeled data that the partition splits
+into labeled and unlabeled parts)."""
+
+STL10_SIDE = 96
 
 IDX_FILES = {
     "train_images": "train-images-idx3-ubyte.gz",
@@ -95,6 +103,8 @@ def load_dataset(name: str, data_dir: str | os.PathLike | None = None, *,
         return load_cifar(_dataset_dir(name, data_dir), name=name)
     if name == "svhn":
         return load_svhn(_dataset_dir(name, data_dir))
+    if name == "stl10":
+        return load_stl10(_dataset_dir(name, data_dir))
     path = Path(name)
     if path.suffix == ".npz" or path.is_dir():
         return _load_path(path)
@@ -105,7 +115,8 @@ def load_dataset(name: str, data_dir: str | os.PathLike | None = None, *,
 def _dataset_dir(name: str, data_dir: str | os.PathLike | None) -> Path:
     root = data_root(data_dir)
     aliases = {"cifar10": ("cifar10", "cifar-10-batches-py"),
-               "cifar100": ("cifar100", "cifar-100-python")}.get(name, (name,))
+               "cifar100": ("cifar100", "cifar-100-python"),
+               "stl10": ("stl10", "stl10_binary")}.get(name, (name,))
     for alias in aliases:
         if (root / alias).is_dir():
             return root / alias
@@ -261,6 +272,40 @@ def load_svhn(directory: str | os.PathLike) -> Dataset:
     return Dataset("svhn", x_train, y_train, x_test, y_test, 10)
 
 
+def _stl10_split(directory: Path, split: str) -> tuple[np.ndarray, np.ndarray]:
+    """Images ``(n, 3, 96, 96)`` float32 in [0, 1] and labels 0..9 of one STL-10 split.
+
+    ``<split>_X.bin`` holds n images of 3 x 96 x 96 bytes, each channel stored column by
+    column (MATLAB order), so an image's bytes reshape to ``(3, 96, 96)`` indexed
+    ``[channel, column, row]``; ``<split>_y.bin`` holds n label bytes 1..10 (class_names.txt
+    order), returned as 0..9.
+    """
+    images, labels = directory / f"{split}_X.bin", directory / f"{split}_y.bin"
+    for path in (images, labels):
+        if not path.is_file():
+            raise DataError(f"missing data file {path} (place the STL-10 binary files "
+                            f"{', '.join(STL10_FILES)} there; securefl never downloads data)")
+    raw = np.fromfile(images, dtype=np.uint8)
+    y = np.fromfile(labels, dtype=np.uint8).astype(np.int64)
+    per_image = 3 * STL10_SIDE * STL10_SIDE
+    if raw.size % per_image or raw.size // per_image != len(y):
+        raise DataError(f"{images}: {raw.size} bytes are not {len(y)} images of 3x96x96 "
+                        f"bytes (as {labels} has {len(y)} labels); truncated or mismatched files?")
+    if len(y) == 0 or y.min() < 1 or y.max() > 10:
+        raise DataError(f"{labels}: labels must be bytes 1..10 (and at least one)")
+    x = raw.reshape(-1, 3, STL10_SIDE, STL10_SIDE).transpose(0, 1, 3, 2)
+    return np.ascontiguousarray(x, dtype=np.float32) / 255.0, y - 1
+
+
+def load_stl10(directory: str | os.PathLike) -> Dataset:
+    """STL-10's labeled splits (5,000 training and 8,000 test images of 96x96x3, 10
+    classes) from the binary files in ``directory`` (:data:`STL10_FILES`)."""
+    directory = Path(directory)
+    x_train, y_train = _stl10_split(directory, "train")
+    x_test, y_test = _stl10_split(directory, "test")
+    return Dataset("stl10", x_train, y_train, x_test, y_test, 10)
+
+
 def _load_path(path: Path) -> Dataset:
     if path.suffix == ".npz":
         if not path.is_file():
@@ -291,5 +336,7 @@ def _load_path(path: Path) -> Dataset:
         return load_cifar(path, name="cifar100")
     if (path / "train_32x32.mat").exists():
         return load_svhn(path)
+    if (path / "train_X.bin").exists():
+        return load_stl10(path)
     raise DataError(f"{path} holds no recognised dataset files (IDX gzip, CIFAR batches, "
-                    "SVHN .mat or an .npz)")
+                    "SVHN .mat, STL-10 binaries or an .npz)")

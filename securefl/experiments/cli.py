@@ -67,6 +67,8 @@ FILE_DATASETS = {
     "cifar10": "the CIFAR-10 python batches (data_batch_1..5, test_batch) in {root}/cifar10/",
     "cifar100": "the CIFAR-100 python files (train, test) in {root}/cifar100/",
     "svhn": "the SVHN files train_32x32.mat and test_32x32.mat in {root}/svhn/",
+    "stl10": "the STL-10 binary files (train_X.bin, train_y.bin, test_X.bin, test_y.bin) in "
+             "{root}/stl10/",
 }
 """Datasets read from files, and where their files go (the hint of a missing folder)."""
 
@@ -137,6 +139,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         f"(default: {_default(digits, 'threads')})",
     )
     parser.add_argument(
+        "--device", metavar="{auto,cpu,cuda,cuda:i}",
+        help="where the models train: auto (CUDA when torch sees one, else the CPU), cpu, "
+        "cuda or cuda:<index> (default: the config's; else auto)",
+    )
+    parser.add_argument(
+        "--eval-every", metavar="N", dest="eval_every",
+        help="score validation and test accuracy every N rounds; the last round always "
+        "(default: the config's; else 1)",
+    )
+    parser.add_argument(
         "--out", metavar="DIR",
         help="output folder, created with any missing parents; must be empty if it exists "
         "(default: a new folder under ./runs)",
@@ -169,7 +181,8 @@ def command_line(args: argparse.Namespace) -> str:
         ("--config", args.config), ("--dataset", args.dataset), ("--data-dir", args.data_dir),
         ("--secure", args.secure), ("--aggregation", args.aggregation),
         ("--rounds", args.rounds), ("--seed", args.seed),
-        ("--threads", args.threads), ("--out", args.out), ("--resume", args.resume),
+        ("--threads", args.threads), ("--device", args.device),
+        ("--eval-every", args.eval_every), ("--out", args.out), ("--resume", args.resume),
     ):
         if value is not None:
             words += [flag, str(value)]
@@ -259,8 +272,8 @@ def _header(config: ExperimentConfig, args: argparse.Namespace) -> dict[str, Any
 
 
 RESUME_FIXED = (
-    "config", "methods", "dataset", "secure", "aggregation", "rounds", "seed", "threads", "out",
-    "settings",
+    "config", "methods", "dataset", "secure", "aggregation", "rounds", "seed", "threads",
+    "device", "eval_every", "out", "settings",
 )
 """Flags a resumed run takes from its checkpoint (``--data-dir`` alone may change)."""
 
@@ -275,7 +288,8 @@ def validate(args: argparse.Namespace) -> ExperimentConfig | None:
     if args.resume is not None:
         given = [name for name in RESUME_FIXED if getattr(args, name) is not None]
         if given:
-            flag = {"methods": "--method", "settings": "--set"}.get(given[0], f"--{given[0]}")
+            flag = {"methods": "--method", "settings": "--set",
+                "eval_every": "--eval-every"}.get(given[0], f"--{given[0]}")
             raise ConfigError(
                 f"resume={args.resume!r}: {flag} cannot change a stored run "
                 "(only --data-dir may be given with --resume)"
@@ -291,10 +305,24 @@ def validate(args: argparse.Namespace) -> ExperimentConfig | None:
         rounds=_int_flag(args.rounds, "rounds"),
         seed=_int_flag(args.seed, "seed"),
         threads=_int_flag(args.threads, "threads"),
+        device=args.device,
+        eval_every=_int_flag(args.eval_every, "eval_every"),
         settings=args.settings,
     )
+    check_device(config.device)
     check_methods(config, build_job_method)
     return config
+
+
+def check_device(device: str) -> None:
+    """ConfigError (one line, naming ``device``) unless this machine has ``device``."""
+    from securefl.errors import InputError
+    from securefl.fl.device import resolve_device
+
+    try:
+        resolve_device(device)
+    except InputError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def prepare_new(args: argparse.Namespace) -> Runner:
@@ -343,7 +371,10 @@ def round_line(job: JobLog, round_index: int) -> str:
     parts = []
     if result.get("validation_accuracy") is not None:
         parts.append(f"validation {100 * result['validation_accuracy']:.2f} %")
-    parts.append(f"test {100 * result['test_accuracy']:.2f} %")
+    if result.get("test_accuracy") is None:
+        parts.append("not evaluated")
+    else:
+        parts.append(f"test {100 * result['test_accuracy']:.2f} %")
     if result.get("pseudo_label_accuracy") is not None:
         parts.append(f"pseudo-labels {100 * result['pseudo_label_accuracy']:.2f} %")
     parts.append(format_seconds(result["seconds"]))

@@ -11,6 +11,8 @@ cryptography mode, the number of rounds, the seed and the methods' hyper-paramet
     seed = 0
     # crypto_seed = 12345      # fixes the secrets (see below); normally left out
     threads = 1                # torch CPU threads (1 is fastest for small models on busy cores)
+    device = "auto"            # auto | cpu | cuda | cuda:<index> (auto: CUDA when torch sees one)
+    eval_every = 1             # evaluate every N rounds (the last round always)
 
     [dataset]
     name = "digits"            # digits | mnist | fashion-mnist | cifar10 | svhn | a path
@@ -39,6 +41,13 @@ data.  Command-line flags override the file; ``--set KEY=VALUE`` (:func:`apply_s
 overrides any key of it by its dotted path, e.g. ``--set hyper.fedprop.alpha=0.9``.
 Everything is validated here, before any data is loaded or any file is written, and every
 problem is a :class:`~securefl.errors.ConfigError` naming the key and the bad value.
+
+``device`` is where the methods' models train and predict (:mod:`securefl.fl.device`);
+the configuration checks its spelling, ``securefl run`` whether this machine has it,
+before any work.  ``eval_every`` = N scores the model on the validation and test sets
+after rounds N, 2N, ... and always after the last round; the other rounds record no
+accuracy (``None``), and selection chooses among the evaluated rounds (evaluation of a
+CIFAR model costs about a fifth of a round).
 
 **Validation split.**  ``[partition] validation_fraction`` (default
 :data:`DEFAULT_VALIDATION_FRACTION` = 0.1, FedProp's 10 %) of the training data is held
@@ -69,7 +78,7 @@ SECURE_CHOICES = ("real", "plaintext", "both")
 AGGREGATION_CHOICES = ("secagg", "he")
 TOP_LEVEL_KEYS = {
     "name", "description", "methods", "secure", "aggregation", "rounds", "seed", "crypto_seed",
-    "threads", "dataset", "partition", "hyper",
+    "threads", "device", "eval_every", "dataset", "partition", "hyper",
 }
 DATASET_KEYS = {"name", "data_dir"}
 DEFAULT_VALIDATION_FRACTION = 0.1
@@ -117,6 +126,8 @@ class ExperimentConfig:
     source: str | None = None
     aggregation: str = "secagg"
     crypto_seed: int | None = None
+    device: str = "auto"
+    eval_every: int = 1
 
     @property
     def secure_modes(self) -> tuple[str, ...]:
@@ -156,6 +167,8 @@ class ExperimentConfig:
             "seed": self.seed,
             **crypto,
             "threads": self.threads,
+            "device": self.device,
+            "eval_every": self.eval_every,
             "dataset": dataset,
             "partition": {
                 **self.partition, **{m: dict(p) for m, p in self.method_partition.items()}
@@ -183,8 +196,8 @@ def load_config(
 
     ``overrides`` are the command-line flags: ``methods`` (list; ``["all"]`` means every
     method), ``dataset``, ``data_dir``, ``secure``, ``aggregation``, ``rounds``, ``seed``,
-    ``threads``, and ``settings`` (``--set`` strings ``KEY=VALUE``, applied first, so the
-    flags win); ``None`` values are ignored.
+    ``threads``, ``device``, ``eval_every``, and ``settings`` (``--set`` strings
+    ``KEY=VALUE``, applied first, so the flags win); ``None`` values are ignored.
     """
     source = Path(path) if path is not None else DEFAULT_CONFIG
     raw = merge_overrides(read_toml(source), **overrides)
@@ -225,12 +238,13 @@ def merge_overrides(raw: dict[str, Any], **overrides: Any) -> dict[str, Any]:
     """A copy of the TOML dict ``raw`` with the given (non-``None``) flag values applied."""
     unknown = set(overrides) - {
         "methods", "dataset", "data_dir", "secure", "aggregation", "rounds", "seed", "threads",
-        "settings",
+        "device", "eval_every", "settings",
     }
     if unknown:
         raise ConfigError(f"overrides={sorted(unknown)!r}: unknown option")
     merged = apply_settings(raw, overrides.get("settings") or [])
-    for key in ("methods", "secure", "aggregation", "rounds", "seed", "threads"):
+    for key in ("methods", "secure", "aggregation", "rounds", "seed", "threads", "device",
+                "eval_every"):
         if overrides.get(key) is not None:
             merged[key] = overrides[key]
     dataset = merged.get("dataset", {})
@@ -280,6 +294,8 @@ def config_from_dict(raw: dict[str, Any], *, source: str | None = None) -> Exper
         if crypto_seed >= 2**63:
             raise ConfigError(f"crypto_seed={crypto_seed!r}: must be below 2^63 (a TOML integer)")
     threads = _int(raw.get("threads", 1), "threads", minimum=1)
+    device = _device(raw.get("device", "auto"))
+    eval_every = _int(raw.get("eval_every", 1), "eval_every", minimum=1)
     partition, method_partition = _partition(_table(raw, "partition"), known_methods)
     hyper, method_hyper = _hyper(_table(raw, "hyper"), known_methods)
     name = raw.get("name", Path(source).stem if source else "experiment")
@@ -304,6 +320,8 @@ def config_from_dict(raw: dict[str, Any], *, source: str | None = None) -> Exper
         source=source,
         aggregation=aggregation,
         crypto_seed=crypto_seed,
+        device=device,
+        eval_every=eval_every,
     )
 
 
@@ -320,6 +338,16 @@ def _int(value: Any, key: str, *, minimum: int) -> int:
     if value < minimum:
         raise ConfigError(f"{key}={value!r}: must be >= {minimum}")
     return value
+
+
+def _device(value: Any) -> str:
+    from securefl.errors import InputError
+    from securefl.fl.device import DEVICE_NAMES, check_device_name
+
+    try:
+        return check_device_name(value)
+    except InputError:
+        raise ConfigError(f"device={value!r}: must be one of {', '.join(DEVICE_NAMES)}") from None
 
 
 def _methods(value: Any, known: tuple[str, ...]) -> tuple[str, ...]:

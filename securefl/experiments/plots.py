@@ -55,17 +55,18 @@ def plot_accuracy(document: dict[str, Any], path: Path) -> Path:
     colours = plt.get_cmap("tab10")
     figure, axis = plt.subplots(figsize=(7.5, 4.5), dpi=120)
     for summary in jobs:
-        rounds = range(1, summary["rounds_completed"] + 1)
+        scored = [(i + 1, 100 * a) for i, a in enumerate(summary["accuracy_by_round"])
+                  if a is not None]
         axis.plot(
-            rounds,
-            [100 * a for a in summary["accuracy_by_round"]],
+            [r for r, _ in scored],
+            [a for _, a in scored],
             label=_label(summary),
             color=colours(methods.index(summary["method"]) % 10),
             linestyle="-" if summary["secure"] == "real" else "--",
             marker="o" if summary["rounds_completed"] <= 30 else None,
             markersize=3,
         )
-        if summary.get("selected_round") is not None:
+        if summary.get("selected_test_accuracy") is not None:
             axis.plot(
                 summary["selected_round"] + 1, 100 * summary["selected_test_accuracy"], "*",
                 color=colours(methods.index(summary["method"]) % 10), markersize=11,

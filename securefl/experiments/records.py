@@ -2,7 +2,8 @@
 
 :func:`load_records` reads every ``results.json`` under the given folders;
 :func:`group_settings` puts runs of the same *setting* together — the same configuration
-up to ``seed``, ``methods``, ``secure``, ``threads``, ``description`` and ``data_dir``, and
+up to ``seed``, ``methods``, ``secure``, ``threads``, ``device``, ``description`` and
+``data_dir`` (a record older than ``eval_every`` counts as ``eval_every = 1``), and
 the same source of the secrets that shape outputs (:func:`secrets_of`: FedProp's LSH
 hyperplanes, DP noise), so the runs of one config with different seeds, or with its methods
 split over several ``securefl run`` calls, form one table, while a ``--secure real`` run
@@ -36,8 +37,12 @@ from typing import Any
 
 from securefl.experiments.results import RESULTS_FILE, SCHEMA
 
-IGNORED_CONFIG_KEYS = ("seed", "methods", "secure", "threads", "description")
-"""Configuration keys that do not change the setting a run measures."""
+IGNORED_CONFIG_KEYS = ("seed", "methods", "secure", "threads", "description", "device")
+"""Configuration keys that do not change the setting a run measures (the device changes
+the random streams and the last bits, like the thread count; each record names its own)."""
+
+CONFIG_DEFAULTS = {"eval_every": 1}
+"""Keys newer than some records, with the value a record without them ran with."""
 
 
 @dataclass
@@ -110,7 +115,8 @@ def secrets_of(document: dict[str, Any]) -> str:
 def setting_config(document: dict[str, Any]) -> dict[str, Any]:
     """The configuration of a run without the keys that do not change its setting, plus
     where its secrets came from (:func:`secrets_of`)."""
-    config = {k: v for k, v in document.get("config", {}).items() if k not in IGNORED_CONFIG_KEYS}
+    stored = {**CONFIG_DEFAULTS, **document.get("config", {})}
+    config = {k: v for k, v in stored.items() if k not in IGNORED_CONFIG_KEYS}
     config["secrets"] = secrets_of(document)
     dataset = dict(config.get("dataset", {}))
     dataset.pop("data_dir", None)

@@ -7,7 +7,8 @@ is a list of jobs.  Each job keeps the full log of rounds — the method's
 DESIGN.md are derived (never stored twice, so they cannot disagree):
 
 - ``accuracy_by_round`` = test accuracy after each round, ``validation_accuracy_by_round``
-  the same on the validation split (``None`` entries when the run has none);
+  the same on the validation split (``None`` entries when the run has none, and on the
+  rounds an ``eval_every`` > 1 left unevaluated: the last round is always evaluated);
 - **model selection uses validation only**: ``selected_round`` (0-based index into the
   ``*_by_round`` lists) is the first round of highest validation accuracy
   (``selected_by = "validation"``); a run without a validation split selects the last
@@ -171,7 +172,8 @@ def _ratio(numerator: float | None, denominator: float | None) -> float | None:
 
 
 def compare_jobs(real: dict[str, Any], plain: dict[str, Any]) -> dict[str, Any]:
-    """Compare the summaries of one method's real and plaintext jobs (same seed).
+    """Compare the summaries of one method's real and plaintext jobs (same seed); the
+    accuracy differences are over the rounds both evaluated.
 
     ``pseudo_labels_identical`` is ``None`` for methods without pseudo-labels, else True
     iff every round both jobs completed has the same digest; ``digest_mismatch_rounds``
@@ -182,20 +184,16 @@ def compare_jobs(real: dict[str, Any], plain: dict[str, Any]) -> dict[str, Any]:
     plain_digests = plain["pseudo_label_digest_by_round"][:shared]
     has_labels = any(d is not None for d in real_digests + plain_digests)
     mismatches = [i for i, (a, b) in enumerate(zip(real_digests, plain_digests)) if a != b]
-    accuracy_gaps = [
-        abs(a - b)
-        for a, b in zip(real["accuracy_by_round"][:shared], plain["accuracy_by_round"][:shared])
-    ]
+    scored = [(a, b) for a, b in zip(real["accuracy_by_round"][:shared],
+                                      plain["accuracy_by_round"][:shared])
+              if a is not None and b is not None]
+    accuracy_gaps = [abs(a - b) for a, b in scored]
     return {
         "method": real["method"],
         "rounds_compared": shared,
         "accuracy_real": real["final_accuracy"],
         "accuracy_plaintext": plain["final_accuracy"],
-        "accuracy_difference": (
-            real["accuracy_by_round"][shared - 1] - plain["accuracy_by_round"][shared - 1]
-            if shared
-            else None
-        ),
+        "accuracy_difference": scored[-1][0] - scored[-1][1] if scored else None,
         "max_abs_accuracy_difference": max(accuracy_gaps) if accuracy_gaps else None,
         "pseudo_labels_identical": (not mismatches) if has_labels else None,
         "digest_mismatch_rounds": mismatches,

@@ -49,6 +49,18 @@ Torch runs with ``threads`` CPU threads (config key, default 1): small models on
 cores are many times faster single-threaded than with oversubscribed OpenMP threads.
 FedProp's real SHADE uses the same number of OT worker threads (its outputs do not
 depend on it).
+
+**Device.**  The config's ``device`` is resolved once when the run starts
+(:func:`securefl.fl.device.resolve_device`; ``auto`` is CUDA when torch sees one), CUDA's
+deterministic settings are switched on for it (:func:`securefl.fl.device.configure_determinism`)
+and every job's method is built with the resolved name (``cpu``, ``cuda:0``);
+results.json records it (``device``, ``device_name``).  A checkpoint from before the key
+existed resumes on the CPU, where it ran.
+
+**Evaluation every N rounds.**  With ``eval_every = N`` the runner scores the model after
+rounds N, 2N, ... and after the last round; the other rounds' records carry
+``validation_accuracy = test_accuracy = None`` and the selection picks among the
+evaluated rounds.
 """
 
 from __future__ import annotations
@@ -86,17 +98,17 @@ class MethodFactory(Protocol):
     """Builds one job's method (no work beyond validating its keywords)."""
 
     def __call__(self, name: str, *, secure: str, seed: int, crypto_seed: int | None,
-                 sum_backend: str, hyper: dict[str, Any]) -> Any: ...
+                 sum_backend: str, hyper: dict[str, Any], device: str) -> Any: ...
 
 
 def build_job_method(name: str, *, secure: str, seed: int, crypto_seed: int | None,
-                     sum_backend: str, hyper: dict[str, Any]) -> Any:
+                     sum_backend: str, hyper: dict[str, Any], device: str = "cpu") -> Any:
     """The default factory: :func:`securefl.methods.build_method`; bad keywords -> ConfigError."""
     from securefl.methods import build_method
 
     try:
         return build_method(name, secure=secure, seed=seed, crypto_seed=crypto_seed,
-                            sum_backend=sum_backend, **hyper)
+                            sum_backend=sum_backend, device=device, **hyper)
     except TypeError as exc:
         raise ConfigError(f"hyper[{name}]={hyper!r}: {exc}") from None
 
@@ -161,6 +173,16 @@ def load_federations(config: ExperimentConfig) -> dict[str, Any]:
                 raise ConfigError(f"partition={options!r}: {exc}") from None
         federations[name] = shared[key]
     return federations
+
+
+def evaluates(round_index: int, rounds: int, eval_every: int) -> bool:
+    """Whether the runner scores the model after 0-based round ``round_index`` of
+    ``rounds``: every ``eval_every``-th round and always the last (module docstring)."""
+    return (round_index + 1) % eval_every == 0 or round_index == rounds - 1
+
+
+NOT_EVALUATED = {"validation_accuracy": None, "test_accuracy": None}
+"""The accuracies of a round the runner did not evaluate (``eval_every``)."""
 
 
 def evaluate_round(method: Any, federation: Any) -> dict[str, float | None]:
@@ -247,7 +269,7 @@ def check_methods(config: ExperimentConfig, factory: MethodFactory = build_job_m
     """Build every job's method once, so bad hyper-parameters fail before anything runs."""
     for job in plan_jobs(config):
         factory(job.method, secure=job.secure, seed=config.seed, crypto_seed=None,
-                sum_backend=config.aggregation, hyper=job.hyper)
+                sum_backend=config.aggregation, hyper=job.hyper, device=config.device)
 
 
 @contextmanager
@@ -272,7 +294,10 @@ def _interrupts_deferred() -> Iterator[None]:
 
 
 def _accuracies(record: dict[str, Any]) -> str:
-    """``val 91.1% test 90.4%`` of a round record (validation first: it selects)."""
+    """``val 91.1% test 90.4%`` of a round record (validation first: it selects), or
+    ``not evaluated``."""
+    if record["test_accuracy"] is None:
+        return "not evaluated"
     validation = record["validation_accuracy"]
     shown = "" if validation is None else f"val {100 * validation:.1f}% "
     return f"{shown}test {100 * record['test_accuracy']:.1f}%"
@@ -323,7 +348,12 @@ class Runner:
         """Run every unfinished job; return the final ``results.json`` document."""
         import torch
 
+        from securefl.fl.device import configure_determinism, describe_device, resolve_device
+
         torch.set_num_threads(self.state.config.get("threads", 1))
+        device = resolve_device(self.state.config.get("device", "cpu"))
+        configure_determinism(device)
+        self.state.header.update(describe_device(device))
         self.out.mkdir(parents=True, exist_ok=True)
         if "held_out" not in self.state.header:
             self.state.header["held_out"] = held_out_sizes(self.federations)
@@ -370,7 +400,7 @@ class Runner:
         task = self._task(job, f"{label}: setup")
         method = self.factory(
             job.method, secure=job.secure, seed=config["seed"], crypto_seed=self.state.crypto_seed,
-            sum_backend=config["aggregation"], hyper=job.hyper,
+            sum_backend=config["aggregation"], hyper=job.hyper, device=self.state.header["device"],
         )
         stage = [f"{label}: setup"]
         method.on_phase = lambda text: self._describe(task, f"{stage[0]}: {text}")
@@ -394,7 +424,9 @@ class Runner:
                     f"round={result.round!r}: {job.method} reported a different round than "
                     f"{round_index}"
                 )
-            record = {**result.to_dict(), **evaluate_round(method, federation)}
+            scored = evaluates(round_index, job.rounds, config.get("eval_every", 1))
+            record = {**result.to_dict(),
+                      **(evaluate_round(method, federation) if scored else NOT_EVALUATED)}
             state = pickle.dumps(method.state_dict(), protocol=pickle.HIGHEST_PROTOCOL)
             with _interrupts_deferred():
                 job.round_results.append(record)

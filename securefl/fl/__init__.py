@@ -4,10 +4,14 @@ Public API::
 
     sample_clients(rng, num_clients, clients_per_round, *, labeled=None) -> sorted indices
         (FedProp's rule: tau*m_L labeled + the rest unlabeled when m_L < m)
-    SimulationRNG.from_seed(seed): .numpy (np Generator), .torch (torch Generator),
-        .draw_seed(), .state_dict() / .load_state_dict() for bit-exact resume (the server's)
-    client_rng(seed, round_index, client, *, purpose="train") -> SimulationRNG: a client's
-        generators for one round, derived from (seed, round, client, purpose)
+    SimulationRNG.from_seed(seed, *, device=None): .numpy (np Generator), .torch (torch
+        Generator on device), .draw_seed(), .state_dict() / .load_state_dict() for
+        bit-exact resume (the server's)
+    client_rng(seed, round_index, client, *, purpose="train", device=None) -> SimulationRNG:
+        a client's generators for one round, derived from (seed, round, client, purpose)
+    resolve_device("auto"|"cpu"|"cuda"|"cuda:<i>") -> torch.device; configure_determinism(device);
+        describe_device(device) -> {"device", "device_name"}; model_device(model)
+        (where torch computes: :mod:`securefl.fl.device`)
     train_supervised(model, x, y, *, weights=None, epochs, batch_size, lr, momentum=0.9,
                      weight_decay=0.0, prox_mu=0.0, generator) -> steps
     train_mixed(model, x_l, y_l, x_u, y_pseudo, w_pseudo, *, epochs, batch_size, lr, ...,
@@ -45,6 +49,8 @@ _EXPORTS = {
     "secure_backend": "aggregation", "secure_weighted_sum": "aggregation",
     "state_to_vector": "aggregation", "vector_to_state": "aggregation",
     "SimulationRNG": "rng", "client_rng": "rng",
+    "configure_determinism": "device", "describe_device": "device", "model_device": "device",
+    "resolve_device": "device",
     "sample_clients": "sampling",
     "batches": "training", "evaluate": "training", "extract_features": "training",
     "make_optimizer": "training", "predict_labels": "training", "predict_logits": "training",

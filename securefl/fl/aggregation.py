@@ -73,11 +73,11 @@ def state_to_vector(state: StateDict) -> np.ndarray:
     keys = _float_keys(state)
     if not keys:
         return np.zeros(0)
-    return np.concatenate([state[k].detach().reshape(-1).double().numpy() for k in keys])
+    return np.concatenate([state[k].detach().reshape(-1).double().cpu().numpy() for k in keys])
 
 
 def vector_to_state(vector: np.ndarray, template: StateDict) -> dict[str, torch.Tensor]:
-    """Inverse of :func:`state_to_vector`, shaped and typed like ``template``."""
+    """Inverse of :func:`state_to_vector`, shaped, typed and placed (device) like ``template``."""
     keys = _float_keys(template)
     expected = sum(template[k].numel() for k in keys)
     if vector.shape != (expected,):
@@ -88,7 +88,7 @@ def vector_to_state(vector: np.ndarray, template: StateDict) -> dict[str, torch.
         if key in keys:
             n = value.numel()
             out[key] = torch.from_numpy(np.array(vector[offset: offset + n])).reshape(
-                value.shape).to(value.dtype)
+                value.shape).to(device=value.device, dtype=value.dtype)
             offset += n
         else:
             out[key] = value.detach().clone()

@@ -43,8 +43,10 @@ class SimulationRNG:
     torch: torch.Generator
 
     @classmethod
-    def from_seed(cls, seed: int) -> "SimulationRNG":
-        generator = torch.Generator()
+    def from_seed(cls, seed: int, *, device: torch.device | None = None) -> "SimulationRNG":
+        """The server's generators for ``seed``; the torch one lives on ``device`` (the
+        CPU when ``None``), seeded with the same integer (:mod:`securefl.fl.device`)."""
+        generator = _generator(device)
         generator.manual_seed(int(np.random.SeedSequence(seed).generate_state(1)[0]))
         return cls(np.random.default_rng(seed), generator)
 
@@ -74,13 +76,23 @@ def client_entropy(seed: int, round_index: int, client: int, purpose: str = "tra
     return int(seed), _zigzag(int(round_index)), int(client), int.from_bytes(purpose.encode("ascii"), "big")
 
 
-def client_rng(seed: int, round_index: int, client: int, *, purpose: str = "train") -> SimulationRNG:
+def _generator(device: torch.device | None) -> torch.Generator:
+    """A fresh torch Generator on ``device``: exactly ``torch.Generator()`` on the CPU."""
+    if device is None or torch.device(device).type == "cpu":
+        return torch.Generator()
+    return torch.Generator(device=device)
+
+
+def client_rng(seed: int, round_index: int, client: int, *, purpose: str = "train",
+               device: torch.device | None = None) -> SimulationRNG:
     """The numpy and torch Generators of ``client`` in round ``round_index`` (negative for
     warm-up rounds) of the run with simulation seed ``seed``, for ``purpose``; derived from
     ``(seed, round, client, purpose)`` alone, so independent of the order clients run in
-    (derivation: the module docstring)."""
+    (derivation: the module docstring).  The torch Generator lives on ``device`` (the CPU
+    when ``None``) with the same seed: a CUDA generator draws a different stream from the
+    same seed, so only CPU runs reproduce CPU runs bit for bit."""
     entropy = client_entropy(seed, round_index, client, purpose)
-    generator = torch.Generator()
+    generator = _generator(device)
     torch_seed = np.random.SeedSequence(entropy, spawn_key=(1,)).generate_state(1, np.uint64)[0]
     generator.manual_seed(int(torch_seed >> np.uint64(1)))
     return SimulationRNG(np.random.default_rng(np.random.SeedSequence(entropy, spawn_key=(0,))), generator)

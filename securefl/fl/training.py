@@ -17,6 +17,13 @@ local objective (:func:`fixmatch_loss`) over labeled batches of ``batch_size`` a
 unlabeled batches of ``unlabeled_ratio * batch_size``, with the same epoch rule.
 
 All shuffling uses the caller's ``torch.Generator``; no global RNG is touched.
+
+**Device.**  Every function computes where the model's parameters live
+(:func:`securefl.fl.device.model_device`): NumPy inputs are copied there, index batches
+are drawn there by the caller's generator (which must live on the same device: a CUDA
+model takes a CUDA generator, :func:`securefl.fl.rng.client_rng` with ``device``), and
+what returns as NumPy is copied back to the CPU first.  On the CPU the calls and their
+order are those of a CPU-only build, so CPU results are unchanged.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from securefl.errors import InputError
+from securefl.fl.device import model_device
 
 ExtraLoss = Callable[[nn.Module, torch.Tensor, torch.Tensor], torch.Tensor]
 
@@ -57,23 +65,24 @@ def weighted_cross_entropy(logits: torch.Tensor, targets: torch.Tensor,
 
 def prox_term(model: nn.Module, anchor: list[torch.Tensor], mu: float) -> torch.Tensor:
     """FedProx: (mu/2) * ||theta - theta_global||^2 over the trainable parameters."""
-    total = torch.zeros(())
+    total = torch.zeros((), device=model_device(model))
     for param, ref in zip(model.parameters(), anchor):
         total = total + (param - ref).pow(2).sum()
     return 0.5 * mu * total
 
 
 def batches(n: int, batch_size: int, generator: torch.Generator) -> Iterator[torch.Tensor]:
-    """Index batches of one shuffled pass over ``n`` samples."""
-    order = torch.randperm(n, generator=generator)
+    """Index batches of one shuffled pass over ``n`` samples (on ``generator``'s device)."""
+    order = torch.randperm(n, generator=generator, device=generator.device)
     for start in range(0, n, batch_size):
         yield order[start: start + batch_size]
 
 
-def _as_tensor(array: np.ndarray | torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+def _as_tensor(array: np.ndarray | torch.Tensor, dtype: torch.dtype,
+               device: torch.device) -> torch.Tensor:
     if isinstance(array, torch.Tensor):
-        return array.to(dtype)
-    return torch.from_numpy(np.ascontiguousarray(array)).to(dtype)
+        return array.to(device=device, dtype=dtype)
+    return torch.from_numpy(np.ascontiguousarray(array)).to(device=device, dtype=dtype)
 
 
 def _check_training(epochs: int, batch_size: int, prox_mu: float) -> None:
@@ -98,8 +107,9 @@ def train_supervised(model: nn.Module, x: np.ndarray, y: np.ndarray, *,
         raise InputError("y", y, f"length must match x ({len(x)}) and weights")
     if len(y) == 0 or epochs == 0:
         return 0
-    xt, yt = _as_tensor(x, torch.float32), _as_tensor(y, torch.int64)
-    wt = None if weights is None else _as_tensor(weights, torch.float32)
+    device = model_device(model)
+    xt, yt = _as_tensor(x, torch.float32, device), _as_tensor(y, torch.int64, device)
+    wt = None if weights is None else _as_tensor(weights, torch.float32, device)
     optimizer = make_optimizer(model, lr=lr, momentum=momentum, weight_decay=weight_decay)
     anchor = [p.detach().clone() for p in model.parameters()] if prox_mu > 0 else []
     model.train()
@@ -140,22 +150,23 @@ def train_mixed(model: nn.Module, x_labeled: np.ndarray, y_labeled: np.ndarray,
     size_l = min(batch_size, n_l)
     size_u = size_l if n_l > 0 else batch_size
     size_u = min(size_u, n_u)
-    xl, yl = _as_tensor(x_labeled, torch.float32), _as_tensor(y_labeled, torch.int64)
-    xu, yu = _as_tensor(x_unlabeled, torch.float32), _as_tensor(y_pseudo, torch.int64)
-    wu = _as_tensor(w_pseudo, torch.float32)
+    device = model_device(model)
+    xl, yl = _as_tensor(x_labeled, torch.float32, device), _as_tensor(y_labeled, torch.int64, device)
+    xu, yu = _as_tensor(x_unlabeled, torch.float32, device), _as_tensor(y_pseudo, torch.int64, device)
+    wu = _as_tensor(w_pseudo, torch.float32, device)
     steps_per_epoch, labeled_stream, unlabeled_stream = _paired_batches(n_l, size_l, n_u, size_u,
                                                                         generator)
     optimizer = make_optimizer(model, lr=lr, momentum=momentum, weight_decay=weight_decay)
     anchor = [p.detach().clone() for p in model.parameters()] if prox_mu > 0 else []
     model.train()
     steps = 0
-    empty = torch.zeros((0,) + tuple(xl.shape[1:] if n_l else xu.shape[1:]))
+    empty = torch.zeros((0,) + tuple(xl.shape[1:] if n_l else xu.shape[1:]), device=device)
     for _ in range(epochs * steps_per_epoch):
         il = next(labeled_stream)
         iu = next(unlabeled_stream)
         x_b = torch.cat([xl[il], xu[iu]])
         y_b = torch.cat([yl[il], yu[iu]])
-        w_b = torch.cat([torch.ones(len(il)), wu[iu]])
+        w_b = torch.cat([torch.ones(len(il), device=device), wu[iu]])
         if augment is not None:
             x_b = augment(x_b)
         loss = weighted_cross_entropy(model(x_b), y_b, w_b)
@@ -189,7 +200,7 @@ def fixmatch_loss(logits_labeled: torch.Tensor, y_labeled: torch.Tensor,
     zero = logits_strong.new_zeros(())
     supervised = F.cross_entropy(logits_labeled, y_labeled) if len(y_labeled) else zero
     if not len(logits_weak):
-        return supervised, torch.zeros(0, dtype=torch.bool)
+        return supervised, torch.zeros(0, dtype=torch.bool, device=logits_weak.device)
     confidence, pseudo = F.softmax(logits_weak.detach(), dim=1).max(dim=1)
     mask = confidence >= threshold
     unlabeled = F.cross_entropy(logits_strong, pseudo, reduction="none")
@@ -222,8 +233,9 @@ def train_fixmatch(model: nn.Module, x_labeled: np.ndarray, y_labeled: np.ndarra
     if epochs == 0 or n_l + n_u == 0:
         return 0
     size_l, size_u = min(batch_size, n_l), min(int(unlabeled_ratio) * batch_size, n_u)
-    xl, yl = _as_tensor(x_labeled, torch.float32), _as_tensor(y_labeled, torch.int64)
-    xu = _as_tensor(x_unlabeled, torch.float32)
+    device = model_device(model)
+    xl, yl = _as_tensor(x_labeled, torch.float32, device), _as_tensor(y_labeled, torch.int64, device)
+    xu = _as_tensor(x_unlabeled, torch.float32, device)
     steps_per_epoch, labeled_stream, unlabeled_stream = _paired_batches(n_l, size_l, n_u, size_u,
                                                                         generator)
     optimizer = make_optimizer(model, lr=lr, momentum=momentum, weight_decay=weight_decay)
@@ -256,12 +268,12 @@ def _paired_batches(n_l: int, size_l: int, n_u: int, size_u: int, generator: tor
 
 def _cycle(n: int, size: int, generator: torch.Generator) -> Iterator[torch.Tensor]:
     """Endless stream of index batches of ``size`` over ``n`` samples, reshuffled per pass
-    (empty batches when n == 0)."""
+    (empty batches when n == 0), on ``generator``'s device."""
     while True:
         if n == 0 or size == 0:
-            yield torch.zeros(0, dtype=torch.int64)
+            yield torch.zeros(0, dtype=torch.int64, device=generator.device)
             continue
-        order = torch.randperm(n, generator=generator)
+        order = torch.randperm(n, generator=generator, device=generator.device)
         for start in range(0, n - size + 1, size):
             yield order[start: start + size]
         if n % size:
@@ -270,12 +282,14 @@ def _cycle(n: int, size: int, generator: torch.Generator) -> Iterator[torch.Tens
 
 @torch.no_grad()
 def predict_logits(model: nn.Module, x: np.ndarray, *, batch_size: int = 1024) -> torch.Tensor:
-    """Logits for ``x`` in eval mode (training mode restored afterwards)."""
+    """Logits for ``x`` in eval mode (training mode restored afterwards), on the model's
+    device; ``x`` is copied there one batch at a time."""
     was_training = model.training
     model.eval()
-    xt = _as_tensor(x, torch.float32)
-    out = torch.cat([model(xt[i: i + batch_size]) for i in range(0, len(xt), batch_size)]) \
-        if len(xt) else torch.zeros((0, 0))
+    device = model_device(model)
+    out = torch.cat([model(_as_tensor(x[i: i + batch_size], torch.float32, device))
+                     for i in range(0, len(x), batch_size)]) \
+        if len(x) else torch.zeros((0, 0), device=device)
     model.train(was_training)
     return out
 
@@ -285,16 +299,17 @@ def extract_features(model: nn.Module, x: np.ndarray, *, batch_size: int = 1024)
     """f_phi(x) as a float32 ``(n, d)`` array, in eval mode."""
     was_training = model.training
     model.eval()
-    xt = _as_tensor(x, torch.float32)
-    parts = [model.features(xt[i: i + batch_size]) for i in range(0, len(xt), batch_size)]
+    device = model_device(model)
+    parts = [model.features(_as_tensor(x[i: i + batch_size], torch.float32, device))
+             for i in range(0, len(x), batch_size)]
     model.train(was_training)
-    return torch.cat(parts).numpy().astype(np.float32) if parts else \
+    return torch.cat(parts).cpu().numpy().astype(np.float32) if parts else \
         np.zeros((0, model.feature_dim), np.float32)
 
 
 def predict_labels(model: nn.Module, x: np.ndarray, *, batch_size: int = 1024) -> np.ndarray:
     """Top-1 class ``(n,)`` int64 of ``model`` for ``x``, in eval mode."""
-    return predict_logits(model, x, batch_size=batch_size).argmax(dim=1).numpy()
+    return predict_logits(model, x, batch_size=batch_size).argmax(dim=1).cpu().numpy()
 
 
 def evaluate(model: nn.Module, x: np.ndarray, y: np.ndarray, *, batch_size: int = 1024) -> float:

@@ -1,7 +1,7 @@
 """securefl.methods: the FSSL methods and baselines, built by name.
 
     build_method(name, *, secure="plaintext", seed=0, crypto_seed=None, sum_backend="secagg",
-                 **hyper) -> Method
+                 device="cpu", **hyper) -> Method
 
 A method is set up on a federation's training view (no validation or test set), runs one
 round per ``run_round`` and returns a :class:`RoundResult` (cost, pseudo-labels; no
@@ -70,7 +70,7 @@ _REGISTRY: dict[str, tuple[str, str]] = {
 }
 
 METHOD_NAMES: tuple[str, ...] = tuple(_REGISTRY)
-RUN_PARAMETERS = ("secure", "seed", "crypto_seed", "sum_backend")
+RUN_PARAMETERS = ("secure", "seed", "crypto_seed", "sum_backend", "device")
 """Keywords every method takes that are set by the run, not hyper-parameters."""
 
 
@@ -90,16 +90,17 @@ def hyper_parameters(name: str) -> dict[str, Any]:
 
 
 def build_method(name: str, *, secure: str = "plaintext", seed: int = 0,
-                 crypto_seed: int | None = None, sum_backend: str = "secagg", **hyper: Any) -> Method:
+                 crypto_seed: int | None = None, sum_backend: str = "secagg", device: str = "cpu",
+                 **hyper: Any) -> Method:
     """Build method ``name``; unknown names or hyper-parameters raise ConfigError.
-    ``crypto_seed`` and ``sum_backend``: see :mod:`securefl.methods.base`."""
+    ``crypto_seed``, ``sum_backend`` and ``device``: see :mod:`securefl.methods.base`."""
     known = hyper_parameters(name)
     unknown = sorted(set(hyper) - set(known))
     if unknown:
         raise ConfigError(f"hyper[{name}].{unknown[0]}={hyper[unknown[0]]!r}: unknown "
                           f"hyper-parameter of {name}; known: {', '.join(sorted(known))}")
     return method_class(name)(secure=secure, seed=seed, crypto_seed=crypto_seed,
-                              sum_backend=sum_backend, **hyper)
+                              sum_backend=sum_backend, device=device, **hyper)
 
 
 __all__ = ["METHOD_NAMES", "SECURE_MODES", "LocalData", "Method", "MethodClient", "RoundResult",

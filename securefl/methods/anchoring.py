@@ -38,7 +38,7 @@ def label_contrastive_loss(z: torch.Tensor, labels: torch.Tensor, *, temperature
         raise InputError("z", tuple(z.shape), "must be (n, d) with n labels")
     logits = cosine_matrix(z, z) / temperature
     same = labels.unsqueeze(0) == labels.unsqueeze(1)
-    eye = torch.eye(len(labels), dtype=torch.bool)
+    eye = torch.eye(len(labels), dtype=torch.bool, device=labels.device)
     negative = ~same
     if not bool(negative.any()):
         raise InputError("labels", "one class", "the batch needs two classes for negatives")
@@ -69,7 +69,7 @@ def anchor_pseudo_labels(
     """Eq. (4): pseudo-labels and their scores ``max_c s_c^avg`` (numpy, int64 / float32)."""
     scores = anchor_class_scores(z, anchor_z, anchor_labels, num_classes)
     best, labels = scores.max(dim=1)
-    return labels.numpy().astype(np.int64), best.numpy().astype(np.float32)
+    return labels.cpu().numpy().astype(np.int64), best.cpu().numpy().astype(np.float32)
 
 
 def fix_and_mix(scores: np.ndarray, threshold: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:

@@ -34,6 +34,12 @@ Real and plaintext runs agree bit for bit only when both get the same explicit
 Keys and masks whose values cannot change an output (X25519 keys, pairwise masks, the HE
 key, SHADE's OTs) always come from the OS CSPRNG.
 
+**Device.**  ``device`` ("auto", "cpu", "cuda", "cuda:<index>"; :mod:`securefl.fl.device`)
+is where the method's models train and predict, at the server and (a run-config keyword
+like the others) at its clients; ``torch_device`` is what it resolves to on this machine.
+It is a run parameter, not a hyper-parameter: on the CPU it changes nothing, on CUDA the
+results differ from the CPU's in the last bits and in the random streams, not in kind.
+
 **Server half and client half.**  A method split into halves (:mod:`securefl.methods.halves`,
 ``client_half`` set) is its server half: ``setup(federation, *, transport=None)`` connects
 it to a transport (:meth:`Method._connect`: in process over the federation's clients by
@@ -56,6 +62,7 @@ import numpy as np
 
 from securefl.errors import InputError
 from securefl.fl.aggregation import SUM_BACKENDS
+from securefl.fl.device import resolve_device
 
 SECURE_MODES = ("real", "plaintext")
 
@@ -148,7 +155,8 @@ class Method(ABC):
             self.on_phase(text)
 
     def __init__(self, *, secure: str = "plaintext", seed: int = 0,
-                 crypto_seed: int | None = None, sum_backend: str = "secagg") -> None:
+                 crypto_seed: int | None = None, sum_backend: str = "secagg",
+                 device: str = "cpu") -> None:
         if secure not in SECURE_MODES:
             raise InputError("secure", secure, f"must be one of {SECURE_MODES}")
         if crypto_seed is not None and (
@@ -161,6 +169,8 @@ class Method(ABC):
         self.seed = seed
         self.crypto_seed = crypto_seed
         self.sum_backend = sum_backend
+        self.device = device
+        self.torch_device = resolve_device(device)
 
     def crypto_seed_for(self, purpose: str, *labels: int) -> int | None:
         """The seed of one secret (``purpose``, e.g. ``"lsh"``, and labels such as round and

@@ -67,8 +67,10 @@ Augmentation: every method here trains on randomly translated batches
 and the baselines included: FedProp's Appendix A.1 applies its augmentation to all the
 methods it compares, and §5.1 calls FedAvg+PL(localLP) "otherwise identical" to FedProp.
 ``max_shift=0`` turns it off (FedSemi Table 1's plain "FedAvg" row is without
-augmentation, its "FedAvg+" row with).  Models with dropout (``cnn13``) draw their masks
-from the client's generator (:func:`securefl.models.dropout_generator`).
+augmentation, its "FedAvg+" row with); ``hflip=True`` adds a random horizontal flip
+after the translation (FedProp App. A's CIFAR augmentation).  Models with dropout (``cnn13``,
+``cnn_cifar``) draw their masks from the client's generator
+(:func:`securefl.models.dropout_generator`).
 
 Randomness: the server's :class:`~securefl.fl.SimulationRNG` draws the sampled clients
 (warm-up rounds included) and nothing else; every draw of a client's local update (batch
@@ -142,12 +144,12 @@ class FedAvgMethod(Method):
     deployable: ClassVar[bool] = True
 
     def __init__(self, *, secure: str = "plaintext", seed: int = 0, crypto_seed: int | None = None,
-                 sum_backend: str = "secagg", model: str = "auto",
+                 sum_backend: str = "secagg", device: str = "cpu", model: str = "auto",
                  clients_per_round: int = 5, local_epochs: int = 5, batch_size: int = 50,
                  lr: float = 0.1, momentum: float = 0.9, weight_decay: float = 2e-4,
                  lr_decay_rounds: int | None = 2000, prox_mu: float = 0.0,
-                 max_shift: int | None = None) -> None:
-        super().__init__(secure=secure, seed=seed, crypto_seed=crypto_seed, sum_backend=sum_backend)
+                 max_shift: int | None = None, hflip: bool = False) -> None:
+        super().__init__(secure=secure, seed=seed, crypto_seed=crypto_seed, sum_backend=sum_backend, device=device)
         self.model = model
         self.clients_per_round = clients_per_round
         self.local_epochs = local_epochs
@@ -158,6 +160,7 @@ class FedAvgMethod(Method):
         self.lr_decay_rounds = lr_decay_rounds
         self.prox_mu = prox_mu
         self.max_shift = max_shift
+        self.hflip = hflip
 
     # ----------------------------------------------------------------- lifecycle
     def setup(self, federation: Federation, *, transport: Transport | None = None) -> None:
@@ -168,7 +171,8 @@ class FedAvgMethod(Method):
         self.federation = federation
         self.rng = SimulationRNG.from_seed(self.seed)
         self.network = build_model(self.model, input_shape=tuple(federation.input_shape),
-                                   num_classes=federation.num_classes, seed=self.seed)
+                                   num_classes=federation.num_classes, seed=self.seed,
+                                   device=self.torch_device)
         self.rounds_done = 0
         self._connect(federation, transport)
         self._setup_extra()
@@ -185,6 +189,8 @@ class FedAvgMethod(Method):
             raise InputError("lr", self.lr, "must be > 0")
         if self.lr_decay_rounds is not None and self.lr_decay_rounds < 0:
             raise InputError("lr_decay_rounds", self.lr_decay_rounds, "must be >= 0 or None")
+        if not isinstance(self.hflip, bool):
+            raise InputError("hflip", self.hflip, "must be true or false")
 
     def learning_rate(self, round_index: int) -> float:
         if not self.lr_decay_rounds:
@@ -337,17 +343,17 @@ class PseudoLabelMethod(FedAvgMethod):
     uses_pseudo_labels: ClassVar[bool] = True
 
     def __init__(self, *, secure: str = "plaintext", seed: int = 0, crypto_seed: int | None = None,
-                 sum_backend: str = "secagg", model: str = "auto",
+                 sum_backend: str = "secagg", device: str = "cpu", model: str = "auto",
                  clients_per_round: int = 5, local_epochs: int = 5, batch_size: int = 50,
                  lr: float = 0.1, momentum: float = 0.9, weight_decay: float = 2e-4,
                  lr_decay_rounds: int | None = 2000, prox_mu: float = 0.0,
-                 max_shift: int | None = None, warmup_rounds: int = 10) -> None:
+                 max_shift: int | None = None, hflip: bool = False, warmup_rounds: int = 10) -> None:
         super().__init__(secure=secure, seed=seed, crypto_seed=crypto_seed,
-                         sum_backend=sum_backend, model=model,
+                         sum_backend=sum_backend, device=device, model=model,
                          clients_per_round=clients_per_round, local_epochs=local_epochs,
                          batch_size=batch_size, lr=lr, momentum=momentum,
                          weight_decay=weight_decay, lr_decay_rounds=lr_decay_rounds,
-                         prox_mu=prox_mu, max_shift=max_shift)
+                         prox_mu=prox_mu, max_shift=max_shift, hflip=hflip)
         self.warmup_rounds = warmup_rounds
 
     def _setup_extra(self) -> None:
@@ -382,18 +388,18 @@ class FedAvgLocalLP(PseudoLabelMethod):
     client_half = LocalLPClient
 
     def __init__(self, *, secure: str = "plaintext", seed: int = 0, crypto_seed: int | None = None,
-                 sum_backend: str = "secagg", model: str = "auto",
+                 sum_backend: str = "secagg", device: str = "cpu", model: str = "auto",
                  clients_per_round: int = 5, local_epochs: int = 5, batch_size: int = 50,
                  lr: float = 0.1, momentum: float = 0.9, weight_decay: float = 2e-4,
                  lr_decay_rounds: int | None = 2000, prox_mu: float = 0.0,
-                 max_shift: int | None = None, warmup_rounds: int = 10, k: int = 10,
+                 max_shift: int | None = None, hflip: bool = False, warmup_rounds: int = 10, k: int = 10,
                  alpha: float = 0.99) -> None:
         super().__init__(secure=secure, seed=seed, crypto_seed=crypto_seed,
-                         sum_backend=sum_backend, model=model,
+                         sum_backend=sum_backend, device=device, model=model,
                          clients_per_round=clients_per_round, local_epochs=local_epochs,
                          batch_size=batch_size, lr=lr, momentum=momentum,
                          weight_decay=weight_decay, lr_decay_rounds=lr_decay_rounds,
-                         prox_mu=prox_mu, max_shift=max_shift, warmup_rounds=warmup_rounds)
+                         prox_mu=prox_mu, max_shift=max_shift, hflip=hflip, warmup_rounds=warmup_rounds)
         self.k = k
         self.alpha = alpha
 
@@ -405,18 +411,18 @@ class FedAvgPL(PseudoLabelMethod):
     client_half = NetworkPLClient
 
     def __init__(self, *, secure: str = "plaintext", seed: int = 0, crypto_seed: int | None = None,
-                 sum_backend: str = "secagg", model: str = "auto",
+                 sum_backend: str = "secagg", device: str = "cpu", model: str = "auto",
                  clients_per_round: int = 5, local_epochs: int = 5, batch_size: int = 50,
                  lr: float = 0.1, momentum: float = 0.9, weight_decay: float = 2e-4,
                  lr_decay_rounds: int | None = 2000, prox_mu: float = 0.0,
-                 max_shift: int | None = None, warmup_rounds: int = 10,
+                 max_shift: int | None = None, hflip: bool = False, warmup_rounds: int = 10,
                  threshold: float = 0.0, entropy_weights: bool = False) -> None:
         super().__init__(secure=secure, seed=seed, crypto_seed=crypto_seed,
-                         sum_backend=sum_backend, model=model,
+                         sum_backend=sum_backend, device=device, model=model,
                          clients_per_round=clients_per_round, local_epochs=local_epochs,
                          batch_size=batch_size, lr=lr, momentum=momentum,
                          weight_decay=weight_decay, lr_decay_rounds=lr_decay_rounds,
-                         prox_mu=prox_mu, max_shift=max_shift, warmup_rounds=warmup_rounds)
+                         prox_mu=prox_mu, max_shift=max_shift, hflip=hflip, warmup_rounds=warmup_rounds)
         self.threshold = threshold
         self.entropy_weights = entropy_weights
 
@@ -433,19 +439,19 @@ class FedAvgFixMatch(FedAvgMethod):
     client_half = FixMatchClient
 
     def __init__(self, *, secure: str = "plaintext", seed: int = 0, crypto_seed: int | None = None,
-                 sum_backend: str = "secagg", model: str = "auto",
+                 sum_backend: str = "secagg", device: str = "cpu", model: str = "auto",
                  clients_per_round: int = 5, local_epochs: int = 5, batch_size: int = 50,
                  lr: float = 0.1, momentum: float = 0.9, weight_decay: float = 2e-4,
                  lr_decay_rounds: int | None = 2000, prox_mu: float = 0.0,
-                 max_shift: int | None = None, threshold: float = 0.95,
+                 max_shift: int | None = None, hflip: bool = False, threshold: float = 0.95,
                  unlabeled_ratio: int = 7, unlabeled_weight: float = 1.0, num_ops: int = 2,
                  cutout: float = 0.5) -> None:
         super().__init__(secure=secure, seed=seed, crypto_seed=crypto_seed,
-                         sum_backend=sum_backend, model=model,
+                         sum_backend=sum_backend, device=device, model=model,
                          clients_per_round=clients_per_round, local_epochs=local_epochs,
                          batch_size=batch_size, lr=lr, momentum=momentum,
                          weight_decay=weight_decay, lr_decay_rounds=lr_decay_rounds,
-                         prox_mu=prox_mu, max_shift=max_shift)
+                         prox_mu=prox_mu, max_shift=max_shift, hflip=hflip)
         self.threshold = threshold
         self.unlabeled_ratio = unlabeled_ratio
         self.unlabeled_weight = unlabeled_weight
@@ -532,19 +538,19 @@ class FedAvgMT(MeanTeacherRounds, FedAvgMethod):
     client_half = FedAvgMTClient
 
     def __init__(self, *, secure: str = "plaintext", seed: int = 0, crypto_seed: int | None = None,
-                 sum_backend: str = "secagg", model: str = "auto",
+                 sum_backend: str = "secagg", device: str = "cpu", model: str = "auto",
                  clients_per_round: int = 5, local_epochs: int = 5, batch_size: int = 50,
                  lr: float = 0.1, momentum: float = 0.9, weight_decay: float = 2e-4,
                  lr_decay_rounds: int | None = 2000, prox_mu: float = 0.0,
-                 max_shift: int | None = None, ema_decay: float = 0.99,
+                 max_shift: int | None = None, hflip: bool = False, ema_decay: float = 0.99,
                  consistency_weight: float = 100.0, consistency_rampup: int = 5,
                  noise_std: float = 0.1) -> None:
         super().__init__(secure=secure, seed=seed, crypto_seed=crypto_seed,
-                         sum_backend=sum_backend, model=model,
+                         sum_backend=sum_backend, device=device, model=model,
                          clients_per_round=clients_per_round, local_epochs=local_epochs,
                          batch_size=batch_size, lr=lr, momentum=momentum,
                          weight_decay=weight_decay, lr_decay_rounds=lr_decay_rounds,
-                         prox_mu=prox_mu, max_shift=max_shift)
+                         prox_mu=prox_mu, max_shift=max_shift, hflip=hflip)
         self.ema_decay = ema_decay
         self.consistency_weight = consistency_weight
         self.consistency_rampup = consistency_rampup

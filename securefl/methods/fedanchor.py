@@ -118,6 +118,7 @@ class FedAnchor(Method):
         seed: int = 0,
         crypto_seed: int | None = None,
         sum_backend: str = "secagg",
+        device: str = "cpu",
         model: str = "auto",
         clients_per_round: int = 10,
         local_epochs: int = 5,
@@ -138,7 +139,7 @@ class FedAnchor(Method):
         mix_weight: float = 1.0,
         max_shift: int | None = None,
     ) -> None:
-        super().__init__(secure=secure, seed=seed, crypto_seed=crypto_seed, sum_backend=sum_backend)
+        super().__init__(secure=secure, seed=seed, crypto_seed=crypto_seed, sum_backend=sum_backend, device=device)
         self.model = model
         self.clients_per_round = clients_per_round
         self.local_epochs = local_epochs
@@ -185,14 +186,16 @@ class FedAnchor(Method):
             raise ConfigError(f"{self.name}: needs labeled anchors at the server (partition with labels_at='server')")
         self.federation = federation
         self.num_classes = federation.num_classes
-        self.rng = SimulationRNG.from_seed(self.seed)
-        self.network = build_network(self.model, federation, seed=self.seed)
+        device = self.torch_device
+        self.rng = SimulationRNG.from_seed(self.seed, device=device)
+        self.network = build_network(self.model, federation, seed=self.seed, device=device)
         with torch.random.fork_rng():
             torch.manual_seed(self.seed + 1)
             self.anchor_head = nn.Linear(self.network.feature_dim, self.anchor_dim)
+        self.anchor_head.to(device)
         keep = server.labeled
-        self.anchor_x = torch.from_numpy(np.ascontiguousarray(server.x[keep], dtype=np.float32))
-        self.anchor_y = torch.from_numpy(server.y[keep].astype(np.int64))
+        self.anchor_x = torch.from_numpy(np.ascontiguousarray(server.x[keep], dtype=np.float32)).to(device)
+        self.anchor_y = torch.from_numpy(server.y[keep].astype(np.int64)).to(device)
         self._connect(federation, transport)
         for _ in range(self.pretrain_epochs):
             self._server_epochs(self.pretrain_lr)
@@ -213,7 +216,7 @@ class FedAnchor(Method):
             xb, yb = self.anchor_x[idx], self.anchor_y[idx]
             if self.server_mixup:
                 lam = float(self.rng.numpy.beta(self.mixup_alpha, self.mixup_alpha))
-                perm = torch.randperm(len(idx), generator=self.rng.torch)
+                perm = torch.randperm(len(idx), generator=self.rng.torch, device=self.rng.torch.device)
                 loss = mixup_loss(self.network(lam * xb + (1 - lam) * xb[perm]), yb, yb[perm], lam)
             else:
                 loss = F.cross_entropy(self.network(xb), yb)
@@ -248,7 +251,7 @@ class FedAnchor(Method):
         plan = UploadPlan.new(secure=self.secure, sum_backend=self.sum_backend, members=chosen,
                               dims={"model": vector.size})
         arrays = {"model": vector, "anchor_head": model_vector(self.anchor_head),
-                  LATENTS: anchor_z.numpy(), LABELS: self.anchor_y.numpy()}
+                  LATENTS: anchor_z.cpu().numpy(), LABELS: self.anchor_y.cpu().numpy()}
         train = self.transport.exchange(TRAIN, {k: Record(dict(arrays), {"round": int(round_index),
                                                                          **plan.request_config(k)})
                                                 for k in chosen})

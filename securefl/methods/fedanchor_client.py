@@ -61,12 +61,13 @@ def latents(x: torch.Tensor, network: nn.Module, head: nn.Module) -> torch.Tenso
 def train_client(method, network: nn.Module, x: torch.Tensor, labels: np.ndarray, scores: np.ndarray,
                  input_shape: tuple[int, ...], rng: SimulationRNG) -> None:
     """Local training on the pseudo-labels (Appendix B, or plain cross-entropy), drawing
-    from ``rng`` (the client's generators for the round) only."""
+    from ``rng`` (the client's generators for the round) only; ``x``, ``network`` and
+    ``rng.torch`` share one device."""
     optimizer = make_optimizer(network, lr=method.lr, momentum=method.momentum,
                                weight_decay=method.weight_decay)
     network.train()
     augment = translation(input_shape, method.max_shift, rng.torch) or (lambda batch: batch)
-    y = torch.from_numpy(labels)
+    y = torch.from_numpy(labels).to(x.device)
     if not method.client_mixup:
         for _ in range(method.local_epochs):
             for idx in batches(len(y), method.batch_size, rng.torch):
@@ -78,7 +79,7 @@ def train_client(method, network: nn.Module, x: torch.Tensor, labels: np.ndarray
     fix, mix = fix_and_mix(scores, method.threshold, rng.numpy)
     if fix.size == 0:
         return
-    fix_t, mix_t = torch.from_numpy(fix), torch.from_numpy(mix)
+    fix_t, mix_t = torch.from_numpy(fix).to(x.device), torch.from_numpy(mix).to(x.device)
     for _ in range(method.local_epochs):
         for idx in batches(len(fix), method.batch_size, rng.torch):
             i_fix, i_mix = fix_t[idx], mix_t[idx]
@@ -105,18 +106,19 @@ class FedAnchorClient(MethodClient):
             raise ProtocolError(f"a FedAnchor train request needs {missing}")
         method, data = self.method, self.data(node)
         start = time.perf_counter()
+        device = method.torch_device
         network = build_model(method.model, input_shape=data.input_shape,
-                              num_classes=data.num_classes, seed=method.seed)
+                              num_classes=data.num_classes, seed=method.seed, device=device)
         load_model_vector(network, np.array(request.arrays["model"], dtype=np.float64))
         with torch.random.fork_rng():  # the head's initial values are overwritten; keep the global stream
-            head = nn.Linear(network.feature_dim, method.anchor_dim)
+            head = nn.Linear(network.feature_dim, method.anchor_dim).to(device)
         load_model_vector(head, np.array(request.arrays["anchor_head"], dtype=np.float64))
-        anchor_z = torch.from_numpy(np.array(request.arrays[LATENTS], dtype=np.float32))
-        anchor_y = torch.from_numpy(np.array(request.arrays[LABELS], dtype=np.int64))
+        anchor_z = torch.from_numpy(np.array(request.arrays[LATENTS], dtype=np.float32)).to(device)
+        anchor_y = torch.from_numpy(np.array(request.arrays[LABELS], dtype=np.int64)).to(device)
         if anchor_z.ndim != 2 or anchor_y.shape != (anchor_z.shape[0],):
             raise ProtocolError("anchor latents must be (n, d) with n labels")
-        x = torch.from_numpy(np.ascontiguousarray(data.client.x, dtype=np.float32))
-        rng = client_rng(method.seed, int(request.config["round"]), node.partition)
+        x = torch.from_numpy(np.ascontiguousarray(data.client.x, dtype=np.float32)).to(device)
+        rng = client_rng(method.seed, int(request.config["round"]), node.partition, device=device)
         labels, scores = anchor_pseudo_labels(latents(x, network, head), anchor_z, anchor_y,
                                               data.num_classes)
         with dropout_generator(network, rng.torch):

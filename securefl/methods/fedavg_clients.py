@@ -83,7 +83,8 @@ class FedAvgClient(MethodClient):
         pseudo = None if request.config.get("warmup") else self.pseudo_labels(request, models, data)
         if pseudo is not None and self.reports(node) and self.reports_pseudo_labels:
             report_pseudo_labels(reply, pseudo[0], data)
-        rng = client_rng(method.seed, int(request.config["round"]), node.partition)
+        rng = client_rng(method.seed, int(request.config["round"]), node.partition,
+                         device=method.torch_device)
         with ExitStack() as stack:
             for model in models.values():
                 stack.enter_context(dropout_generator(model, rng.torch))
@@ -95,9 +96,10 @@ class FedAvgClient(MethodClient):
 
     # ----------------------------------------------------------------- pieces
     def build(self, data: LocalData, vector: np.ndarray) -> nn.Module:
-        """The method's architecture for ``data``, holding ``vector``."""
+        """The method's architecture for ``data`` on the method's device, holding ``vector``."""
         model = build_model(self.method.model, input_shape=data.input_shape,
-                            num_classes=data.num_classes, seed=self.method.seed)
+                            num_classes=data.num_classes, seed=self.method.seed,
+                            device=self.method.torch_device)
         load_model_vector(model, np.asarray(vector, dtype=np.float64))
         return model
 
@@ -114,8 +116,10 @@ class FedAvgClient(MethodClient):
 
     def augmentation(self, data: LocalData, generator: torch.Generator
                      ) -> Callable[[torch.Tensor], torch.Tensor] | None:
-        """Random translations of up to ``max_shift`` pixels drawn from ``generator``."""
-        return translation(data.input_shape, self.method.max_shift, generator)
+        """Random translations of up to ``max_shift`` pixels, then random horizontal flips
+        where ``hflip`` is set, drawn from ``generator``."""
+        return translation(data.input_shape, self.method.max_shift, generator,
+                           hflip=self.method.hflip)
 
     def train_labeled(self, model: nn.Module, data: LocalData, lr: float,
                       generator: torch.Generator) -> None:
@@ -225,7 +229,8 @@ class NetworkPLClient(PseudoLabelClient):
         ``1 - H(p)/log C`` (``entropy_weights``)."""
         method = self.method
         with torch.no_grad():
-            probs = F.softmax(model.head(torch.from_numpy(features)), dim=1).double().numpy()
+            z = torch.from_numpy(features).to(self.method.torch_device)
+            probs = F.softmax(model.head(z), dim=1).double().cpu().numpy()
         confident = probs.max(axis=1) > method.threshold
         labels = np.where(confident, probs.argmax(axis=1), -1).astype(np.int64)
         if method.entropy_weights:

@@ -88,19 +88,19 @@ class FedProp(PseudoLabelMethod):
     deployable: ClassVar[bool] = True
 
     def __init__(self, *, secure: str = "plaintext", seed: int = 0, crypto_seed: int | None = None,
-                 sum_backend: str = "secagg", model: str = "auto",
+                 sum_backend: str = "secagg", device: str = "cpu", model: str = "auto",
                  clients_per_round: int = 5, local_epochs: int = 5, batch_size: int = 50,
                  lr: float = 0.1, momentum: float = 0.9, weight_decay: float = 2e-4,
                  lr_decay_rounds: int | None = 2000, prox_mu: float = 0.0,
                  warmup_rounds: int = 10, k: int = 10, alpha: float = 0.99,
-                 L: int = 4096, max_shift: int | None = None,
+                 L: int = 4096, max_shift: int | None = None, hflip: bool = False,
                  hamming_backend: str = "auto") -> None:
         super().__init__(secure=secure, seed=seed, crypto_seed=crypto_seed,
-                         sum_backend=sum_backend, model=model,
+                         sum_backend=sum_backend, device=device, model=model,
                          clients_per_round=clients_per_round, local_epochs=local_epochs,
                          batch_size=batch_size, lr=lr, momentum=momentum,
                          weight_decay=weight_decay, lr_decay_rounds=lr_decay_rounds,
-                         prox_mu=prox_mu, max_shift=max_shift, warmup_rounds=warmup_rounds)
+                         prox_mu=prox_mu, max_shift=max_shift, hflip=hflip, warmup_rounds=warmup_rounds)
         self.k = k
         self.alpha = alpha
         self.L = L
@@ -180,21 +180,21 @@ class FedPropMT(MeanTeacherRounds, FedProp):
     client_half = FedPropMTClient
 
     def __init__(self, *, secure: str = "plaintext", seed: int = 0, crypto_seed: int | None = None,
-                 sum_backend: str = "secagg", model: str = "auto",
+                 sum_backend: str = "secagg", device: str = "cpu", model: str = "auto",
                  clients_per_round: int = 5, local_epochs: int = 5, batch_size: int = 50,
                  lr: float = 0.1, momentum: float = 0.9, weight_decay: float = 2e-4,
                  lr_decay_rounds: int | None = 2000, prox_mu: float = 0.0,
                  warmup_rounds: int = 10, k: int = 10, alpha: float = 0.99, L: int = 4096,
-                 max_shift: int | None = None, ema_decay: float = 0.99, consistency_weight: float = 100.0,
+                 max_shift: int | None = None, hflip: bool = False, ema_decay: float = 0.99, consistency_weight: float = 100.0,
                  consistency_rampup: int = 5, noise_std: float = 0.1,
                  hamming_backend: str = "auto") -> None:
         super().__init__(secure=secure, seed=seed, crypto_seed=crypto_seed,
-                         sum_backend=sum_backend, model=model,
+                         sum_backend=sum_backend, device=device, model=model,
                          clients_per_round=clients_per_round, local_epochs=local_epochs,
                          batch_size=batch_size, lr=lr, momentum=momentum,
                          weight_decay=weight_decay, lr_decay_rounds=lr_decay_rounds,
                          prox_mu=prox_mu, warmup_rounds=warmup_rounds, k=k, alpha=alpha, L=L,
-                         max_shift=max_shift, hamming_backend=hamming_backend)
+                         max_shift=max_shift, hflip=hflip, hamming_backend=hamming_backend)
         self.ema_decay = ema_decay
         self.consistency_weight = consistency_weight
         self.consistency_rampup = consistency_rampup

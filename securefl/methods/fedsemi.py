@@ -110,6 +110,7 @@ class FedSemi(Method):
         seed: int = 0,
         crypto_seed: int | None = None,
         sum_backend: str = "secagg",
+        device: str = "cpu",
         model: str = "auto",
         rounds: int = 50,
         clients_per_round: int = 10,
@@ -129,7 +130,7 @@ class FedSemi(Method):
         max_shift: int | None = None,
         min_group: int = 2,
     ) -> None:
-        super().__init__(secure=secure, seed=seed, crypto_seed=crypto_seed, sum_backend=sum_backend)
+        super().__init__(secure=secure, seed=seed, crypto_seed=crypto_seed, sum_backend=sum_backend, device=device)
         self.model = model
         self.rounds = rounds
         self.clients_per_round = clients_per_round
@@ -183,7 +184,7 @@ class FedSemi(Method):
         self.federation = federation
         self.num_classes = federation.num_classes
         self.rng = SimulationRNG.from_seed(self.seed)
-        self.student = build_network(self.model, federation, seed=self.seed)
+        self.student = build_network(self.model, federation, seed=self.seed, device=self.torch_device)
         self.teacher = copy.deepcopy(self.student)
         self.groups = layer_groups(self.student)
         self.history: list[np.ndarray] = []

@@ -57,7 +57,7 @@ from securefl.methods.consistency import (
     select_layers,
 )
 from securefl.methods.halves import LocalData, MethodClient
-from securefl.models import build_model
+from securefl.models import build_model, dropout_generator
 
 TRAIN = "train"
 UPLOAD = "upload"
@@ -86,8 +86,9 @@ def default_shift(method, input_shape: tuple[int, ...]) -> int:
 def local_update(method, student: nn.Module, teacher: nn.Module, x: torch.Tensor, y: torch.Tensor,
                  *, done: int, global_round: int, shift: int, generator: torch.Generator) -> None:
     """FedSemi's local update (§3.1) of ``student`` and ``teacher`` in place, in 1-based
-    round ``global_round`` after ``done`` local epochs, drawing from ``generator`` only;
-    ``y`` is -1 on unlabeled points."""
+    round ``global_round`` after ``done`` local epochs, drawing from ``generator`` only
+    (batch order, perturbations and the student's dropout masks; on the device of ``x``,
+    the networks and the generator, which must agree); ``y`` is -1 on unlabeled points."""
     teacher.eval()
     student.train()
     optimizer = make_optimizer(student, lr=method.lr, momentum=method.momentum,
@@ -95,7 +96,7 @@ def local_update(method, student: nn.Module, teacher: nn.Module, x: torch.Tensor
     for epoch in range(method.local_epochs):
         beta = beta_ramp(done + epoch, phi_l=method.phi_l)
         alpha = method.alpha(global_round, done + epoch + 1)
-        order = torch.randperm(len(y), generator=generator)
+        order = torch.randperm(len(y), generator=generator, device=generator.device)
         for start in range(0, len(order), method.batch_size):
             batch = order[start : start + method.batch_size]
             xb, yb = x[batch], y[batch]
@@ -103,7 +104,8 @@ def local_update(method, student: nn.Module, teacher: nn.Module, x: torch.Tensor
             x_student = perturb(xb, method.noise_std, shift, generator)
             x_teacher = perturb(xb, method.noise_std, shift, generator)
             n_lab = int(labeled.sum())
-            logits = student(torch.cat([x_student, xb[labeled]]) if n_lab else x_student)
+            with dropout_generator(student, generator):
+                logits = student(torch.cat([x_student, xb[labeled]]) if n_lab else x_student)
             student_logits = logits[: len(yb)]
             loss = student_logits.sum() * 0.0
             if n_lab:
@@ -135,9 +137,11 @@ class FedSemiClient(MethodClient):
 
     def network(self, data: LocalData, groups: LayerGroups | None, vector: np.ndarray
                 ) -> tuple[nn.Module, LayerGroups]:
-        """The method's architecture for ``data`` holding ``vector`` (per-layer order)."""
+        """The method's architecture for ``data`` on the method's device, holding ``vector``
+        (per-layer order)."""
         model = build_model(self.method.model, input_shape=data.input_shape,
-                            num_classes=data.num_classes, seed=self.method.seed)
+                            num_classes=data.num_classes, seed=self.method.seed,
+                            device=self.method.torch_device)
         groups = groups or layer_groups(model)
         groups.load(model, groups.split(np.array(vector, dtype=np.float64)))
         return model, groups
@@ -151,12 +155,14 @@ class FedSemiClient(MethodClient):
         student, groups = self.network(data, None, request.arrays["student"])
         teacher, _ = self.network(data, groups, request.arrays["teacher"])
         client = data.client
-        x = torch.from_numpy(np.ascontiguousarray(client.x, dtype=np.float32))
-        y = torch.from_numpy(np.where(client.labeled, client.y, -1).astype(np.int64))
+        device = method.torch_device
+        x = torch.from_numpy(np.ascontiguousarray(client.x, dtype=np.float32)).to(device)
+        y = torch.from_numpy(np.where(client.labeled, client.y, -1).astype(np.int64)).to(device)
         selections = int(state.config.get(SELECTIONS, 0))
         local_update(method, student, teacher, x, y, done=selections * method.local_epochs,
                      global_round=round_index + 1, shift=default_shift(method, data.input_shape),
-                     generator=client_rng(method.seed, round_index, node.partition).torch)
+                     generator=client_rng(method.seed, round_index, node.partition,
+                                          device=device).torch)
         state.config[SELECTIONS] = selections + 1
         teachers, students = groups.arrays(teacher), groups.arrays(student)
         fsm = fsm_divergence(teachers, students)
@@ -173,7 +179,8 @@ class FedSemiClient(MethodClient):
         if state.config.get(f"{_TRAINED}round") != round_index:
             raise ProtocolError(f"upload of round {round_index} without that round's training")
         model = build_model(method.model, input_shape=data.input_shape,
-                            num_classes=data.num_classes, seed=method.seed)
+                            num_classes=data.num_classes, seed=method.seed,
+                            device=method.torch_device)
         groups = layer_groups(model)
         teachers = groups.split(np.array(state.arrays[f"{_TRAINED}teacher"]))
         students = groups.split(np.array(state.arrays[f"{_TRAINED}student"]))

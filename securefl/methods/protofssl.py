@@ -152,6 +152,7 @@ class ProtoFSSL(Method):
         seed: int = 0,
         crypto_seed: int | None = None,
         sum_backend: str = "secagg",
+        device: str = "cpu",
         model: str = "auto",
         clients_per_round: int = 5,
         local_epochs: int = 10,
@@ -175,7 +176,7 @@ class ProtoFSSL(Method):
         dp_delta: float = 1e-5,
         norm: str = "none",
     ) -> None:
-        super().__init__(secure=secure, seed=seed, crypto_seed=crypto_seed, sum_backend=sum_backend)
+        super().__init__(secure=secure, seed=seed, crypto_seed=crypto_seed, sum_backend=sum_backend, device=device)
         self.model = model
         self.clients_per_round = clients_per_round
         self.local_epochs = local_epochs
@@ -235,7 +236,8 @@ class ProtoFSSL(Method):
         self.federation = federation
         self.num_classes = federation.num_classes
         self.rng = SimulationRNG.from_seed(self.seed)
-        self.network = build_network(self.model, federation, seed=self.seed, **self._model_options(federation)).body
+        self.network = build_network(self.model, federation, seed=self.seed, device=self.torch_device,
+                                     **self._model_options(federation)).body
         probe = torch.zeros((1, *tuple(federation.input_shape)), dtype=torch.float32)
         self.embedding_dim = int(embed_all(self.network, probe).shape[1])
         self.store = PrototypeStore()

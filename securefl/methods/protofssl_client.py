@@ -63,7 +63,8 @@ from securefl.methods.prototypical import (
     protofssl_loss,
     split_episode,
 )
-from securefl.models import build_model
+from securefl.fl.device import model_device
+from securefl.models import build_model, dropout_generator
 from securefl.protocols.prototype_sharing import Prototypes, prototype_sum_input, share_prototypes
 from securefl.protocols.prototype_sharing import class_prototypes as exact_prototypes
 
@@ -76,13 +77,14 @@ RMSPROP = "protofssl/rmsprop/"
 
 
 def embed_all(network: torch.nn.Module, x: torch.Tensor) -> np.ndarray:
-    """Embeddings of ``x`` in evaluation mode (chunks of 1024), float64; leaves the
-    network in training mode."""
+    """Embeddings of ``x`` in evaluation mode (chunks of 1024, each copied to the network's
+    device), float64 on the CPU; leaves the network in training mode."""
+    device = model_device(network)
     network.eval()
     with torch.no_grad():
-        out = torch.cat([network(x[i : i + 1024]) for i in range(0, len(x), 1024)])
+        out = torch.cat([network(x[i : i + 1024].to(device)) for i in range(0, len(x), 1024)])
     network.train()
-    return out.double().numpy()
+    return out.double().cpu().numpy()
 
 
 def put_prototypes(record: Record, prototypes: Prototypes) -> None:
@@ -125,11 +127,12 @@ def save_optimizer(state: Record, optimizer: torch.optim.Optimizer) -> None:
                 state.config[key] = value.item()
                 state.config[f"{key}#dtype"] = str(value.dtype).removeprefix("torch.")
             else:
-                state.arrays[key] = value.detach().clone().numpy()
+                state.arrays[key] = value.detach().cpu().clone().numpy()
 
 
 def load_optimizer(state: Record, optimizer: torch.optim.Optimizer) -> None:
-    """Give ``optimizer`` the state :func:`save_optimizer` stored (none: a fresh one)."""
+    """Give ``optimizer`` the state :func:`save_optimizer` stored (none: a fresh one);
+    ``load_state_dict`` moves the accumulators to the parameters' device."""
     entries: dict[int, dict[str, Any]] = {}
     for key, value in state.arrays.items():
         if key.startswith(RMSPROP):
@@ -155,7 +158,7 @@ def local_update(method, network: torch.nn.Module, optimizer: torch.optim.Optimi
     anchor = [p.detach().clone() for p in network.parameters()] if method.aggregation == "fedprox" else []
     pseudo: list[np.ndarray] = []
     positions: list[np.ndarray] = []
-    y_np = y_l.numpy()
+    y_np = y_l.cpu().numpy()
     for _ in range(method.local_epochs):
         support, _, query, unlabeled = split_episode(
             y_np, len(x_u), num_classes=num_classes, n_support=method.n_support,
@@ -170,7 +173,7 @@ def local_update(method, network: torch.nn.Module, optimizer: torch.optim.Optimi
             z_u = z[len(support) + len(query) :]
             targets = helper_pseudo_labels(z_u, helpers, temperature=method.temperature, distance=method.distance)
             unlabeled_logits = prototype_logits(z_u, protos, present, distance=method.distance)
-            pseudo.append(targets.detach().argmax(dim=1).numpy())
+            pseudo.append(targets.detach().argmax(dim=1).cpu().numpy())
             positions.append(unlabeled)
         loss = protofssl_loss(query_logits, y_l[query], unlabeled_logits, targets, lambda_u=method.lambda_u)
         if anchor:
@@ -196,6 +199,7 @@ class ProtoFSSLClient(MethodClient):
         data = self.data(node)
         network = build_model(self.method.model, input_shape=data.input_shape,
                               num_classes=data.num_classes, seed=self.method.seed,
+                              device=self.method.torch_device,
                               **self.method._model_options(data)).body
         load_model_vector(network, np.array(request.arrays["model"], dtype=np.float64))
         if step == TRAIN:
@@ -203,12 +207,13 @@ class ProtoFSSLClient(MethodClient):
         return self.release(network, request, state, node, data, reply)
 
     def labeled(self, data: LocalData) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The client's labeled images, their labels and its unlabeled images (tensors)."""
-        client = data.client
+        """The client's labeled images, their labels and its unlabeled images (tensors on
+        the method's device)."""
+        client, device = data.client, self.method.torch_device
         x = torch.from_numpy(np.ascontiguousarray(client.x, dtype=np.float32))
-        return (x[torch.from_numpy(client.labeled)],
-                torch.from_numpy(client.y[client.labeled].astype(np.int64)),
-                x[torch.from_numpy(~client.labeled)])
+        return (x[torch.from_numpy(client.labeled)].to(device),
+                torch.from_numpy(client.y[client.labeled].astype(np.int64)).to(device),
+                x[torch.from_numpy(~client.labeled)].to(device))
 
     def prototypes(self, network: torch.nn.Module, data: LocalData, round_index: int, client: int,
                    *, noised: bool) -> Prototypes:
@@ -218,11 +223,11 @@ class ProtoFSSLClient(MethodClient):
         x_l, y_l, _ = self.labeled(data)
         embeddings = embed_all(network, x_l)
         if not noised:
-            return exact_prototypes(embeddings, y_l.numpy(), num_classes=data.num_classes,
+            return exact_prototypes(embeddings, y_l.cpu().numpy(), num_classes=data.num_classes,
                                     min_count=method.min_class_count, clip_norm=method.clip)
         noise = method.noise_std > 0 or method.noise_multiplier is not None
         return share_prototypes(
-            embeddings, y_l.numpy(), num_classes=data.num_classes,
+            embeddings, y_l.cpu().numpy(), num_classes=data.num_classes,
             min_count=method.min_class_count, clip_norm=method.clip,
             sigma=method.noise_std if noise and method.noise_multiplier is None else None,
             noise_multiplier=method.noise_multiplier if noise else None,
@@ -253,8 +258,10 @@ class ProtoFSSLClient(MethodClient):
         optimizer = torch.optim.RMSprop(network.parameters(), lr=method.lr, alpha=method.rmsprop_alpha,
                                         eps=method.rmsprop_eps, weight_decay=method.weight_decay)
         load_optimizer(state, optimizer)
-        labels, positions = local_update(method, network, optimizer, x_l, y_l, x_u, helpers,
-                                         data.num_classes, client_rng(method.seed, round_index, node.partition))
+        rng = client_rng(method.seed, round_index, node.partition, device=method.torch_device)
+        with dropout_generator(network, rng.torch):
+            labels, positions = local_update(method, network, optimizer, x_l, y_l, x_u, helpers,
+                                             data.num_classes, rng)
         save_optimizer(state, optimizer)
         if not method.private:
             put_prototypes(reply, self.prototypes(network, data, round_index, node.partition, noised=True))

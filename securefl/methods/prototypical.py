@@ -133,8 +133,9 @@ def helper_pseudo_labels(
         raise InputError("helpers", helpers, "no helper shares any class")
     average = embeddings.new_zeros((embeddings.shape[0], shared[0].num_classes))
     for helper in shared:
-        vectors = torch.from_numpy(helper.vectors).to(embeddings.dtype)
-        logits = prototype_logits(embeddings, vectors, torch.from_numpy(helper.mask), distance=distance)
+        vectors = torch.from_numpy(helper.vectors).to(device=embeddings.device, dtype=embeddings.dtype)
+        mask = torch.from_numpy(helper.mask).to(embeddings.device)
+        logits = prototype_logits(embeddings, vectors, mask, distance=distance)
         average = average + torch.softmax(logits, dim=1)
     average = average / len(shared)
     positive = average > 0

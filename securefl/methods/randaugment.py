@@ -107,7 +107,9 @@ def randaugment(images: torch.Tensor, generator: torch.Generator, *, num_ops: in
     """FixMatch's strong augmentation of ``images`` (``(n, C, H, W)``, C in {1, 3}, values
     in [0, 1]): ``num_ops`` random operations of :data:`OPS` per image, then Cutout of side
     up to ``cutout`` times the image side (``cutout=0``: none).  Draws only from
-    ``generator``; returns a new float32 tensor."""
+    ``generator``; returns a new float32 tensor on ``images``' device.  The draws are made
+    on the generator's device (a CUDA generator for CUDA runs); Pillow works on the CPU, so
+    the images cross to the CPU and back."""
     if images.ndim != 4 or images.shape[1] not in (1, 3):
         raise InputError("images", tuple(images.shape), "must be (n, C, H, W) with C = 1 or 3")
     if not isinstance(num_ops, int) or isinstance(num_ops, bool) or num_ops < 0:
@@ -115,10 +117,11 @@ def randaugment(images: torch.Tensor, generator: torch.Generator, *, num_ops: in
     if not 0.0 <= cutout <= 1.0:
         raise InputError("cutout", cutout, "must lie in [0, 1]")
     n, channels, height, width = images.shape
-    ops = torch.randint(len(OPS), (n, num_ops), generator=generator).tolist()
-    levels = torch.rand((n, num_ops), generator=generator, dtype=torch.float64).tolist()
-    boxes = torch.rand((n, 3), generator=generator, dtype=torch.float64).tolist()
-    pixels = (images.detach().clamp(0.0, 1.0) * 255.0).round().to(torch.uint8).numpy()
+    device = generator.device
+    ops = torch.randint(len(OPS), (n, num_ops), generator=generator, device=device).tolist()
+    levels = torch.rand((n, num_ops), generator=generator, dtype=torch.float64, device=device).tolist()
+    boxes = torch.rand((n, 3), generator=generator, dtype=torch.float64, device=device).tolist()
+    pixels = (images.detach().clamp(0.0, 1.0) * 255.0).round().to(torch.uint8).cpu().numpy()
     out = np.empty((n, channels, height, width), dtype=np.float32)
     for i in range(n):
         image = _to_image(pixels[i])
@@ -131,4 +134,4 @@ def randaugment(images: torch.Tensor, generator: torch.Generator, *, num_ops: in
             top = int(boxes[i][1] * height) - side // 2
             left = int(boxes[i][2] * width) - side // 2
             out[i, :, max(top, 0):max(top + side, 0), max(left, 0):max(left + side, 0)] = CUTOUT_FILL
-    return torch.from_numpy(out)
+    return torch.from_numpy(out).to(images.device)

@@ -28,10 +28,11 @@ class SoftmaxSelfTraining(Method):
     uses_pseudo_labels = True
 
     def __init__(self, *, secure: str = "plaintext", seed: int = 0,
-                 crypto_seed: int | None = None, sum_backend: str = "secagg", lr: float = 0.5,
-                 clients_per_round: int = 3, local_steps: int = 5,
+                 crypto_seed: int | None = None, sum_backend: str = "secagg", device: str = "cpu",
+                 lr: float = 0.5, clients_per_round: int = 3, local_steps: int = 5,
                  pseudo_labels: bool = True) -> None:
-        super().__init__(secure=secure, seed=seed, crypto_seed=crypto_seed, sum_backend=sum_backend)
+        super().__init__(secure=secure, seed=seed, crypto_seed=crypto_seed, sum_backend=sum_backend,
+                         device=device)
         self.lr = lr
         self.clients_per_round = clients_per_round
         self.local_steps = local_steps
@@ -104,14 +105,14 @@ class SoftmaxSelfTraining(Method):
 
 
 def fake_factory(name: str, *, secure: str, seed: int, crypto_seed: int | None = None,
-                 sum_backend: str = "secagg", hyper: dict[str, Any]) -> Method:
+                 sum_backend: str = "secagg", hyper: dict[str, Any], device: str = "cpu") -> Method:
     """Method factory over the two fake methods (supervised = no pseudo-labels)."""
     if name not in FAKE_NAMES:
         raise ConfigError(f"method={name!r}: unknown")
     try:
         return SoftmaxSelfTraining(
             secure=secure, seed=seed, crypto_seed=crypto_seed, sum_backend=sum_backend,
-            pseudo_labels=name == "softmax-st", **hyper
+            device=device, pseudo_labels=name == "softmax-st", **hyper
         )
     except TypeError as exc:
         raise ConfigError(f"hyper[{name}]={hyper!r}: {exc}") from None

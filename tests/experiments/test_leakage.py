@@ -118,9 +118,9 @@ def test_methods_are_set_up_without_held_out_data(tmp_path, fake_config):
             seen.append((federation.test, federation.validation))
             super().setup(federation)
 
-    def factory(name, *, secure, seed, crypto_seed=None, sum_backend="secagg", hyper):
+    def factory(name, *, secure, seed, crypto_seed=None, sum_backend="secagg", hyper, device="cpu"):
         return Spy(secure=secure, seed=seed, crypto_seed=crypto_seed, sum_backend=sum_backend,
-                   **hyper)
+                   device=device, **hyper)
 
     config = load_config(fake_config, methods=["softmax-st"], rounds=1)
     federation = _held_out_federation()
