@@ -80,6 +80,10 @@ DESCRIPTION = (
 )
 
 
+PIPED_WIDTH = 80
+"""Columns of the results tables when the output is not a terminal."""
+
+
 def _default(raw: dict[str, Any], key: str) -> str:
     value = raw.get(key)
     if isinstance(value, list):
@@ -406,8 +410,8 @@ def main(args: argparse.Namespace, console: Console) -> int:
         raise
     finally:
         signal.signal(signal.SIGTERM, previous)
-    if not console.is_terminal:
-        console = Console(file=console.file, width=max(console.width, 160))
+    if not console.is_terminal:  # a pipe or a log: the 80 columns every reader has
+        console = Console(file=console.file, width=PIPED_WIDTH)
     console.print(results_table(document, width=console.width))
     if document.get("comparison"):
         console.print(comparison_table(document, width=console.width))

@@ -210,19 +210,23 @@ def test_results_tables_fit_without_cutting_numbers(width):
         assert all(columns[i].header not in left_out for i in numbers if columns[i].keep is None)
 
 
-def test_run_on_an_80_column_terminal_prints_every_accuracy_whole(tmp_path, fake_config,
-                                                                  monkeypatch):
+@pytest.mark.parametrize("terminal", [True, False], ids=["terminal", "pipe"])
+def test_run_on_80_columns_prints_every_accuracy_whole(tmp_path, fake_config, monkeypatch,
+                                                      terminal):
+    """On an 80-column terminal, and piped (where the table is laid out for 80 columns too)."""
     import securefl.cli as top_cli
 
     screen = io.StringIO()
     real_console = top_cli.Console
 
-    def terminal(*args, **options):
+    def screen_console(*args, **options):
         if args or options:  # progress displays etc.
             return real_console(*args, **options)
+        if not terminal:
+            return real_console(file=screen, force_terminal=False, color_system=None)
         return real_console(file=screen, width=80, force_terminal=True, color_system=None)
 
-    monkeypatch.setattr(top_cli, "Console", terminal)
+    monkeypatch.setattr(top_cli, "Console", screen_console)
     out = tmp_path / "run"
     assert main(["run", "--config", str(fake_config), "--out", str(out), "--secure", "both"]) == 0
     lines = screen.getvalue().splitlines()
