@@ -109,6 +109,7 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from securefl.crypto import prg, shamir
 from securefl.crypto.channel import SERVER, Message, Network
 from securefl.crypto.fixed_point import container_dtype, ring_mask
+from securefl.crypto.identity import SIGNATURE_BYTES, Credentials, cohort_digest
 from securefl.errors import DropoutError, InputError, ProtocolError
 
 ROUNDS = ("advertise", "share", "masked_input", "unmask")
@@ -124,6 +125,8 @@ TAGS = {
     "unmask": "secagg/unmask",
 }
 
+KEY_PROTOCOL = "secagg/keys"
+"""What a client's signature on its (c^PK, s^PK) names (:mod:`securefl.crypto.identity`)."""
 KEY_BYTES = 32
 SEED_BYTES = prg.SEED_BYTES
 _SK_LIMBS = -(-KEY_BYTES // shamir.LIMB_BYTES)  # 5 field elements per X25519 secret key
@@ -419,7 +422,11 @@ def add_masks(
 @dataclass(frozen=True)
 class SecAggConfig:
     """Public parameters every party agrees on before round 0 (``server_workers`` is the
-    server's own choice of threads for removing masks; it changes no output)."""
+    server's own choice of threads for removing masks; it changes no output).
+
+    ``cohort``: :func:`securefl.crypto.identity.cohort_digest` of the members' roster ids
+    in index order (authenticated runs; every key signature binds it), empty in the
+    unauthenticated semi-honest variant."""
 
     session: bytes
     clients: int
@@ -428,10 +435,13 @@ class SecAggConfig:
     modulus_bits: int
     neighbours: int | None = None
     server_workers: int = 2
+    cohort: bytes = b""
 
     def __post_init__(self) -> None:
         if len(self.session) != 16:
             raise InputError("session", self.session, "must be 16 bytes")
+        if self.cohort and len(self.cohort) != 32:
+            raise InputError("cohort", self.cohort, "must be empty or a 32-byte cohort_digest")
         if self.server_workers < 1:
             raise InputError("server_workers", self.server_workers, "must be >= 1")
         check_threshold(self.clients, self.threshold)
@@ -483,6 +493,7 @@ class SecAggClient:
     config: SecAggConfig
     value: np.ndarray = field(repr=False)
     rng: RandomBytes = field(default=secrets.token_bytes, repr=False)
+    credentials: Credentials | None = field(default=None, repr=False)
     stage: int = 0
     _c_key: X25519PrivateKey | None = field(default=None, repr=False)
     _s_key: X25519PrivateKey | None = field(default=None, repr=False)
@@ -498,8 +509,16 @@ class SecAggClient:
             raise InputError("value", value, f"must be ({self.config.dim},) {self.config.dtype}")
         self._c_key = X25519PrivateKey.from_private_bytes(self.rng(KEY_BYTES))
         self._s_key = X25519PrivateKey.from_private_bytes(self.rng(KEY_BYTES))
-        keys = np.frombuffer(_public_bytes(self._c_key) + _public_bytes(self._s_key), dtype=np.uint8)
-        return Message(self.index, SERVER, TAGS["advertise"], (keys,))
+        raw = _public_bytes(self._c_key) + _public_bytes(self._s_key)
+        keys = np.frombuffer(raw, dtype=np.uint8)
+        if self.credentials is None:
+            return Message(self.index, SERVER, TAGS["advertise"], (keys,))
+        if len(self.config.cohort) != 32:
+            raise InputError("config.cohort", self.config.cohort,
+                             "an authenticated client needs the cohort digest its keys are for")
+        signature = self.credentials.sign(protocol=KEY_PROTOCOL, context=self.config.session,
+                                          cohort=self.config.cohort, key=raw)
+        return Message(self.index, SERVER, TAGS["advertise"], (keys, np.frombuffer(signature, np.uint8)))
 
     def handle(self, message: Message) -> Message:
         """Answer the server's message of the current round."""
@@ -517,11 +536,15 @@ class SecAggClient:
 
     def _share_keys(self, message: Message) -> Message:
         self._advance(1)
-        if len(message.arrays) != 2:
-            raise ProtocolError("keys message must hold (ids, keys)")
+        if len(message.arrays) not in (2, 4):
+            raise ProtocolError("keys message must hold (ids, keys[, signatures, cohort])")
         ids, keys = _ids(message.arrays[0], "keys ids"), message.arrays[1]
         if keys.shape != (len(ids), 2 * KEY_BYTES) or keys.dtype != np.uint8:
             raise ProtocolError("keys message: keys must be (k, 64) uint8")
+        if not set(ids) <= set(range(self.config.clients)):
+            raise ProtocolError(f"client {self.index}: key ids outside 0..{self.config.clients - 1}")
+        if self.credentials is not None:
+            self._verify_keys(message, ids, keys)
         if len(ids) < self.config.threshold:
             raise DropoutError(f"only {len(ids)} clients advertised keys; threshold is {self.config.threshold}")
         listed = dict(zip(ids, (bytes(row) for row in keys)))
@@ -556,6 +579,24 @@ class SecAggClient:
             ciphertexts.append(np.frombuffer(nonce + sealed, dtype=np.uint8))
         blob = np.stack(ciphertexts) if ciphertexts else np.zeros((0, _CIPHERTEXT_BYTES), np.uint8)
         return Message(self.index, SERVER, TAGS["shares"], (np.array(receivers, dtype=np.int32), blob))
+
+    def _verify_keys(self, message: Message, ids: list[int], keys: np.ndarray) -> None:
+        """Authenticated run: every listed key must carry its owner's roster signature bound
+        to this session and cohort; the cohort list must hash to ``config.cohort`` and list
+        this client at its own index.  Otherwise ProtocolError before any key is used."""
+        if len(message.arrays) != 4:
+            raise ProtocolError(f"client {self.index}: keys arrived without signatures")
+        signatures, cohort = message.arrays[2], _ids(message.arrays[3], "cohort ids")
+        if signatures.shape != (len(ids), SIGNATURE_BYTES) or signatures.dtype != np.uint8:
+            raise ProtocolError(f"keys message: signatures must be (k, {SIGNATURE_BYTES}) uint8")
+        if len(cohort) != self.config.clients or cohort_digest(cohort) != self.config.cohort:
+            raise ProtocolError(f"client {self.index}: the cohort list differs from the one its keys were signed for")
+        if cohort[self.index] != self.credentials.client:
+            raise ProtocolError(f"client {self.index}: index {self.index} of the cohort is client "
+                                f"{cohort[self.index]}, not this client {self.credentials.client}")
+        for v, row, signature in zip(ids, keys, signatures):
+            self.credentials.verify(bytes(signature), protocol=KEY_PROTOCOL, context=self.config.session,
+                                    sender=cohort[v], cohort=self.config.cohort, key=bytes(row))
 
     def _gcm_key(self, v: int) -> bytes:
         shared = self._c_key.exchange(X25519PublicKey.from_public_bytes(self._peers[v][0]))
@@ -649,14 +690,17 @@ class SecAggServer:
 
     Feed each round's messages with :meth:`handle`, then call :meth:`close_round` for
     the next round's outgoing messages.  After round 3, ``total`` holds the sum mod 2^k
-    and ``survivors`` the clients in it.
+    and ``survivors`` the clients in it.  ``cohort``: the members' roster ids in index
+    order, relayed with the keys of an authenticated run (``config.cohort`` set).
     """
 
     config: SecAggConfig
+    cohort: tuple[int, ...] = ()
     stage: int = 0
     total: np.ndarray | None = None
     survivors: tuple[int, ...] = ()
     _keys: dict[int, bytes] = field(default_factory=dict, repr=False)
+    _signatures: dict[int, bytes] = field(default_factory=dict, repr=False)
     _shares: dict[int, tuple[list[int], np.ndarray]] = field(default_factory=dict, repr=False)
     _masked: set[int] = field(default_factory=set, repr=False)
     _unmask: dict[int, tuple[list[int], np.ndarray, list[int], np.ndarray]] = field(default_factory=dict, repr=False)
@@ -665,6 +709,14 @@ class SecAggServer:
     _dropped_set: frozenset[int] = frozenset()
 
     _ROUND_TAGS = (TAGS["advertise"], TAGS["shares"], TAGS["masked"], TAGS["unmask"])
+
+    def __post_init__(self) -> None:
+        if self.config.cohort:
+            if len(self.cohort) != self.config.clients or cohort_digest(self.cohort) != self.config.cohort:
+                raise InputError("cohort", self.cohort,
+                                 "must list the members' roster ids whose digest is config.cohort")
+        elif self.cohort:
+            raise InputError("cohort", self.cohort, "given for a config without a cohort digest")
 
     def handle(self, message: Message) -> None:
         """Accept one client message of the current round."""
@@ -686,8 +738,14 @@ class SecAggServer:
         (self._take_keys, self._take_shares, self._take_masked, self._take_unmask)[self.stage](u, message.arrays)
 
     def _take_keys(self, u: int, arrays: tuple[np.ndarray, ...]) -> None:
-        if len(arrays) != 1 or arrays[0].shape != (2 * KEY_BYTES,) or arrays[0].dtype != np.uint8:
-            raise ProtocolError(f"client {u}: keys must be one (64,) uint8 array")
+        signed = bool(self.config.cohort)
+        if len(arrays) != 1 + signed or arrays[0].shape != (2 * KEY_BYTES,) or arrays[0].dtype != np.uint8:
+            raise ProtocolError(f"client {u}: keys must be one (64,) uint8 array"
+                                + (" and its (64,) uint8 signature" if signed else ""))
+        if signed:
+            if arrays[1].shape != (SIGNATURE_BYTES,) or arrays[1].dtype != np.uint8:
+                raise ProtocolError(f"client {u}: signature must be ({SIGNATURE_BYTES},) uint8")
+            self._signatures[u] = arrays[1].tobytes()
         self._keys[u] = arrays[0].tobytes()
 
     def _take_shares(self, u: int, arrays: tuple[np.ndarray, ...]) -> None:
@@ -738,7 +796,11 @@ class SecAggServer:
     def _close_advertise(self) -> list[Message]:
         ids = np.array(sorted(self._keys), dtype=np.int32)
         keys = np.stack([np.frombuffer(self._keys[u], dtype=np.uint8) for u in ids])
-        return [Message(SERVER, int(u), TAGS["keys"], (ids, keys)) for u in ids]
+        arrays: tuple[np.ndarray, ...] = (ids, keys)
+        if self.config.cohort:
+            signatures = np.stack([np.frombuffer(self._signatures[u], dtype=np.uint8) for u in ids])
+            arrays = (ids, keys, signatures, np.array(self.cohort, dtype=np.int64))
+        return [Message(SERVER, int(u), TAGS["keys"], arrays) for u in ids]
 
     def _close_shares(self) -> list[Message]:
         self._u2 = tuple(sorted(self._shares))
@@ -855,22 +917,30 @@ def run_secagg(
     plan: SurvivorPlan,
     modulus_bits: int,
     seed: int | bytes | None = None,
+    credentials: Sequence[Credentials] | None = None,
 ) -> SecAggOutcome:
     """Run all parties in-process over a metered :class:`Network`.
 
     ``encoded`` are the clients' ring vectors (container dtype of ``modulus_bits``);
     ``plan`` says which client skips which round (clients of ``plan.alive[r]`` send
-    their round-r message).  Raises :class:`DropoutError` from the parties themselves
-    when too few survive.
+    their round-r message).  ``credentials``: one per client (index u plays
+    ``credentials[u].client`` of their roster) for the authenticated protocol, ``None``
+    for the unauthenticated semi-honest variant.  Raises :class:`DropoutError` from the
+    parties themselves when too few survive.
     """
     n = len(encoded)
     if plan.n != n:
         raise InputError("plan", plan, f"is for {plan.n} clients, got {n} inputs")
+    if credentials is not None and len(credentials) != n:
+        raise InputError("credentials", len(credentials), f"need one per client ({n})")
     session = party_rng(seed, SERVER - 1)(16)
-    config = SecAggConfig(session, n, plan.threshold, int(np.asarray(encoded[0]).size), modulus_bits, plan.neighbours)
+    cohort = tuple(c.client for c in credentials) if credentials is not None else ()
+    config = SecAggConfig(session, n, plan.threshold, int(np.asarray(encoded[0]).size), modulus_bits,
+                          plan.neighbours, cohort=cohort_digest(cohort) if cohort else b"")
     network = Network()
-    clients = [SecAggClient(u, config, np.asarray(encoded[u]), party_rng(seed, u)) for u in range(n)]
-    server = SecAggServer(config)
+    clients = [SecAggClient(u, config, np.asarray(encoded[u]), party_rng(seed, u),
+                            None if credentials is None else credentials[u]) for u in range(n)]
+    server = SecAggServer(config, cohort)
     client_seconds = np.zeros((n, 2))
     server_seconds = np.zeros(2)
     inbox: dict[int, Message] = {}

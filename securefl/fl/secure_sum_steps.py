@@ -37,6 +37,15 @@ masked input -> not in the sum; dropped at ``unmask`` -> in the sum.  A reply th
 one sum's message counts as a dropout of that sum only.  Fewer than ``threshold`` clients
 left at any round -> :class:`~securefl.errors.DropoutError`.
 
+**Authentication.**  Every sum is the authenticated protocol: the request names the
+cohort digest (:func:`securefl.crypto.identity.cohort_digest` of the members' client ids
+in index order) beside the session; each client signs its two keys with its roster
+identity (the node's own :class:`~securefl.crypto.identity.Credentials`, never the
+server's) bound to (federation, session, cohort); the server relays the signatures and the
+cohort list with the keys, and every client verifies all of them before it encrypts a
+share (:meth:`securefl.crypto.secagg.SecAggClient._verify_keys`).  A request without a
+cohort digest is refused.
+
 Who learns what: exactly as :mod:`securefl.crypto.secagg` (the server: each sum over its
 survivors and who dropped; a client: nothing about another's input).
 """
@@ -52,6 +61,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from securefl.crypto.channel import frame_size
+from securefl.crypto.identity import Credentials, cohort_digest
 from securefl.crypto.secagg import SecAggClient, SecAggConfig, SecAggServer
 from securefl.errors import InputError, ProtocolError
 from securefl.fl.state_codec import load, save
@@ -93,18 +103,24 @@ def _check_name(name: str) -> str:
 
 
 def start(state: Record, reply: Record, *, index: int, config: SecAggConfig,
-          encoded: np.ndarray, name: str = DEFAULT) -> None:
-    """Round 0 of sum ``name`` at client ``index``: a new party for ``encoded``; its
-    advertise message goes in ``reply``."""
+          encoded: np.ndarray, credentials: Credentials, name: str = DEFAULT) -> None:
+    """Round 0 of sum ``name`` at client ``index``: a new party for ``encoded`` that signs
+    its keys with ``credentials`` (the node's own); its advertise message goes in
+    ``reply``.  ``config.cohort`` must be set: a deployment's sums are authenticated."""
     _check_name(name)
+    if len(config.cohort) != 32:
+        raise ProtocolError(f"sum {name!r}: the request names no cohort digest; "
+                            "an unauthenticated secure sum is refused")
     clear(state, name)
-    party = SecAggClient(index, config, np.asarray(encoded), rng=secrets.token_bytes)
+    party = SecAggClient(index, config, np.asarray(encoded), rng=secrets.token_bytes,
+                         credentials=credentials)
     put_message(reply, slot_up(name), party.advertise())
-    save(party, state, _party(name), skip=("rng",))
+    save(party, state, _party(name), skip=("rng", "credentials"))
 
 
-def answer(request: Record, state: Record, reply: Record) -> None:
-    """Rounds 1-3: each server message in ``request`` -> that sum's answer in ``reply``."""
+def answer(request: Record, state: Record, reply: Record, *, credentials: Credentials) -> None:
+    """Rounds 1-3: each server message in ``request`` -> that sum's answer in ``reply``
+    (``credentials``: the node's own, to verify the peers' signed keys)."""
     names = sorted(m.group(1) for key in request.config if (m := _DOWN.match(key)))
     if not names:
         raise ProtocolError("secure-sum step without a secure-sum message")
@@ -112,11 +128,11 @@ def answer(request: Record, state: Record, reply: Record) -> None:
         prefix = _party(name)
         if f"{prefix}stage#" not in state.config:
             raise ProtocolError(f"secure-sum step of {name!r} without that secure sum in progress")
-        party = load(SecAggClient, state, prefix, rng=secrets.token_bytes)
+        party = load(SecAggClient, state, prefix, rng=secrets.token_bytes, credentials=credentials)
         put_message(reply, slot_up(name), party.handle(take_message(request, slot_down(name))))
         clear(state, name)
         if party.stage < len(STEPS) + 1:
-            save(party, state, prefix, skip=("rng",))
+            save(party, state, prefix, skip=("rng", "credentials"))
 
 
 def clear(state: Record, name: str | None = None) -> None:
@@ -179,8 +195,10 @@ class SecureSumOutcome:
 
 def new_config(members: Sequence[int], *, threshold: int, dim: int, modulus_bits: int = 64
                ) -> SecAggConfig:
-    """Public parameters of one secure sum among ``members`` (fresh 16-byte session)."""
-    return SecAggConfig(secrets.token_bytes(16), len(members), threshold, dim, modulus_bits)
+    """Public parameters of one secure sum among ``members`` (roster ids in index order):
+    a fresh 16-byte session and the members' cohort digest."""
+    return SecAggConfig(secrets.token_bytes(16), len(members), threshold, dim, modulus_bits,
+                        cohort=cohort_digest([int(c) for c in members]))
 
 
 def aggregate_steps(transport: Transport, configs: SecAggConfig | Mapping[str, SecAggConfig],
@@ -198,7 +216,8 @@ def aggregate_steps(transport: Transport, configs: SecAggConfig | Mapping[str, S
               if isinstance(members, Mapping) else {name: [int(c) for c in members] for name in configs})
     client_of = {name: dict(enumerate(group)) for name, group in groups.items()}
     index_of = {name: {c: i for i, c in mapping.items()} for name, mapping in client_of.items()}
-    servers = {_check_name(name): SecAggServer(config) for name, config in configs.items()}
+    servers = {_check_name(name): SecAggServer(config, tuple(groups[name]) if config.cohort else ())
+               for name, config in configs.items()}
     seconds = 0.0
     client_seconds: dict[int, float] = {}
     failed = dict(first.failed)

@@ -96,12 +96,14 @@ import secrets
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from securefl.crypto.channel import Message
+from securefl.crypto.identity import (CREDENTIALS, IDENTITY_FILE, Credentials, Identity, Roster,
+                                      node_credentials)
 from securefl.errors import InputError, ProtocolError
 
 if TYPE_CHECKING:
@@ -199,7 +201,8 @@ class NodeContext:
     """What a client half knows about the node it runs on.
 
     ``partition``: the client index (Flower node config ``partition-id``); ``node_config``:
-    the node's own settings (``num-partitions``, ``data-dir``); ``run_config``: the
+    the node's own settings (``num-partitions``, ``data-dir``, its identity and roster:
+    ``identity-file`` / ``roster-file``, in process a ``credentials`` object); ``run_config``: the
     program's public settings (dataset, seed, hyper-parameters), the same at every node;
     ``data``: the node's own local data, as the program defines it, or ``None`` when the
     program loads it itself from ``run_config`` and ``node_config`` (a simulator hands each
@@ -210,6 +213,11 @@ class NodeContext:
     node_config: Mapping[str, Any]
     run_config: Mapping[str, Any]
     data: Any = None
+
+    def credentials(self) -> "Credentials":
+        """This node's identity and roster, from its own configuration only
+        (:func:`securefl.crypto.identity.node_credentials`; none: ProtocolError)."""
+        return node_credentials(self.node_config, self.partition)
 
 
 class ClientHalf(ABC):
@@ -374,6 +382,11 @@ class InProcessTransport(Transport):
 
     :meth:`client_states` and :meth:`adopt` save and restore the clients' state Records
     (a simulator's resume: the server half stores them in its ``state_dict``).
+
+    Nodes whose config holds no identity get one of a throwaway federation made for this
+    transport (:func:`securefl.crypto.identity.new_federation`, one roster over all the
+    nodes' partitions): the simulator needs no key files, and its protocols run exactly
+    the authenticated code of a deployment.
     """
 
     parallel: ClassVar[bool] = False
@@ -388,6 +401,7 @@ class InProcessTransport(Transport):
         self.nodes = {int(n.partition): n for n in nodes}
         if len(self.nodes) != len(nodes):
             raise InputError("nodes", [n.partition for n in nodes], "partitions must be distinct")
+        self.nodes = _with_credentials(self.nodes)
         self.dropouts = {int(c): (v, 0) if isinstance(v, str) else (str(v[0]), int(v[1]))
                          for c, v in (dropouts or {}).items()}
         unknown = set(self.dropouts) - set(self.nodes)
@@ -464,6 +478,21 @@ class InProcessTransport(Transport):
             state.config[_STATE_SESSION] = self.session
             state.config[_STATE_SEQ] = self._seq.get(int(client), 0) - 1
             self.states[int(client)] = state.check()
+
+
+def _with_credentials(nodes: dict[int, NodeContext]) -> dict[int, NodeContext]:
+    """``nodes``, those without an identity given one of a throwaway federation."""
+    bare = [p for p, n in nodes.items()
+            if CREDENTIALS not in n.node_config and IDENTITY_FILE not in n.node_config]
+    if not bare:
+        return nodes
+    if len(bare) != len(nodes):
+        raise InputError("nodes", sorted(bare), "hold no identity while others do: give every node "
+                         "one of the same roster, or none (a throwaway federation)")
+    identities = {p: Identity.generate(p) for p in nodes}
+    roster = Roster(f"in-process-{secrets.token_hex(4)}", {p: i.public for p, i in identities.items()})
+    return {p: replace(n, node_config={**n.node_config, CREDENTIALS: Credentials(identities[p], roster)})
+            for p, n in nodes.items()}
 
 
 # ----------------------------------------------------------------------------- server side

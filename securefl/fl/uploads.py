@@ -56,6 +56,7 @@ from typing import Any
 import numpy as np
 
 from securefl.crypto.fixed_point import FixedPoint
+from securefl.crypto.identity import Credentials
 from securefl.crypto.secagg import SecAggConfig
 from securefl.errors import DropoutError, InputError, ProtocolError
 from securefl.fl import secure_sum_steps
@@ -68,6 +69,7 @@ MEMBERS = "upload/members"
 INDEX = "upload/index"
 THRESHOLD = "upload/threshold"
 SESSION = "upload/session/"
+COHORT = "upload/cohort"
 MODES = ("real", "plaintext")
 BACKENDS = ("secagg", "he")
 
@@ -87,10 +89,12 @@ def _masked(secure: str, sum_backend: str) -> bool:
 
 
 def upload(reply: Record, state: Record, request: Record, *, secure: str, sum_backend: str,
-           vectors: Mapping[str, np.ndarray], weight: float) -> float:
+           vectors: Mapping[str, np.ndarray], weight: float,
+           credentials: Credentials | None = None) -> float:
     """Client side: put ``[weight * v, weight]`` of every named vector into ``reply`` as
     the client's configuration (``secure``, ``sum_backend``) requires; returns the seconds
-    spent on cryptography (encoding and secure-sum round 0)."""
+    spent on cryptography (encoding and secure-sum round 0).  ``credentials`` (the node's
+    own) sign the secure sums' keys; required in real secagg mode."""
     _check_mode(secure, sum_backend)
     secure_sum_steps.clear(state)
     w = np.float64(weight)
@@ -104,14 +108,18 @@ def upload(reply: Record, state: Record, request: Record, *, secure: str, sum_ba
         members = int(request.config[MEMBERS])
         index = int(request.config[INDEX])
         threshold = int(request.config[THRESHOLD])
+        cohort = bytes(request.config[COHORT])
         sessions = {name: bytes(request.config[f"{SESSION}{name}"]) for name in vectors}
     except KeyError as missing:
         raise ProtocolError(f"a real-mode upload needs the secure-sum parameter {missing}") from None
+    if credentials is None:
+        raise InputError("credentials", None, "a real-mode upload signs its keys: pass the node's credentials")
     encoding = FixedPoint(members)
     for name, vector in vectors.items():
         payload = np.append(np.asarray(vector, dtype=np.float64) * w, w)
-        config = SecAggConfig(sessions[name], members, threshold, payload.size, encoding.modulus_bits)
-        secure_sum_steps.start(state, reply, index=index, config=config,
+        config = SecAggConfig(sessions[name], members, threshold, payload.size, encoding.modulus_bits,
+                              cohort=cohort)
+        secure_sum_steps.start(state, reply, index=index, config=config, credentials=credentials,
                                encoded=encoding.encode(payload, name=name), name=name)
     return time.perf_counter() - start
 
@@ -178,7 +186,8 @@ class UploadPlan:
         if not self.configs:
             return {}
         config: dict[str, Any] = {MEMBERS: len(self.members), INDEX: self.members.index(int(client)),
-                                  THRESHOLD: self.threshold}
+                                  THRESHOLD: self.threshold,
+                                  COHORT: next(iter(self.configs.values())).cohort}
         config.update({f"{SESSION}{name}": c.session for name, c in self.configs.items()})
         return config
 

@@ -96,7 +96,7 @@ class FedAnchorClient(MethodClient):
 
     def handle(self, step: str, request: Record, state: Record, node: NodeContext) -> Record:
         if step in secure_sum_steps.STEPS:
-            return self.secure_sum_reply(request, state)
+            return self.secure_sum_reply(request, state, node)
         reply = Record()
         if step != TRAIN:
             raise self.unknown_step(step, TRAIN)
@@ -125,5 +125,5 @@ class FedAnchorClient(MethodClient):
             report_pseudo_labels(reply, labels, data)
         reply.config[COMPUTE] = time.perf_counter() - start
         reply.config[CRYPTO] = self.upload_model(reply, state, request,
-                                                 {"model": model_vector(network)}, data)
+                                                 {"model": model_vector(network)}, node)
         return reply

@@ -72,7 +72,7 @@ class FedAvgClient(MethodClient):
 
     def handle(self, step: str, request: Record, state: Record, node: NodeContext) -> Record:
         if step in secure_sum_steps.STEPS:
-            return self.secure_sum_reply(request, state)
+            return self.secure_sum_reply(request, state, node)
         reply = Record()
         if step != TRAIN:
             raise self.unknown_step(step, TRAIN)
@@ -90,7 +90,7 @@ class FedAvgClient(MethodClient):
             self.local_update(models, data, request, rng, pseudo)
         vectors = {name: model_vector(model) for name, model in models.items()}
         reply.config[COMPUTE] = time.perf_counter() - start
-        reply.config[CRYPTO] = self.upload_model(reply, state, request, vectors, data)
+        reply.config[CRYPTO] = self.upload_model(reply, state, request, vectors, node)
         return reply
 
     # ----------------------------------------------------------------- pieces

@@ -125,7 +125,7 @@ class FedSemiClient(MethodClient):
 
     def handle(self, step: str, request: Record, state: Record, node: NodeContext) -> Record:
         if step in secure_sum_steps.STEPS:
-            return self.secure_sum_reply(request, state)
+            return self.secure_sum_reply(request, state, node)
         reply = Record()
         if step == TRAIN:
             return self.train(request, state, node, reply)
@@ -195,7 +195,8 @@ class FedSemiClient(MethodClient):
             vectors[name] = students[j] - teachers[j]
         reply.config[CRYPTO] = group_sums.contribute(
             reply, state, request, secure=method.secure, sum_backend=method.sum_backend,
-            vectors=vectors, weight=float(len(data.client)))
+            vectors=vectors, weight=float(len(data.client)),
+            credentials=self.sum_credentials(node))
         for key in [k for k in state.arrays if k.startswith(_TRAINED)]:
             del state.arrays[key]
         del state.config[f"{_TRAINED}round"]

@@ -187,7 +187,7 @@ class ProtoFSSLClient(MethodClient):
 
     def handle(self, step: str, request: Record, state: Record, node: NodeContext) -> Record:
         if step in secure_sum_steps.STEPS:
-            return self.secure_sum_reply(request, state)
+            return self.secure_sum_reply(request, state, node)
         reply = Record()
         if step not in (TRAIN, PROTOTYPES):
             raise self.unknown_step(step, TRAIN, PROTOTYPES)
@@ -266,7 +266,7 @@ class ProtoFSSLClient(MethodClient):
             reply.config[f"{REPORT}unlabeled"] = int(labels.size)
         reply.config[COMPUTE] = time.perf_counter() - start
         reply.config[CRYPTO] = self.upload_model(reply, state, request,
-                                                 {"model": model_vector(network)}, data)
+                                                 {"model": model_vector(network)}, node)
         return reply
 
     def release(self, network: torch.nn.Module, request: Record, state: Record, node: NodeContext,
@@ -280,5 +280,6 @@ class ProtoFSSLClient(MethodClient):
         reply.config[COMPUTE] = time.perf_counter() - start
         reply.config[CRYPTO] = group_sums.contribute(
             reply, state, request, secure=method.secure, sum_backend=method.sum_backend,
-            vectors={GLOBAL_SUM: prototype_sum_input(final)}, weight=None)
+            vectors={GLOBAL_SUM: prototype_sum_input(final)}, weight=None,
+            credentials=self.sum_credentials(node))
         return reply
