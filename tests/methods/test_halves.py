@@ -87,8 +87,8 @@ def test_local_pseudo_labels_leave_a_client_only_as_reports_the_run_asks_for(nam
 
 def test_a_real_mode_client_never_uploads_in_the_clear(tiny_digits):
     method = build_method("fedavg-labeled", secure="real", seed=0, **TINY)
-    node = nodes_of(method, tiny_digits)[0]
     method.setup(tiny_digits.for_training())
+    node = method.transport.nodes[0]  # with its identity (the in-process throwaway roster)
 
     request = Record({"model": model_vector(method.network)}, {"round": 0, "lr": 0.05, "warmup": False})
     with pytest.raises(ProtocolError, match="secure-sum parameter"):
