@@ -125,5 +125,5 @@ class FedAnchorClient(MethodClient):
             report_pseudo_labels(reply, labels, data)
         reply.config[COMPUTE] = time.perf_counter() - start
         reply.config[CRYPTO] = self.upload_model(reply, state, request,
-                                                 {"model": model_vector(network)}, node)
+                                                 {"model": model_vector(network)}, data, node)
         return reply

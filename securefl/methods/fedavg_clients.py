@@ -90,7 +90,7 @@ class FedAvgClient(MethodClient):
             self.local_update(models, data, request, rng, pseudo)
         vectors = {name: model_vector(model) for name, model in models.items()}
         reply.config[COMPUTE] = time.perf_counter() - start
-        reply.config[CRYPTO] = self.upload_model(reply, state, request, vectors, node)
+        reply.config[CRYPTO] = self.upload_model(reply, state, request, vectors, data, node)
         return reply
 
     # ----------------------------------------------------------------- pieces

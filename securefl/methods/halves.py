@@ -189,7 +189,7 @@ class MethodClient(ABC):
         return InputError("step", step, f"{self.method.name} knows {names} and {secure_sum_steps.STEPS}")
 
     def upload_model(self, reply: Record, state: Record, request: Record,
-                     vectors: Mapping[str, np.ndarray], node: NodeContext) -> float:
+                     vectors: Mapping[str, np.ndarray], data: LocalData, node: NodeContext) -> float:
         """Upload ``vectors`` weighted by the client's |D_k| (FedAvg's weight) as the
         request's sum plan says (:func:`securefl.fl.uploads.upload`, keys signed with the
         node's credentials); returns the seconds of cryptography."""
@@ -197,7 +197,7 @@ class MethodClient(ABC):
 
         return upload(reply, state, request, secure=self.method.secure,
                       sum_backend=self.method.sum_backend, vectors=dict(vectors),
-                      weight=float(len(self.data(node).client)), credentials=self.sum_credentials(node))
+                      weight=float(len(data.client)), credentials=self.sum_credentials(node))
 
     def sum_credentials(self, node: NodeContext) -> "Credentials | None":
         """The node's credentials where this method's sums are real secure aggregation

@@ -266,7 +266,7 @@ class ProtoFSSLClient(MethodClient):
             reply.config[f"{REPORT}unlabeled"] = int(labels.size)
         reply.config[COMPUTE] = time.perf_counter() - start
         reply.config[CRYPTO] = self.upload_model(reply, state, request,
-                                                 {"model": model_vector(network)}, node)
+                                                 {"model": model_vector(network)}, data, node)
         return reply
 
     def release(self, network: torch.nn.Module, request: Record, state: Record, node: NodeContext,
