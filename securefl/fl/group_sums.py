@@ -63,6 +63,7 @@ import numpy as np
 
 from securefl.crypto.fixed_point import FixedPoint
 from securefl.crypto.identity import Credentials
+from securefl.fl.policy import PrivacyPolicy
 from securefl.crypto.secagg import SecAggConfig
 from securefl.errors import DropoutError, InputError, ProtocolError
 from securefl.fl import secure_sum_steps
@@ -103,13 +104,13 @@ def requested(request: Record) -> dict[str, int]:
 
 def contribute(reply: Record, state: Record, request: Record, *, secure: str, sum_backend: str,
                vectors: Mapping[str, np.ndarray], weight: float | None,
-               credentials: Credentials | None = None) -> float:
+               credentials: Credentials | None = None, policy: PrivacyPolicy | None = None) -> float:
     """Client side: ``[weight * v, weight]`` of every named vector into ``reply`` as the
     client's configuration requires (module docstring); ``weight=None``: ``v`` itself (a
     plain sum, :class:`GroupSumPlan` with ``weighted=False``).  Returns the seconds spent
     on cryptography.  ``vectors`` must name exactly the sums the request asks for;
-    ``credentials`` (the node's own) sign the secure sums' keys (required in real secagg
-    mode)."""
+    ``credentials`` (the node's own) sign the secure sums' keys and ``policy`` (the node's
+    own) bounds each sum's cohort and threshold (both required in real secagg mode)."""
     _check_mode(secure, sum_backend)
     asked = requested(request)
     if set(asked) != set(vectors):
@@ -123,8 +124,8 @@ def contribute(reply: Record, state: Record, request: Record, *, secure: str, su
         if w is not None:
             reply.config[WEIGHT] = float(w)
         return 0.0
-    if credentials is None:
-        raise InputError("credentials", None, "a real-mode sum signs its keys: pass the node's credentials")
+    if credentials is None or policy is None:
+        raise InputError("credentials", credentials, "a real-mode sum needs the node's credentials and policy")
     start = time.perf_counter()
     for name, vector in vectors.items():
         try:
@@ -141,6 +142,7 @@ def contribute(reply: Record, state: Record, request: Record, *, secure: str, su
         config = SecAggConfig(session, members, threshold, payload.size, encoding.modulus_bits,
                               cohort=cohort)
         secure_sum_steps.start(state, reply, index=index, config=config, credentials=credentials,
+                               policy=policy,
                                encoded=encoding.encode(payload, name=name), name=name)
     return time.perf_counter() - start
 

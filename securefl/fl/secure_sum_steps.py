@@ -64,6 +64,7 @@ from securefl.crypto.channel import frame_size
 from securefl.crypto.identity import Credentials, cohort_digest
 from securefl.crypto.secagg import SecAggClient, SecAggConfig, SecAggServer
 from securefl.errors import InputError, ProtocolError
+from securefl.fl.policy import PrivacyPolicy
 from securefl.fl.state_codec import load, save
 from securefl.fl.transport import Exchange, Record, Transport, has_message, put_message, take_message
 
@@ -103,11 +104,16 @@ def _check_name(name: str) -> str:
 
 
 def start(state: Record, reply: Record, *, index: int, config: SecAggConfig,
-          encoded: np.ndarray, credentials: Credentials, name: str = DEFAULT) -> None:
+          encoded: np.ndarray, credentials: Credentials, policy: PrivacyPolicy,
+          name: str = DEFAULT) -> None:
     """Round 0 of sum ``name`` at client ``index``: a new party for ``encoded`` that signs
     its keys with ``credentials`` (the node's own); its advertise message goes in
-    ``reply``.  ``config.cohort`` must be set: a deployment's sums are authenticated."""
+    ``reply``.  ``config.cohort`` must be set: a deployment's sums are authenticated;
+    the cohort size and threshold the request set must satisfy the node's ``policy``
+    (:meth:`~securefl.fl.policy.PrivacyPolicy.check_cohort`), else ProtocolError and
+    nothing is sent."""
     _check_name(name)
+    policy.check_cohort(config.clients, config.threshold)
     if len(config.cohort) != 32:
         raise ProtocolError(f"sum {name!r}: the request names no cohort digest; "
                             "an unauthenticated secure sum is refused")

@@ -107,6 +107,7 @@ from securefl.crypto.identity import (CREDENTIALS, IDENTITY_FILE, Credentials, I
 from securefl.errors import InputError, ProtocolError
 
 if TYPE_CHECKING:
+    from securefl.fl.policy import PrivacyLedger, PrivacyPolicy
     import torch
 
 ConfigValue = int | float | bool | str | bytes
@@ -218,6 +219,18 @@ class NodeContext:
         """This node's identity and roster, from its own configuration only
         (:func:`securefl.crypto.identity.node_credentials`; none: ProtocolError)."""
         return node_credentials(self.node_config, self.partition)
+
+    def policy(self) -> "PrivacyPolicy":
+        """This node's privacy policy (:func:`securefl.fl.policy.node_policy`)."""
+        from securefl.fl.policy import node_policy
+
+        return node_policy(self.node_config)
+
+    def ledger(self) -> "PrivacyLedger":
+        """This node's ledger of DP releases (:func:`securefl.fl.policy.node_ledger`)."""
+        from securefl.fl.policy import node_ledger
+
+        return node_ledger(self.node_config)
 
 
 class ClientHalf(ABC):
@@ -386,7 +399,10 @@ class InProcessTransport(Transport):
     Nodes whose config holds no identity get one of a throwaway federation made for this
     transport (:func:`securefl.crypto.identity.new_federation`, one roster over all the
     nodes' partitions): the simulator needs no key files, and its protocols run exactly
-    the authenticated code of a deployment.
+    the authenticated code of a deployment.  Nodes without a privacy policy get the
+    simulator's (:meth:`securefl.fl.policy.PrivacyPolicy.simulator`; a method's
+    simulator sets its own, :meth:`~securefl.fl.policy.PrivacyPolicy.for_method`), and
+    every node an in-memory ledger of its DP releases unless its config names one.
     """
 
     parallel: ClassVar[bool] = False
@@ -401,7 +417,7 @@ class InProcessTransport(Transport):
         self.nodes = {int(n.partition): n for n in nodes}
         if len(self.nodes) != len(nodes):
             raise InputError("nodes", [n.partition for n in nodes], "partitions must be distinct")
-        self.nodes = _with_credentials(self.nodes)
+        self.nodes = _simulated(_with_credentials(self.nodes))
         self.dropouts = {int(c): (v, 0) if isinstance(v, str) else (str(v[0]), int(v[1]))
                          for c, v in (dropouts or {}).items()}
         unknown = set(self.dropouts) - set(self.nodes)
@@ -493,6 +509,21 @@ def _with_credentials(nodes: dict[int, NodeContext]) -> dict[int, NodeContext]:
     roster = Roster(f"in-process-{secrets.token_hex(4)}", {p: i.public for p, i in identities.items()})
     return {p: replace(n, node_config={**n.node_config, CREDENTIALS: Credentials(identities[p], roster)})
             for p, n in nodes.items()}
+
+
+def _simulated(nodes: dict[int, NodeContext]) -> dict[int, NodeContext]:
+    """``nodes``, each given the simulator's policy (:meth:`PrivacyPolicy.simulator`) and an
+    in-memory ledger where its config has none."""
+    from securefl.fl.policy import LEDGER, POLICY, PrivacyLedger, PrivacyPolicy
+
+    out = {}
+    for p, n in nodes.items():
+        config = dict(n.node_config)
+        if POLICY not in config and not any(str(k).startswith("policy-") for k in config):
+            config[POLICY] = PrivacyPolicy.simulator()
+        config.setdefault(LEDGER, PrivacyLedger())
+        out[p] = replace(n, node_config=config)
+    return out
 
 
 # ----------------------------------------------------------------------------- server side

@@ -57,6 +57,7 @@ import numpy as np
 
 from securefl.crypto.fixed_point import FixedPoint
 from securefl.crypto.identity import Credentials
+from securefl.fl.policy import PrivacyPolicy
 from securefl.crypto.secagg import SecAggConfig
 from securefl.errors import DropoutError, InputError, ProtocolError
 from securefl.fl import secure_sum_steps
@@ -90,11 +91,12 @@ def _masked(secure: str, sum_backend: str) -> bool:
 
 def upload(reply: Record, state: Record, request: Record, *, secure: str, sum_backend: str,
            vectors: Mapping[str, np.ndarray], weight: float,
-           credentials: Credentials | None = None) -> float:
+           credentials: Credentials | None = None, policy: PrivacyPolicy | None = None) -> float:
     """Client side: put ``[weight * v, weight]`` of every named vector into ``reply`` as
     the client's configuration (``secure``, ``sum_backend``) requires; returns the seconds
     spent on cryptography (encoding and secure-sum round 0).  ``credentials`` (the node's
-    own) sign the secure sums' keys; required in real secagg mode."""
+    own) sign the secure sums' keys and ``policy`` (the node's own) bounds the cohort and
+    threshold the request may set; both required in real secagg mode."""
     _check_mode(secure, sum_backend)
     secure_sum_steps.clear(state)
     w = np.float64(weight)
@@ -112,14 +114,16 @@ def upload(reply: Record, state: Record, request: Record, *, secure: str, sum_ba
         sessions = {name: bytes(request.config[f"{SESSION}{name}"]) for name in vectors}
     except KeyError as missing:
         raise ProtocolError(f"a real-mode upload needs the secure-sum parameter {missing}") from None
-    if credentials is None:
-        raise InputError("credentials", None, "a real-mode upload signs its keys: pass the node's credentials")
+    if credentials is None or policy is None:
+        raise InputError("credentials", credentials,
+                         "a real-mode upload needs the node's credentials and policy")
     encoding = FixedPoint(members)
     for name, vector in vectors.items():
         payload = np.append(np.asarray(vector, dtype=np.float64) * w, w)
         config = SecAggConfig(sessions[name], members, threshold, payload.size, encoding.modulus_bits,
                               cohort=cohort)
         secure_sum_steps.start(state, reply, index=index, config=config, credentials=credentials,
+                               policy=policy,
                                encoded=encoding.encode(payload, name=name), name=name)
     return time.perf_counter() - start
 

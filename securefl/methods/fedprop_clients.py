@@ -407,7 +407,7 @@ class CrossClientSteps:
                               cohort=bytes(request.config["cclp/sum/cohort"]))
         secure_sum_steps.start(state, reply, index=int(request.config["cclp/sum/index"]),
                                config=config, encoded=encoded, name=SUM_NAME,
-                               credentials=self._node.credentials())
+                               credentials=self._node.credentials(), policy=self._node.policy())
 
     # ----------------------------------------------------------------- train
     def pseudo_labels(self, request, models, data):

@@ -196,7 +196,7 @@ class FedSemiClient(MethodClient):
         reply.config[CRYPTO] = group_sums.contribute(
             reply, state, request, secure=method.secure, sum_backend=method.sum_backend,
             vectors=vectors, weight=float(len(data.client)),
-            credentials=self.sum_credentials(node))
+            credentials=self.sum_credentials(node), policy=node.policy())
         for key in [k for k in state.arrays if k.startswith(_TRAINED)]:
             del state.arrays[key]
         del state.config[f"{_TRAINED}round"]

@@ -197,7 +197,8 @@ class MethodClient(ABC):
 
         return upload(reply, state, request, secure=self.method.secure,
                       sum_backend=self.method.sum_backend, vectors=dict(vectors),
-                      weight=float(len(data.client)), credentials=self.sum_credentials(node))
+                      weight=float(len(data.client)), credentials=self.sum_credentials(node),
+                      policy=node.policy())
 
     def sum_credentials(self, node: NodeContext) -> "Credentials | None":
         """The node's credentials where this method's sums are real secure aggregation
@@ -220,12 +221,16 @@ class MethodClient(ABC):
 
 
 class MethodProgramClient(ClientHalf):
-    """The client side of program :data:`PROGRAM`: dispatches to the method's client half."""
+    """The client side of program :data:`PROGRAM`: checks the configured method against the
+    node's own privacy policy (:meth:`securefl.fl.policy.PrivacyPolicy.check_method`:
+    mode, sum backend, crypto seed, DP parameters; ProtocolError below it), then
+    dispatches to the method's client half."""
 
     program = PROGRAM
 
     def handle(self, step: str, request: Record, state: Record, node: NodeContext) -> Record:
         method = configured_method(node.run_config)
+        node.policy().check_method(method)  # the run config may ask for more privacy, never less
         half = type(method).client_half
         if half is None:
             raise InputError("method", method.name, "has no client half (not split yet)")

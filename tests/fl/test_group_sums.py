@@ -10,6 +10,7 @@ import pytest
 
 from securefl.crypto.identity import new_federation
 from securefl.crypto.summation import secure_sum
+from securefl.fl.policy import PrivacyPolicy
 from securefl.errors import DropoutError, ProtocolError
 from securefl.fl import group_sums, secure_weighted_sum, secure_sum_steps
 from securefl.fl.group_sums import GroupSumPlan
@@ -35,7 +36,7 @@ class Contributor(ClientHalf):
                    for name in group_sums.requested(request)}
         group_sums.contribute(reply, state, request, secure=run["secure"], sum_backend="secagg",
                               vectors=vectors, weight=WEIGHTS[node.partition] if run["weighted"] else None,
-                              credentials=node.credentials())
+                              credentials=node.credentials(), policy=node.policy())
         return reply
 
 
@@ -89,9 +90,10 @@ def test_a_client_contributes_exactly_the_sums_it_is_asked_for():
     credentials = new_federation("t", 5)[1][1]
     with pytest.raises(ProtocolError, match="asks for sums"):
         group_sums.contribute(Record(), Record(), request, secure="real", sum_backend="secagg",
-                              vectors={"all": VALUES[1]}, weight=1.0, credentials=credentials)
+                              vectors={"all": VALUES[1]}, weight=1.0, credentials=credentials,
+                              policy=PrivacyPolicy.simulator())
     reply = Record()
     group_sums.contribute(reply, Record(), request, secure="real", sum_backend="secagg",
                           vectors={"all": VALUES[1], "odd": VALUES[1]}, weight=1.0,
-                          credentials=credentials)
+                          credentials=credentials, policy=PrivacyPolicy.simulator())
     assert not any(k.startswith("sums/") for k in (*reply.arrays, *reply.config))  # never in the clear

@@ -283,7 +283,8 @@ class Summand(ClientHalf):
                 cohort=bytes(request.config["cohort"]))
             value = np.asarray(node.run_config["values"][node.partition], dtype=np.uint64)
             secure_sum_steps.start(state, reply, index=int(request.config["index"]),
-                                   config=config, encoded=value, credentials=node.credentials())
+                                   config=config, encoded=value, credentials=node.credentials(),
+                                   policy=node.policy())
         else:
             secure_sum_steps.answer(request, state, reply, credentials=node.credentials())
         return reply
@@ -376,7 +377,7 @@ class MultiSummand(ClientHalf):
                                   cohort=bytes(request.config["cohort"]))
             secure_sum_steps.start(state, reply, index=int(request.config["index"]), config=config,
                                    encoded=value * np.uint64(factor), name=name,
-                                   credentials=node.credentials())
+                                   credentials=node.credentials(), policy=node.policy())
         return reply
 
 

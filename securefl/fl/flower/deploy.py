@@ -11,7 +11,9 @@ by hand and across machines (TLS, node authentication).
   roster-file=...``: the identities are those of ``keys`` (a folder written by ``securefl
   keys new``) or, by default, of a fresh federation written to ``<workdir>/keys`` -- the
   operator's job in a real deployment, where each node gets only its own key file and the
-  roster, out of band.  ``mode="fast"``:
+  roster, out of band -- and ``privacy-ledger=<workdir>/ledger-i.json`` (the node's DP
+  release ledger, :mod:`securefl.fl.policy`).  The nodes' privacy policy is the strict
+  default unless ``node_config`` sets ``policy-*`` keys.  ``mode="fast"``:
   :mod:`securefl.fl.flower.link` and :mod:`securefl.fl.flower.node` (warm executors,
   ``poll`` s); ``"cold"``: the same with Flower's subprocess isolation (a fresh process
   per message and per run); ``"stock"``: plain ``flower-superlink`` / ``flower-supernode``
@@ -51,6 +53,7 @@ from typing import Any
 
 from securefl.crypto.identity import IDENTITY_FILE, ROSTER_FILE, ROSTER_FILE_KEY, write_federation
 from securefl.errors import ConfigError, InputError
+from securefl.fl.policy import LEDGER
 from securefl.fl.flower.node import QUIET_ENV
 
 MODES = ("fast", "cold", "stock")
@@ -237,7 +240,8 @@ class LocalFederation:
         for i in range(self.nodes):
             config = {"partition-id": i, "num-partitions": self.nodes,
                       IDENTITY_FILE: str(keys / f"client-{i}.key"),
-                      ROSTER_FILE_KEY: str(keys / ROSTER_FILE), **self.node_config}
+                      ROSTER_FILE_KEY: str(keys / ROSTER_FILE),
+                      LEDGER: str(self.workdir / f"ledger-{i}.json"), **self.node_config}
             node_args = ["--insecure", "--superlink", self.address, "--port", str(free_port()),
                          "--node-config", " ".join(f"{k}={_toml_value(v)}" for k, v in config.items())]
             if self.mode == "stock":
