@@ -136,6 +136,7 @@ def contribute(reply: Record, state: Record, request: Record, *, secure: str, su
             cohort = bytes(request.config[_key(name, "cohort")])
         except KeyError as missing:
             raise ProtocolError(f"a real-mode sum needs the secure-sum parameter {missing}") from None
+        policy.check_cohort(members, threshold)
         encoding = FixedPoint(members)
         payload = (np.asarray(vector, dtype=np.float64) if w is None else
                    np.append(np.asarray(vector, dtype=np.float64) * w, w))

@@ -117,6 +117,7 @@ def upload(reply: Record, state: Record, request: Record, *, secure: str, sum_ba
     if credentials is None or policy is None:
         raise InputError("credentials", credentials,
                          "a real-mode upload needs the node's credentials and policy")
+    policy.check_cohort(members, threshold)  # before anything is derived from the vectors
     encoding = FixedPoint(members)
     for name, vector in vectors.items():
         payload = np.append(np.asarray(vector, dtype=np.float64) * w, w)
