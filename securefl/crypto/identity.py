@@ -106,6 +106,9 @@ class Roster:
 
     name: str
     keys: Mapping[int, bytes]
+    _id: bytes = field(default=b"", init=False, repr=False, compare=False)
+    _verifiers: dict[int, Ed25519PublicKey] = field(default_factory=dict, init=False, repr=False,
+                                                    compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -116,11 +119,12 @@ class Roster:
                 raise InputError("keys", client, "client ids must be non-negative integers")
             if not isinstance(key, bytes) or len(key) != PUBLIC_KEY_BYTES:
                 raise InputError(f"keys[{client}]", key, f"must be {PUBLIC_KEY_BYTES} raw Ed25519 bytes")
-            Ed25519PublicKey.from_public_bytes(key)
+            self._verifiers[client] = Ed25519PublicKey.from_public_bytes(key)
             keys[client] = key
         if not keys:
             raise InputError("keys", keys, "a roster needs at least one client")
         object.__setattr__(self, "keys", dict(sorted(keys.items())))
+        object.__setattr__(self, "_id", hashlib.sha256(ROSTER_DOMAIN + self.canonical()).digest())
 
     def canonical(self) -> bytes:
         """The canonical JSON encoding (sorted ids, hex keys) that :attr:`id` hashes."""
@@ -129,25 +133,31 @@ class Roster:
 
     @property
     def id(self) -> bytes:
-        """F = SHA-256(domain || canonical encoding): the federation id signatures bind."""
-        return hashlib.sha256(ROSTER_DOMAIN + self.canonical()).digest()
+        """F = SHA-256(domain || canonical encoding): the federation id signatures bind
+        (computed once: the roster is immutable)."""
+        return self._id
 
     def verify(self, signature: bytes, *, protocol: str, context: bytes, sender: int,
                cohort: bytes, key: bytes) -> None:
         """Check ``sender``'s ``signature`` binding ``key``; any fault: ProtocolError."""
-        public = self.keys.get(int(sender))
+        public = self._verifiers.get(int(sender))
         if public is None:
             raise ProtocolError(f"{protocol}: key of client {sender}, who is not in roster {self.name!r}")
         if not isinstance(signature, (bytes, bytearray)) or len(signature) != SIGNATURE_BYTES:
             raise ProtocolError(f"{protocol}: key of client {sender} is unsigned")
         message = statement(self.id, protocol, context, sender, cohort, key)
         try:
-            Ed25519PublicKey.from_public_bytes(public).verify(bytes(signature), message)
+            public.verify(bytes(signature), message)
         except InvalidSignature:
             raise ProtocolError(
                 f"{protocol}: signature on client {sender}'s key does not verify under roster "
                 f"{self.name!r} (substituted key, or bound to another session, round or cohort)"
             ) from None
+
+    @property
+    def everyone(self) -> bytes:
+        """:func:`cohort_digest` of every client id of the roster."""
+        return cohort_digest(list(self.keys))
 
     def save(self, path: str | os.PathLike) -> Path:
         """Write the roster as JSON (public: mode 0644)."""
@@ -237,7 +247,7 @@ class Credentials:
     @property
     def everyone(self) -> bytes:
         """:func:`cohort_digest` of the whole roster (keys meant for any member)."""
-        return cohort_digest(sorted(self.roster.keys))
+        return self.roster.everyone
 
 
 def new_federation(name: str, clients: int) -> tuple[Roster, list[Credentials]]:
