@@ -55,6 +55,20 @@ have arrived, all clients but one may drop.  Compare :mod:`securefl.crypto.secag
 where fewer than ``threshold`` colluding clients learn nothing but more than n - t
 dropouts abort the sum.
 
+**Authenticated protocol** (``credentials``, :mod:`securefl.crypto.identity`; what
+:func:`securefl.crypto.secure_sum` runs by default).  ``HEConfig.members`` lists the
+clients' roster ids; each client signs its X25519 key over (federation, ``he/advertise``,
+session, cohort digest, key) and its ciphertexts' digest (:func:`contribution_digest`)
+over ``he/ciphertext``.  The dealer seals the key only for receivers whose signed keys
+verify; a receiver opens a sealed key only from a dealer whose signed key verifies, so a
+key the server dealt (under an X25519 key of its own) is refused.  The decryptor receives
+every counted input with its signature instead of the server's sum, checks that at least
+``threshold`` distinct members signed their own input for this session, adds them itself
+and decrypts that sum: one client's ciphertext labelled as a sum of four is refused.
+Against a deviating server that colludes with no client this leaves it the sum of >= t
+inputs of its choice among those that arrived (it picks which, as it picks dropouts);
+a colluding client still reads every input (it holds the key).
+
 Randomness: X25519 keys and AES-GCM nonces come from the OS CSPRNG, or from the
 per-party AES-CTR stream of ``seed`` (tests); the BFV key and encryption randomness
 always come from SEAL's own CSPRNG (TenSEAL offers no way to seed it), which changes
@@ -340,9 +354,11 @@ class HEClient:
                 value,
                 f"must be ({self.config.dim},) {container_dtype(self.config.modulus_bits)}",
             )
-        if self.credentials is not None and self.config.members[self.index] != self.credentials.client:
+        if self.credentials is not None and (
+                not self.config.members or self.config.members[self.index] != self.credentials.client):
             raise InputError("credentials", self.credentials.client,
-                             f"index {self.index} of the cohort is client {self.config.members[self.index]}")
+                             f"is not index {self.index} of the cohort {self.config.members} "
+                             "(an authenticated client needs the members' roster ids)")
         self._key = X25519PrivateKey.from_private_bytes(self.rng(KEY_BYTES))
         public = _public_bytes(self._key)
         arrays: tuple[np.ndarray, ...] = (np.frombuffer(public, np.uint8),)

@@ -72,6 +72,20 @@ the server, against which the guarantee below holds.
   some of their holders while v survives for v's holders.  Use the complete graph when
   clients may collude with the server.
 
+**Authenticated protocol** (``credentials`` / ``SecAggConfig.cohort``; what every
+transport and :func:`securefl.crypto.secure_sum` run by default).  Each client signs
+(c_u^PK, s_u^PK) with its roster identity over (federation id, ``secagg/keys``, session,
+cohort digest C of the members' roster ids in index order, keys)
+(:mod:`securefl.crypto.identity`); the server relays the signatures and the cohort list
+with the key list, and a client verifies that the list hashes to C, names it at its own
+index, and that every listed key carries its owner's signature -- before it encrypts a
+share.  Against a deviating server this rules out key substitution: the review's attack
+(n = 5, t = 3, no colluding client: relay its own keys, open the shares sent to them,
+rebuild b_v and s_v^SK, unmask x_v) is refused in round 1 (a test runs it against both
+variants).  It does not add Bonawitz et al.'s consistency round (signed survivor lists):
+the *Survivor lists* bound above still holds (no single input), a sum over fewer than t
+survivors does not.
+
 A client learns only ciphertexts for it, shares (fewer than t, resp. t', of anything)
 and public keys.  The runner enforces that no party object reads another's state.  Too
 few survivors at any round -> DropoutError, no output; any malformed, tampered,
