@@ -82,9 +82,19 @@ index, and that every listed key carries its owner's signature -- before it encr
 share.  Against a deviating server this rules out key substitution: the review's attack
 (n = 5, t = 3, no colluding client: relay its own keys, open the shares sent to them,
 rebuild b_v and s_v^SK, unmask x_v) is refused in round 1 (a test runs it against both
-variants).  It does not add Bonawitz et al.'s consistency round (signed survivor lists):
-the *Survivor lists* bound above still holds (no single input), a sum over fewer than t
-survivors does not.
+variants).
+
+**Consistency round** (``SecAggConfig.consistency``, authenticated only; Bonawitz et al.
+§4): between masked input and unmasking, the server sends U3; each client checks it as for
+unmasking and signs it (``secagg/survivors`` over the sorted indices); the server relays
+the signatures it collected (>= t); a client reveals shares only after verifying that at
+least t clients of its own U3 signed exactly that U3, and refuses any signature from
+outside U3 or on another list.  Two lists A != B would each need t > n/2 signers, and a
+client signs once: the server cannot show different survivor sets to different clients
+and still unmask, so a sum over fewer than t survivors is ruled out too.  The sans-I/O
+parties and :func:`run_secagg` implement it; the transport
+(:mod:`securefl.fl.secure_sum_steps`) does not run it yet (the *Survivor lists* bound
+above then applies: no single input, but possibly a sum of fewer than t).
 
 A client learns only ciphertexts for it, shares (fewer than t, resp. t', of anything)
 and public keys.  The runner enforces that no party object reads another's state.  Too
@@ -137,8 +147,12 @@ TAGS = {
     "masked": "secagg/masked",
     "survivors": "secagg/survivors",
     "unmask": "secagg/unmask",
+    "consistency": "secagg/consistency",
+    "signatures": "secagg/signatures",
 }
 
+SURVIVORS_PROTOCOL = "secagg/survivors"
+"""What a client's consistency-round signature on the survivor list U3 names."""
 KEY_PROTOCOL = "secagg/keys"
 """What a client's signature on its (c^PK, s^PK) names (:mod:`securefl.crypto.identity`)."""
 KEY_BYTES = 32
@@ -440,7 +454,8 @@ class SecAggConfig:
 
     ``cohort``: :func:`securefl.crypto.identity.cohort_digest` of the members' roster ids
     in index order (authenticated runs; every key signature binds it), empty in the
-    unauthenticated semi-honest variant."""
+    unauthenticated semi-honest variant.  ``consistency``: run Bonawitz et al.'s
+    consistency round before unmasking (module docstring; authenticated runs only)."""
 
     session: bytes
     clients: int
@@ -450,8 +465,11 @@ class SecAggConfig:
     neighbours: int | None = None
     server_workers: int = 2
     cohort: bytes = b""
+    consistency: bool = False
 
     def __post_init__(self) -> None:
+        if self.consistency and not self.cohort:
+            raise InputError("consistency", self.consistency, "the consistency round signs: it needs a cohort")
         if len(self.session) != 16:
             raise InputError("session", self.session, "must be 16 bytes")
         if self.cohort and len(self.cohort) != 32:
@@ -487,6 +505,11 @@ def _expect(message: Message, tag: str, sender: int, receiver: int) -> None:
         )
 
 
+def _survivor_bytes(survivors: Sequence[int]) -> bytes:
+    """U3 as the bytes a consistency-round signature covers (sorted indices, int64)."""
+    return np.array(sorted(survivors), dtype=">i8").tobytes()
+
+
 def _ids(array: np.ndarray, name: str) -> list[int]:
     if array.ndim != 1 or array.dtype.kind not in "iu":
         raise ProtocolError(f"{name}: expected a 1-D integer array")
@@ -514,6 +537,8 @@ class SecAggClient:
     _peers: dict[int, tuple[bytes, bytes]] = field(default_factory=dict, repr=False)
     _self_seed: bytes = field(default=b"", repr=False)
     _held: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
+    _members: tuple[int, ...] = field(default=(), repr=False)
+    _survivors: tuple[int, ...] = field(default=(), repr=False)
 
     def advertise(self) -> Message:
         """Round 0: fresh key pairs; send (c^PK, s^PK) to the server."""
@@ -537,6 +562,8 @@ class SecAggClient:
     def handle(self, message: Message) -> Message:
         """Answer the server's message of the current round."""
         handlers = {1: ("keys", self._share_keys), 2: ("ciphertexts", self._masked_input), 3: ("survivors", self._unmask)}
+        if self.config.consistency:
+            handlers.update({3: ("survivors", self._sign_survivors), 4: ("signatures", self._checked_unmask)})
         if self.stage not in handlers:
             raise ProtocolError(f"client {self.index} got {message.tag!r} after the protocol ended")
         name, handler = handlers[self.stage]
@@ -611,6 +638,7 @@ class SecAggClient:
         for v, row, signature in zip(ids, keys, signatures):
             self.credentials.verify(bytes(signature), protocol=KEY_PROTOCOL, context=self.config.session,
                                     sender=cohort[v], cohort=self.config.cohort, key=bytes(row))
+        self._members = tuple(cohort)
 
     def _gcm_key(self, v: int) -> bytes:
         shared = self._c_key.exchange(X25519PublicKey.from_public_bytes(self._peers[v][0]))
@@ -657,8 +685,40 @@ class SecAggClient:
         np.bitwise_and(masked, ring_mask(config.modulus_bits), out=masked)
         return Message(self.index, SERVER, TAGS["masked"], (masked,))
 
+    def _sign_survivors(self, message: Message) -> Message:
+        """Consistency round: check U3 as :meth:`_unmask` would, keep it, and sign it."""
+        self._advance(3)
+        survivors = self._check_survivors(message)
+        self._survivors = tuple(sorted(survivors))
+        signature = self.credentials.sign(protocol=SURVIVORS_PROTOCOL, context=self.config.session,
+                                          cohort=self.config.cohort, key=_survivor_bytes(self._survivors))
+        return Message(self.index, SERVER, TAGS["consistency"], (np.frombuffer(signature, np.uint8),))
+
+    def _checked_unmask(self, message: Message) -> Message:
+        """Reveal shares only after at least t members of U3 signed the U3 this client signed."""
+        self._advance(4)
+        if len(message.arrays) != 2:
+            raise ProtocolError("signatures message must hold (signer ids, signatures)")
+        signers = _ids(message.arrays[0], "signers")
+        signatures = message.arrays[1]
+        if signatures.shape != (len(signers), SIGNATURE_BYTES) or signatures.dtype != np.uint8:
+            raise ProtocolError(f"signatures must be (k, {SIGNATURE_BYTES}) uint8")
+        if not set(signers) <= set(self._survivors):
+            raise ProtocolError(f"client {self.index}: survivor-list signatures from clients outside U3")
+        for v, signature in zip(signers, signatures):
+            self.credentials.verify(bytes(signature), protocol=SURVIVORS_PROTOCOL, context=self.config.session,
+                                    sender=self._members[v], cohort=self.config.cohort,
+                                    key=_survivor_bytes(self._survivors))
+        if len(signers) < self.config.threshold:
+            raise DropoutError(f"client {self.index}: only {len(signers)} clients signed the survivor "
+                               f"list it was shown; threshold is {self.config.threshold}")
+        return self._reveal(set(self._survivors))
+
     def _unmask(self, message: Message) -> Message:
         self._advance(3)
+        return self._reveal(self._check_survivors(message))
+
+    def _check_survivors(self, message: Message) -> set[int]:
         if len(message.arrays) != 1:
             raise ProtocolError("survivors message must hold (ids,)")
         survivors = set(_ids(message.arrays[0], "survivors"))
@@ -683,6 +743,9 @@ class SecAggClient:
                 f"client {self.index}: the survivor list splits the SecAgg+ graph; "
                 "unmasking it would reveal partial sums"
             )
+        return survivors
+
+    def _reveal(self, survivors: set[int]) -> Message:
         b_ids = [v for v in sorted(self._held) if v in survivors]
         s_ids = [v for v in sorted(self._held) if v not in survivors]
         b_shares = np.array([self._held[v][_SK_LIMBS:] for v in b_ids], dtype=np.uint64).reshape(-1, _B_LIMBS)
@@ -721,6 +784,8 @@ class SecAggServer:
     _u2: tuple[int, ...] = ()
     _survivor_set: frozenset[int] = frozenset()
     _dropped_set: frozenset[int] = frozenset()
+    _consistency: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
+    _checked: bool = False
 
     _ROUND_TAGS = (TAGS["advertise"], TAGS["shares"], TAGS["masked"], TAGS["unmask"])
 
@@ -732,10 +797,22 @@ class SecAggServer:
         elif self.cohort:
             raise InputError("cohort", self.cohort, "given for a config without a cohort digest")
 
+    def _in_consistency(self) -> bool:
+        return self.config.consistency and self.stage == 3 and not self._checked
+
     def handle(self, message: Message) -> None:
         """Accept one client message of the current round."""
         if self.stage >= len(ROUNDS):
             raise ProtocolError(f"server got {message.tag!r} after the protocol ended")
+        if self._in_consistency():
+            _expect(message, TAGS["consistency"], message.sender, SERVER)
+            u = message.sender
+            if u not in self._survivor_set or u in self._consistency:
+                raise ProtocolError(f"consistency round: unexpected or repeated client {u}")
+            if len(message.arrays) != 1 or message.arrays[0].shape != (SIGNATURE_BYTES,):
+                raise ProtocolError(f"client {u}: consistency message must hold one signature")
+            self._consistency[u] = np.asarray(message.arrays[0], dtype=np.uint8)
+            return
         _expect(message, self._ROUND_TAGS[self.stage], message.sender, SERVER)
         u = message.sender
         eligible = (
@@ -797,6 +874,15 @@ class SecAggServer:
         stage = self.stage
         if stage >= len(ROUNDS):
             raise ProtocolError("protocol already finished")
+        if self._in_consistency():
+            if len(self._consistency) < self.config.threshold:
+                raise DropoutError(f"only {len(self._consistency)} clients signed the survivor list; "
+                                   f"threshold is {self.config.threshold}")
+            self._checked = True
+            signers = sorted(self._consistency)
+            ids = np.array(signers, dtype=np.int32)
+            signatures = np.stack([self._consistency[u] for u in signers])
+            return [Message(SERVER, u, TAGS["signatures"], (ids, signatures)) for u in signers]
         received = (self._keys, self._shares, self._masked, self._unmask)[stage]
         if len(received) < self.config.threshold:
             raise DropoutError(
@@ -932,6 +1018,7 @@ def run_secagg(
     modulus_bits: int,
     seed: int | bytes | None = None,
     credentials: Sequence[Credentials] | None = None,
+    consistency: bool = False,
 ) -> SecAggOutcome:
     """Run all parties in-process over a metered :class:`Network`.
 
@@ -939,8 +1026,9 @@ def run_secagg(
     ``plan`` says which client skips which round (clients of ``plan.alive[r]`` send
     their round-r message).  ``credentials``: one per client (index u plays
     ``credentials[u].client`` of their roster) for the authenticated protocol, ``None``
-    for the unauthenticated semi-honest variant.  Raises :class:`DropoutError` from the
-    parties themselves when too few survive.
+    for the unauthenticated semi-honest variant; ``consistency`` adds the consistency
+    round (needs ``credentials``; the clients that unmask sign U3 first).  Raises
+    :class:`DropoutError` from the parties themselves when too few survive.
     """
     n = len(encoded)
     if plan.n != n:
@@ -950,7 +1038,8 @@ def run_secagg(
     session = party_rng(seed, SERVER - 1)(16)
     cohort = tuple(c.client for c in credentials) if credentials is not None else ()
     config = SecAggConfig(session, n, plan.threshold, int(np.asarray(encoded[0]).size), modulus_bits,
-                          plan.neighbours, cohort=cohort_digest(cohort) if cohort else b"")
+                          plan.neighbours, cohort=cohort_digest(cohort) if cohort else b"",
+                          consistency=consistency)
     network = Network()
     clients = [SecAggClient(u, config, np.asarray(encoded[u]), party_rng(seed, u),
                             None if credentials is None else credentials[u]) for u in range(n)]
@@ -958,7 +1047,8 @@ def run_secagg(
     client_seconds = np.zeros((n, 2))
     server_seconds = np.zeros(2)
     inbox: dict[int, Message] = {}
-    for r in range(len(ROUNDS)):
+    steps = (0, 1, 2, 3, 3) if consistency else range(len(ROUNDS))  # 3 twice: sign U3, unmask
+    for r in steps:
         for u in plan.alive[r]:
             start = _clock()
             reply = clients[u].advertise() if r == 0 else clients[u].handle(inbox.pop(u))

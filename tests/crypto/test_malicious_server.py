@@ -296,3 +296,77 @@ def test_he_authenticated_sum_is_exact_and_refuses_too_few_signed_inputs():
               np.stack([inputs[u].arrays[2] for u in (1, 2)]))
     with pytest.raises(DropoutError, match="refuses to decrypt"):
         clients[0].decrypt(Message(SERVER, 0, he.TAGS["sum"], arrays))
+
+
+# ----------------------------------------------------------------------------- consistency
+
+
+def test_the_consistency_round_sums_exactly_and_survives_dropouts():
+    from securefl.crypto.secagg import plan_survivors, run_secagg
+
+    _, credentials = new_federation("fed", N)
+    values = _values()
+    plan = plan_survivors(N, T, {1: "masked_input", 4: "unmask"})
+    outcome = run_secagg(values, plan=plan, modulus_bits=64, credentials=credentials, consistency=True)
+    assert outcome.survivors == (0, 2, 3, 4)
+    assert np.array_equal(outcome.total, sum(values[u] for u in (0, 2, 3, 4)) & np.uint64(2**64 - 1))
+
+
+def inconsistent_survivor_lists(consistency):
+    """Rounds 0-2 honestly (n = 5, t = 3); then the server tells clients 0-2 and 4 that everyone
+    survived and client 3 that client 4 dropped: the former reveal b_4's shares, client 3
+    s_4^SK's.  Returns the clients' answers to the unmask step (or their errors)."""
+    _, credentials = new_federation("fed", N)
+    values = _values()
+    config = SecAggConfig(b"c" * 16, N, T, DIM, 64, cohort=cohort_digest(range(N)), consistency=consistency)
+    clients = [SecAggClient(u, config, values[u], credentials=credentials[u]) for u in range(N)]
+    server = SecAggServer(config, tuple(range(N)))
+    for c in clients:
+        server.handle(c.advertise())
+    for _ in range(2):
+        for message in server.close_round():
+            server.handle(clients[message.receiver].handle(message))
+    server.close_round()
+    shown = {u: (0, 1, 2, 3) if u == 3 else (0, 1, 2, 3, 4) for u in range(N)}
+    replies = {u: clients[u].handle(Message(SERVER, u, TAGS["survivors"], (np.array(shown[u], np.int32),)))
+               for u in range(N)}
+    if not consistency:
+        return replies
+    signed = {u: replies[u].arrays[0] for u in range(N)}
+    outcome = {}
+    for u in range(N):  # the server hands each client every signature it collected
+        message = Message(SERVER, u, TAGS["signatures"], (np.arange(N, dtype=np.int32), np.stack(list(signed.values()))))
+        try:
+            outcome[u] = clients[u].handle(message)
+        except ProtocolError as exc:
+            outcome[u] = exc
+    return outcome
+
+
+def test_inconsistent_survivor_lists_get_no_share_past_the_consistency_round():
+    plain = inconsistent_survivor_lists(False)
+    assert 4 in plain[0].arrays[0].tolist() and 4 in plain[3].arrays[2].tolist()  # b_4 and s_4 shares
+    checked = inconsistent_survivor_lists(True)
+    assert all(isinstance(checked[u], ProtocolError) for u in range(N))  # mixed lists: nobody reveals
+    assert all("does not verify" in str(checked[u]) for u in (0, 1, 2, 4))
+    assert "outside U3" in str(checked[3])  # client 4 signed, but 3 was told 4 dropped
+
+
+def test_fewer_than_t_signatures_on_the_list_a_client_was_shown_get_no_share():
+    from securefl.errors import DropoutError
+
+    _, credentials = new_federation("fed", N)
+    config = SecAggConfig(b"d" * 16, N, T, DIM, 64, cohort=cohort_digest(range(N)), consistency=True)
+    clients = [SecAggClient(u, config, _values()[u], credentials=credentials[u]) for u in range(N)]
+    server = SecAggServer(config, tuple(range(N)))
+    for c in clients:
+        server.handle(c.advertise())
+    for _ in range(2):
+        for message in server.close_round():
+            server.handle(clients[message.receiver].handle(message))
+    server.close_round()
+    everyone = np.arange(N, dtype=np.int32)
+    signed = {u: clients[u].handle(Message(SERVER, u, TAGS["survivors"], (everyone,))).arrays[0] for u in range(N)}
+    two = Message(SERVER, 0, TAGS["signatures"], (np.array([0, 1], np.int32), np.stack([signed[0], signed[1]])))
+    with pytest.raises(DropoutError, match="only 2 clients signed"):
+        clients[0].handle(two)
