@@ -14,6 +14,7 @@ import pytest
 from securefl.data import ClientData, Federation
 from securefl.errors import InputError, ProtocolError
 from securefl.fl import model_vector
+from securefl.fl.policy import POLICY, PrivacyPolicy
 from securefl.fl.transport import InProcessTransport, NodeContext, Record
 from securefl.methods import METHOD_NAMES, build_method
 from securefl.methods.halves import MethodProgramClient, configured_method, local_data, run_config
@@ -28,8 +29,11 @@ def hyper(name):
 
 
 def nodes_of(method, federation, **run):
+    """In-process nodes of ``method``: the simulator's policy for it, no identity (a real
+    secure sum then refuses to run: see the in-process transport for throwaway ones)."""
     config = {**run_config(method), **run}
-    return [NodeContext(k, {"partition-id": k}, config, local_data(federation, k))
+    policy = PrivacyPolicy.for_method(method)
+    return [NodeContext(k, {"partition-id": k, POLICY: policy}, config, local_data(federation, k))
             for k in range(federation.num_clients)]
 
 
