@@ -36,7 +36,9 @@ session, and is unaltered.  The batch travels as one ``uint8`` array::
 (the tag is repeated outside the frame only so the receiver knows what to ask the
 channel for; the channel compares it with the MAC-covered tag in the frame header).
 
-**What a relay can do.**  Alter a byte: the GMAC fails.  Replay an old batch, or drop one
+**What a relay can do.**  Substitute a public key, relabel one to another party or replay
+one of another session or label: :func:`install` refuses the table.  Alter a byte: the
+GMAC fails.  Replay an old batch, or drop one
 and deliver the next: the batch session differs from the one the receiver expects.
 Reorder frames within a batch: the sequence check fails.  Deliver j's batch to another
 client or claim it came from another sender: the header endpoints or the key differ.

@@ -48,8 +48,9 @@ allowed, so a client that missed a round can rejoin the next one.
 
 **Client-to-client frames** (SHADE's OT traffic, the LWE backend's ciphertexts) are relayed
 by the server half but authenticated end to end: :mod:`securefl.fl.links` derives a key
-per pair of clients from their X25519 agreement (the server relays the public keys and
-cannot compute the keys), and seals each batch of protocol messages for one destination
+per pair of clients from their X25519 agreement (the server relays the public keys, each
+signed by its owner's roster identity, :mod:`securefl.crypto.identity`, so it can neither
+compute the keys nor substitute its own), and seals each batch of protocol messages for one destination
 as :class:`~securefl.crypto.channel.Network` frames (GMAC per frame, sequence numbers per
 batch, a batch counter per link), carried as one ``uint8`` array.  A relay that alters,
 drops, replays, reorders or misroutes a frame makes the receiving client raise
