@@ -537,7 +537,7 @@ class SecAggClient:
     _peers: dict[int, tuple[bytes, bytes]] = field(default_factory=dict, repr=False)
     _self_seed: bytes = field(default=b"", repr=False)
     _held: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
-    _members: tuple[int, ...] = field(default=(), repr=False)
+    _members: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64), repr=False)
     _survivors: tuple[int, ...] = field(default=(), repr=False)
 
     def advertise(self) -> Message:
@@ -638,7 +638,7 @@ class SecAggClient:
         for v, row, signature in zip(ids, keys, signatures):
             self.credentials.verify(bytes(signature), protocol=KEY_PROTOCOL, context=self.config.session,
                                     sender=cohort[v], cohort=self.config.cohort, key=bytes(row))
-        self._members = tuple(cohort)
+        self._members = np.array(cohort, dtype=np.int64)  # roster id of each index
 
     def _gcm_key(self, v: int) -> bytes:
         shared = self._c_key.exchange(X25519PublicKey.from_public_bytes(self._peers[v][0]))
@@ -707,7 +707,7 @@ class SecAggClient:
             raise ProtocolError(f"client {self.index}: survivor-list signatures from clients outside U3")
         for v, signature in zip(signers, signatures):
             self.credentials.verify(bytes(signature), protocol=SURVIVORS_PROTOCOL, context=self.config.session,
-                                    sender=self._members[v], cohort=self.config.cohort,
+                                    sender=int(self._members[v]), cohort=self.config.cohort,
                                     key=_survivor_bytes(self._survivors))
         if len(signers) < self.config.threshold:
             raise DropoutError(f"client {self.index}: only {len(signers)} clients signed the survivor "
