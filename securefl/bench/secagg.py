@@ -157,7 +157,8 @@ def run(args: argparse.Namespace, progress: Progress | None) -> dict:
     begin_keys = time.perf_counter()
     credentials = new_federation("bench", n)[1] if args.authenticated else None
     start += time.perf_counter() - begin_keys
-    outcome = protocol(encoded, plan=plan, modulus_bits=k, credentials=credentials)
+    extra = {"consistency": bool(args.authenticated)} if args.backend == "secagg" else {}
+    outcome = protocol(encoded, plan=plan, modulus_bits=k, credentials=credentials, **extra)
     seconds = time.perf_counter() - start
     if progress is not None:
         progress.advance(task)

@@ -91,10 +91,9 @@ the signatures it collected (>= t); a client reveals shares only after verifying
 least t clients of its own U3 signed exactly that U3, and refuses any signature from
 outside U3 or on another list.  Two lists A != B would each need t > n/2 signers, and a
 client signs once: the server cannot show different survivor sets to different clients
-and still unmask, so a sum over fewer than t survivors is ruled out too.  The sans-I/O
-parties and :func:`run_secagg` implement it; the transport
-(:mod:`securefl.fl.secure_sum_steps`) does not run it yet (the *Survivor lists* bound
-above then applies: no single input, but possibly a sum of fewer than t).
+and still unmask, so a sum over fewer than t survivors is ruled out too.  Every transport
+runs it (:mod:`securefl.fl.secure_sum_steps`: one more exchange); without it the
+*Survivor lists* bound above applies (no single input, but possibly a sum of fewer than t).
 
 A client learns only ciphertexts for it, shares (fewer than t, resp. t', of anything)
 and public keys.  The runner enforces that no party object reads another's state.  Too
@@ -1027,7 +1026,8 @@ def run_secagg(
     their round-r message).  ``credentials``: one per client (index u plays
     ``credentials[u].client`` of their roster) for the authenticated protocol, ``None``
     for the unauthenticated semi-honest variant; ``consistency`` adds the consistency
-    round (needs ``credentials``; the clients that unmask sign U3 first).  Raises
+    round (needs ``credentials``; the clients that unmask sign U3 first; what
+:func:`securefl.crypto.secure_sum` and every transport run).  Raises
     :class:`DropoutError` from the parties themselves when too few survive.
     """
     n = len(encoded)

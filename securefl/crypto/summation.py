@@ -41,8 +41,9 @@ is not connected (its parts' sums would be revealed), :class:`DropoutError` is r
 and no partial result is returned.
 
 ``authenticated`` (default): the clients hold identities of a throwaway roster
-(:func:`securefl.crypto.identity.new_federation`) and sign their ephemeral keys, exactly
-the protocol a deployment runs (and meters the same bytes); ``False`` runs the
+(:func:`securefl.crypto.identity.new_federation`) and sign their ephemeral keys (and, with
+``secagg``, the survivor list in the consistency round), exactly the protocol a deployment
+runs (and meters the same bytes); ``False`` runs the
 unauthenticated semi-honest variant (for cost comparisons only: a server that swaps keys
 reads every input).
 
@@ -203,8 +204,9 @@ def secure_sum(
     else:
         run = run_secagg if backend == "secagg" else run_he
         credentials = new_federation("secure-sum", n)[1] if authenticated else None
+        extra = {"consistency": authenticated} if backend == "secagg" else {}
         outcome = run(encoded, plan=plan, modulus_bits=encoding.modulus_bits, seed=seed,
-                      credentials=credentials)
+                      credentials=credentials, **extra)
         ring_total = outcome.total
         server_seconds, server_cpu = outcome.server_seconds, outcome.server_cpu_seconds
         client_seconds += outcome.client_seconds

@@ -141,7 +141,7 @@ def contribute(reply: Record, state: Record, request: Record, *, secure: str, su
         payload = (np.asarray(vector, dtype=np.float64) if w is None else
                    np.append(np.asarray(vector, dtype=np.float64) * w, w))
         config = SecAggConfig(session, members, threshold, payload.size, encoding.modulus_bits,
-                              cohort=cohort)
+                              cohort=cohort, consistency=True)
         secure_sum_steps.start(state, reply, index=index, config=config, credentials=credentials,
                                policy=policy,
                                encoded=encoding.encode(payload, name=name), name=name)

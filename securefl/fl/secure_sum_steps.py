@@ -1,10 +1,13 @@
 """Secure aggregation (:mod:`securefl.crypto.secagg`) as exchanges of a transport.
 
-The four protocol rounds of Bonawitz et al. map onto message rounds: round 0 (advertise
-keys) rides on the step that produces the client's input -- its reply carries the
-advertise message beside whatever else the step returns -- and rounds 1-3 are one
-exchange each (:data:`STEPS`): the server's ``keys`` / ``ciphertexts`` / ``survivors``
-messages go down, the clients' ``shares`` / ``masked`` / ``unmask`` messages come up.
+The protocol rounds of Bonawitz et al. map onto message rounds: round 0 (advertise keys)
+rides on the step that produces the client's input -- its reply carries the advertise
+message beside whatever else the step returns -- and the others are one exchange each
+(:data:`STEPS`): the server's ``keys`` / ``ciphertexts`` / ``survivors`` / ``signatures``
+messages go down, the clients' ``shares`` / ``masked`` / ``consistency`` / ``unmask``
+messages come up.  ``survivors`` -> ``consistency`` -> ``signatures`` is the consistency
+round (:mod:`securefl.crypto.secagg`): each client signs the survivor list U3 it was
+shown and reveals shares only once t clients of U3 signed that same list.
 The share ciphertexts a client sends to another are relayed inside the server's
 ``ciphertexts`` messages, batched per destination by :class:`SecAggServer` itself and
 sealed with AES-GCM under the two clients' X25519 key, so the server cannot read or
@@ -68,11 +71,11 @@ from securefl.fl.policy import PrivacyPolicy
 from securefl.fl.state_codec import load, save
 from securefl.fl.transport import Exchange, Record, Transport, has_message, put_message, take_message
 
-STEPS = ("secagg/keys", "secagg/ciphertexts", "secagg/survivors")
+STEPS = ("secagg/keys", "secagg/ciphertexts", "secagg/survivors", "secagg/signatures")
 """Exchanges after the one that carries the advertise message."""
 
 ROUND_OF_STEP = {"secagg/keys": "share", "secagg/ciphertexts": "masked_input",
-                 "secagg/survivors": "unmask"}
+                 "secagg/survivors": "unmask", "secagg/signatures": "unmask"}
 """The protocol round (:data:`securefl.crypto.secagg.ROUNDS`) whose messages each step collects."""
 
 DEFAULT = "sum"
@@ -114,9 +117,9 @@ def start(state: Record, reply: Record, *, index: int, config: SecAggConfig,
     nothing is sent."""
     _check_name(name)
     policy.check_cohort(config.clients, config.threshold)
-    if len(config.cohort) != 32:
-        raise ProtocolError(f"sum {name!r}: the request names no cohort digest; "
-                            "an unauthenticated secure sum is refused")
+    if len(config.cohort) != 32 or not config.consistency:
+        raise ProtocolError(f"sum {name!r}: a secure sum without a cohort digest or without the "
+                            "consistency round is refused")
     clear(state, name)
     party = SecAggClient(index, config, np.asarray(encoded), rng=secrets.token_bytes,
                          credentials=credentials)
@@ -202,9 +205,9 @@ class SecureSumOutcome:
 def new_config(members: Sequence[int], *, threshold: int, dim: int, modulus_bits: int = 64
                ) -> SecAggConfig:
     """Public parameters of one secure sum among ``members`` (roster ids in index order):
-    a fresh 16-byte session and the members' cohort digest."""
+    a fresh 16-byte session, the members' cohort digest, the consistency round."""
     return SecAggConfig(secrets.token_bytes(16), len(members), threshold, dim, modulus_bits,
-                        cohort=cohort_digest([int(c) for c in members]))
+                        cohort=cohort_digest([int(c) for c in members]), consistency=True)
 
 
 def aggregate_steps(transport: Transport, configs: SecAggConfig | Mapping[str, SecAggConfig],
@@ -270,7 +273,9 @@ def aggregate_steps(transport: Transport, configs: SecAggConfig | Mapping[str, S
         take(exchange)
         for name in servers:
             addressed = {c for c, r in requests.items() if has_message(r, slot_down(name))}
-            dropped[name][ROUND_OF_STEP[step]] = tuple(sorted(addressed - answered[name]))
+            round_name = ROUND_OF_STEP[step]  # two steps of the unmask round: union
+            late = set(dropped[name].get(round_name, ())) | (addressed - answered[name])
+            dropped[name][round_name] = tuple(sorted(late))
     for server in servers.values():
         begin = time.thread_time()
         server.close_round()

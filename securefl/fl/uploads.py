@@ -122,7 +122,7 @@ def upload(reply: Record, state: Record, request: Record, *, secure: str, sum_ba
     for name, vector in vectors.items():
         payload = np.append(np.asarray(vector, dtype=np.float64) * w, w)
         config = SecAggConfig(sessions[name], members, threshold, payload.size, encoding.modulus_bits,
-                              cohort=cohort)
+                              cohort=cohort, consistency=True)
         secure_sum_steps.start(state, reply, index=index, config=config, credentials=credentials,
                                policy=policy,
                                encoded=encoding.encode(payload, name=name), name=name)

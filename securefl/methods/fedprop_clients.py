@@ -404,7 +404,7 @@ class CrossClientSteps:
             return
         config = SecAggConfig(bytes(request.config["cclp/sum/session"]), members,
                               int(request.config["cclp/sum/threshold"]), int(encoded.size), 64,
-                              cohort=bytes(request.config["cclp/sum/cohort"]))
+                              cohort=bytes(request.config["cclp/sum/cohort"]), consistency=True)
         secure_sum_steps.start(state, reply, index=int(request.config["cclp/sum/index"]),
                                config=config, encoded=encoded, name=SUM_NAME,
                                credentials=self._node.credentials(), policy=self._node.policy())

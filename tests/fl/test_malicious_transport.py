@@ -95,3 +95,23 @@ def test_a_server_substituting_secure_sum_keys_is_refused_before_any_share_is_se
         summed(values, [0, 1, 2, 3, 4], 3, intercept=adversary)
     shares_sent = [c for c, step, _ in adversary.seen if step == "secagg/ciphertexts"]
     assert shares_sent == []
+
+
+def test_different_survivor_lists_to_different_clients_get_no_share_on_the_transport():
+    """The server shows client 3 a survivor list without client 4 (so that 3 would reveal
+    s_4^SK's share while the others reveal b_4's): the signed lists differ, every client
+    refuses the signatures step, no unmask share is sent and the sum fails."""
+    adversary = Adversary()
+
+    def split(client, request):
+        if client == 3:
+            request.arrays["secagg/sum/in/0"] = np.array([0, 1, 2, 3], dtype=np.int32)
+        return request
+
+    adversary.on("secagg/survivors", split)
+    values = [np.arange(4, dtype=np.uint64) + c for c in range(5)]
+    with pytest.raises(DropoutError):
+        summed(values, [0, 1, 2, 3, 4], 3, intercept=adversary)
+    # an unchanged run over the same harness finishes: the refusal is the attack's doing
+    outcome = summed(values, [0, 1, 2, 3, 4], 3, intercept=Adversary())
+    assert list(outcome.total) == list(sum(values))

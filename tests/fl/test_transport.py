@@ -242,7 +242,7 @@ def test_secagg_parties_survive_a_round_trip_through_their_state_at_every_round(
         server.handle(party.advertise())
         state_codec.save(party, record, "p/", skip=skip)
         records.append(record.copy())
-    for _ in range(3):
+    for _ in range(len(secure_sum_steps.STEPS)):  # keys, ciphertexts, survivors, signatures
         outgoing = server.close_round()
         for message in outgoing:
             u = message.receiver
@@ -280,7 +280,7 @@ class Summand(ClientHalf):
             config = SecAggConfig(
                 bytes(request.config["session"]), int(request.config["n"]),
                 int(request.config["t"]), int(request.config["dim"]), 64,
-                cohort=bytes(request.config["cohort"]))
+                cohort=bytes(request.config["cohort"]), consistency=True)
             value = np.asarray(node.run_config["values"][node.partition], dtype=np.uint64)
             secure_sum_steps.start(state, reply, index=int(request.config["index"]),
                                    config=config, encoded=value, credentials=node.credentials(),
@@ -374,7 +374,7 @@ class MultiSummand(ClientHalf):
         for name, factor in (("small", 1), ("large", 10)):
             config = SecAggConfig(bytes(request.config[f"session/{name}"]), int(request.config["n"]),
                                   int(request.config["t"]), value.size, 64,
-                                  cohort=bytes(request.config["cohort"]))
+                                  cohort=bytes(request.config["cohort"]), consistency=True)
             secure_sum_steps.start(state, reply, index=int(request.config["index"]), config=config,
                                    encoded=value * np.uint64(factor), name=name,
                                    credentials=node.credentials(), policy=node.policy())
@@ -393,7 +393,7 @@ def test_several_sums_share_the_exchanges_and_count_bytes_as_the_in_process_prot
                 for i, c in enumerate(members)}
     first = transport.exchange("input", requests)
     outcome = secure_sum_steps.aggregate_steps(transport, configs, members, first)
-    assert transport.stats.exchanges == 4                      # one input step + three for both sums
+    assert transport.stats.exchanges == 5                      # one input step + four for both sums
     survivors = (0, 1, 3)
     assert outcome.sums["small"].survivors == outcome.sums["large"].survivors == survivors
     assert list(outcome.sums["small"].total) == list(sum(values[c] for c in survivors))
