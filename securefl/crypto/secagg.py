@@ -69,7 +69,8 @@ the server, against which the guarantee below holds.
   that attack); t' - 1 colluders plus k - t' + 1 dropped neighbours of v also do;
   colluders that together with dropped clients cut the graph expose partial sums; and a
   server sending inconsistent survivor lists can claim all of v's neighbours dropped to
-  some of their holders while v survives for v's holders.  Use the complete graph when
+  some of their holders while v survives for v's holders (the consistency round below
+  rules that last attack out: every revealing client holds t signatures on one list).  Use the complete graph when
   clients may collude with the server.
 
 **Authenticated protocol** (``credentials`` / ``SecAggConfig.cohort``; what every
