@@ -230,7 +230,7 @@ class GroupSumPlan:
     def collect(self, transport: Transport, first: Exchange, *,
                 timeout: float | None = None) -> GroupSumOutcome:
         """The sums, from ``first`` (the contributing step's exchange) and, in real secagg
-        mode, the three secure-sum exchanges that follow."""
+        mode, the four secure-sum exchanges that follow."""
         if self.configs:
             return self._collect_masked(transport, first, timeout)
         refuse_simulated_backend(self.secure, self.sum_backend, transport)

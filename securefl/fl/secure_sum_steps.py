@@ -19,7 +19,7 @@ FedSemi one sum per layer group): each is its own :class:`SecAggConfig` (own ses
 own keys and masks), its messages travel in the slots ``secagg/<name>/in`` (down) and
 ``secagg/<name>/out`` (up) of the same requests and replies, and its party state lives
 under ``secagg/<name>/party/`` in the client's state Record.  Rounds 1-3 of all of them
-share the three exchanges.
+share the four exchanges.
 
 Client side: :func:`start` (round 0 of sum ``name``) and :func:`answer` (rounds 1-3 of
 every sum whose message the request carries) rebuild each :class:`SecAggClient` from the

@@ -199,7 +199,7 @@ class UploadPlan:
     def collect(self, transport: Transport, first: Exchange, *,
                 timeout: float | None = None) -> UploadOutcome:
         """The averages, from ``first`` (the upload step's exchange) and, in real secagg
-        mode, the three secure-sum exchanges that follow."""
+        mode, the four secure-sum exchanges that follow."""
         if self.configs:
             return self._collect_masked(transport, first, timeout)
         refuse_simulated_backend(self.secure, self.sum_backend, transport)

@@ -18,7 +18,7 @@ Steps (one exchange each):
     reply: the upload, :data:`~securefl.fl.costs.COMPUTE` / :data:`~securefl.fl.costs.CRYPTO`
     seconds, and where pseudo-labels were made locally the reports of
     :func:`securefl.methods.halves.report_pseudo_labels`.
-``secagg/keys``, ``secagg/ciphertexts``, ``secagg/survivors`` (real mode)
+``secagg/keys``, ``secagg/ciphertexts``, ``secagg/survivors``, ``secagg/signatures`` (real mode)
     the secure sums' rounds 1-3 (:func:`securefl.fl.secure_sum_steps.answer`).
 
 Between rounds a FedAvg client keeps nothing (its state Record holds secure-sum parties

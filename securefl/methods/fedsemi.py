@@ -211,7 +211,7 @@ class FedSemi(Method):
     # ------------------------------------------------------------------ round
     def run_round(self, round_index: int) -> RoundResult:
         """One round of the server half: ``train`` (FSM vectors up), the boundary, then
-        ``upload`` (+ the three secure-sum exchanges in real mode) into the new teacher and
+        ``upload`` (+ the four secure-sum exchanges in real mode) into the new teacher and
         student (module docstring)."""
         start = time.perf_counter()
         global_round = round_index + 1
