@@ -18,7 +18,7 @@ sums, each under its own ``name`` (FedAvg+MT sums students and teachers separate
 FedSemi one sum per layer group): each is its own :class:`SecAggConfig` (own session,
 own keys and masks), its messages travel in the slots ``secagg/<name>/in`` (down) and
 ``secagg/<name>/out`` (up) of the same requests and replies, and its party state lives
-under ``secagg/<name>/party/`` in the client's state Record.  Rounds 1-3 of all of them
+under ``secagg/<name>/party/`` in the client's state Record.  The later rounds of all of them
 share the four exchanges.
 
 Client side: :func:`start` (round 0 of sum ``name``) and :func:`answer` (rounds 1-3 of
