@@ -1,4 +1,6 @@
-"""Command line: ``securefl run`` (experiments) and ``securefl bench NAME`` (benchmarks).
+"""Command line: ``securefl run`` (experiments), ``securefl bench NAME`` (benchmarks) and
+``securefl keys new|show`` (a deployment's identities and roster,
+:mod:`securefl.crypto.identity`).
 
 Every request is checked completely before any work: argparse checks the syntax (known
 flags, integers, choices), then :func:`validate_arguments` checks every value (a
@@ -24,7 +26,7 @@ from rich.table import Table
 
 from securefl import __version__
 from securefl.bench import BENCHMARKS
-from securefl.errors import SecureFLError
+from securefl.errors import InputError, SecureFLError
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -73,7 +75,7 @@ def build_parser() -> Parser:
         description="Privacy-preserving federated semi-supervised learning with real cryptography.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="{run,bench}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{run,bench,keys}")
     from securefl.experiments import cli as run_cli
 
     run_parser = commands.add_parser(
@@ -93,7 +95,37 @@ def build_parser() -> Parser:
             "--json", metavar="PATH",
             help="write the JSON record here (a file; its folder must exist)",
         )
+    keys_parser = commands.add_parser(
+        "keys", help="a deployment's client identities and roster",
+        description="Create Ed25519 client identities and the roster every node pins "
+                    "(securefl.crypto.identity), or show a roster's federation id.")
+    keys = keys_parser.add_subparsers(dest="keys", required=True, metavar="{new,show}")
+    new = keys.add_parser("new", help="create N identities and their roster in a new folder",
+                          description="Writes OUT/roster.json (public: give it to every node) and "
+                                      "OUT/client-<c>.key (mode 0600: give it to node c only).")
+    new.add_argument("--out", required=True, metavar="DIR", help="folder to create (must not hold a roster)")
+    new.add_argument("--clients", required=True, type=int, metavar="N", help="number of clients (ids 0..N-1)")
+    new.add_argument("--federation", default="securefl", metavar="NAME", help="the federation's name")
+    show = keys.add_parser("show", help="print a roster's federation id (compare it out of band)")
+    show.add_argument("roster", metavar="ROSTER", help="a roster.json")
     return parser
+
+
+def run_keys(args: argparse.Namespace, console: Console) -> int:
+    """``securefl keys new`` / ``securefl keys show``."""
+    from securefl.crypto.identity import Roster, write_federation
+
+    if args.keys == "new":
+        if args.clients < 1:
+            raise InputError("--clients", args.clients, "must be a positive integer")
+        out = write_federation(args.out, args.federation, args.clients)
+        roster = Roster.load(out / "roster.json")
+        console.print(f"wrote {out}/roster.json and {args.clients} client keys (mode 0600); "
+                      f"federation {roster.name!r} id {roster.id.hex()}")
+        return 0
+    roster = Roster.load(args.roster)
+    console.print(f"federation {roster.name!r} id {roster.id.hex()} clients {len(roster.keys)}")
+    return 0
 
 
 def validate_arguments(args: argparse.Namespace) -> None:
@@ -153,6 +185,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "bench":
             return run_bench(args, console)
+        if args.command == "keys":
+            return run_keys(args, console)
         from securefl.experiments import cli as run_cli
 
         return run_cli.main(args, console)

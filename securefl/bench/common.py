@@ -168,9 +168,12 @@ def check_output_file(path: str | os.PathLike, flag: str = "--json") -> Path:
     return target
 
 
-def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], Any]) -> Path:
+def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], Any], *,
+                 mode: int | None = None) -> Path:
     """Create ``path`` atomically: ``write(handle)`` fills a hidden temporary file in the
-    same folder, which is fsynced and renamed over ``path``.
+    same folder, which is fsynced and renamed over ``path``.  Its permissions are
+    ``0666 & ~umask``, or exactly ``mode`` (e.g. ``0o600`` for a file holding secrets: the
+    temporary file is created 0600, so no other user can open it at any moment).
 
     On any failure (an exception in ``write``, a full disk, Ctrl-C) the temporary file is
     removed and ``path`` keeps its previous content: no partial files are left behind.
@@ -182,7 +185,7 @@ def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], Any]) -> 
             write(handle)
             handle.flush()
             os.fsync(handle.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())
+        os.chmod(tmp, 0o666 & ~_umask() if mode is None else mode)
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -55,6 +55,20 @@ have arrived, all clients but one may drop.  Compare :mod:`securefl.crypto.secag
 where fewer than ``threshold`` colluding clients learn nothing but more than n - t
 dropouts abort the sum.
 
+**Authenticated protocol** (``credentials``, :mod:`securefl.crypto.identity`; what
+:func:`securefl.crypto.secure_sum` runs by default).  ``HEConfig.members`` lists the
+clients' roster ids; each client signs its X25519 key over (federation, ``he/advertise``,
+session, cohort digest, key) and its ciphertexts' digest (:func:`contribution_digest`)
+over ``he/ciphertext``.  The dealer seals the key only for receivers whose signed keys
+verify; a receiver opens a sealed key only from a dealer whose signed key verifies, so a
+key the server dealt (under an X25519 key of its own) is refused.  The decryptor receives
+every counted input with its signature instead of the server's sum, checks that at least
+``threshold`` distinct members signed their own input for this session, adds them itself
+and decrypts that sum: one client's ciphertext labelled as a sum of four is refused.
+Against a deviating server that colludes with no client this leaves it the sum of >= t
+inputs of its choice among those that arrived (it picks which, as it picks dropouts);
+a colluding client still reads every input (it holds the key).
+
 Randomness: X25519 keys and AES-GCM nonces come from the OS CSPRNG, or from the
 per-party AES-CTR stream of ``seed`` (tests); the BFV key and encryption randomness
 always come from SEAL's own CSPRNG (TenSEAL offers no way to seed it), which changes
@@ -67,6 +81,7 @@ distribution and the message layout.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import time
 from collections.abc import Sequence
@@ -83,6 +98,7 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from securefl.crypto.channel import SERVER, Message, Network
 from securefl.crypto.fixed_point import container_dtype
+from securefl.crypto.identity import SIGNATURE_BYTES, Credentials, cohort_digest
 from securefl.crypto.secagg import RandomBytes, SurvivorPlan, party_rng
 from securefl.errors import DropoutError, InputError, ProtocolError
 
@@ -106,6 +122,15 @@ TAGS = {
 }
 KEY_BYTES = 32
 _NONCE_BYTES = 12
+ADVERTISE_PROTOCOL = "he/advertise"
+"""What a client's signature on its X25519 key names (the dealer's and the receivers')."""
+CONTRIBUTION_PROTOCOL = "he/ciphertext"
+"""What a client's signature on its ciphertexts' digest names."""
+
+
+def contribution_digest(lengths: np.ndarray, blob: np.ndarray) -> bytes:
+    """SHA-256 of one input's serialised ciphertexts (their lengths, then the bytes)."""
+    return hashlib.sha256(np.asarray(lengths, np.int64).tobytes() + np.asarray(blob, np.uint8).tobytes()).digest()
 
 
 def limb_bits(clients: int, modulus_bits: int) -> int:
@@ -245,17 +270,21 @@ def _ids(array: np.ndarray, what: str) -> list[int]:
 
 @dataclass(frozen=True)
 class HEConfig:
-    """Public parameters of one sum: session id, clients, threshold, vector length, k."""
+    """Public parameters of one sum: session id, clients, threshold, vector length, k;
+    ``members``: the clients' roster ids by index (authenticated runs), else empty."""
 
     session: bytes
     clients: int
     threshold: int
     dim: int
     modulus_bits: int
+    members: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         if len(self.session) != 16:
             raise InputError("session", self.session, "must be 16 bytes")
+        if self.members and len(self.members) != self.clients:
+            raise InputError("members", self.members, f"must list {self.clients} roster ids (or none)")
         if not 1 <= self.threshold <= self.clients:
             raise InputError("threshold", self.threshold, f"must be in 1..{self.clients}")
         if self.dim < 0:
@@ -265,6 +294,11 @@ class HEConfig:
     @property
     def bits(self) -> int:
         return limb_bits(self.clients, self.modulus_bits)
+
+    @property
+    def cohort(self) -> bytes:
+        """:func:`~securefl.crypto.identity.cohort_digest` of ``members`` (authenticated runs)."""
+        return cohort_digest(self.members)
 
     @property
     def limbs(self) -> int:
@@ -290,8 +324,24 @@ class HEClient:
     config: HEConfig
     value: np.ndarray = field(repr=False)
     rng: RandomBytes = field(repr=False)
+    credentials: Credentials | None = field(default=None, repr=False)
     _key: X25519PrivateKey | None = field(default=None, repr=False)
     _context: ts.Context | None = field(default=None, repr=False)
+
+    def _sign(self, protocol: str, key: bytes) -> np.ndarray:
+        signature = self.credentials.sign(protocol=protocol, context=self.config.session,
+                                          cohort=self.config.cohort, key=key)
+        return np.frombuffer(signature, np.uint8)
+
+    def _verify(self, signature: np.ndarray, protocol: str, sender: int, key: bytes) -> None:
+        """``sender`` (an index) signed ``key`` for this session and cohort; else ProtocolError."""
+        if not 0 <= sender < self.config.clients:
+            raise ProtocolError(f"client {self.index}: {protocol} from unknown index {sender}")
+        signature = np.asarray(signature)
+        if signature.shape != (SIGNATURE_BYTES,) or signature.dtype != np.uint8:
+            raise ProtocolError(f"client {self.index}: {protocol} of index {sender} is unsigned")
+        self.credentials.verify(signature.tobytes(), protocol=protocol, context=self.config.session,
+                                sender=self.config.members[sender], cohort=self.config.cohort, key=key)
 
     def advertise(self) -> Message:
         """Round 0: a fresh X25519 key pair; send the public key."""
@@ -304,24 +354,35 @@ class HEClient:
                 value,
                 f"must be ({self.config.dim},) {container_dtype(self.config.modulus_bits)}",
             )
+        if self.credentials is not None and (
+                not self.config.members or self.config.members[self.index] != self.credentials.client):
+            raise InputError("credentials", self.credentials.client,
+                             f"is not index {self.index} of the cohort {self.config.members} "
+                             "(an authenticated client needs the members' roster ids)")
         self._key = X25519PrivateKey.from_private_bytes(self.rng(KEY_BYTES))
-        return Message(
-            self.index,
-            SERVER,
-            TAGS["advertise"],
-            (np.frombuffer(_public_bytes(self._key), np.uint8),),
-        )
+        public = _public_bytes(self._key)
+        arrays: tuple[np.ndarray, ...] = (np.frombuffer(public, np.uint8),)
+        if self.credentials is not None:
+            arrays += (self._sign(ADVERTISE_PROTOCOL, public),)
+        return Message(self.index, SERVER, TAGS["advertise"], arrays)
 
     def deal(self, message: Message) -> Message:
         """Round 1, as dealer: generate the BFV key, seal it for every listed client."""
         _expect(message, TAGS["deal"], SERVER, self.index)
-        if len(message.arrays) != 2:
-            raise ProtocolError("deal message must hold (ids, public keys)")
+        signed = self.credentials is not None
+        if len(message.arrays) != 2 + signed:
+            raise ProtocolError("deal message must hold (ids, public keys[, signatures])")
         ids, keys = _ids(message.arrays[0], "deal ids"), message.arrays[1]
         if keys.shape != (len(ids), KEY_BYTES) or keys.dtype != np.uint8:
             raise ProtocolError(
                 f"deal message: public keys must be ({len(ids)}, {KEY_BYTES}) uint8"
             )
+        if signed:
+            signatures = message.arrays[2]
+            if signatures.shape != (len(ids), SIGNATURE_BYTES):
+                raise ProtocolError(f"client {self.index}: deal message keys are unsigned")
+            for v, public, signature in zip(ids, keys, signatures):
+                self._verify(signature, ADVERTISE_PROTOCOL, v, public.tobytes())
         self._context = new_context()
         secret = secret_context_bytes(self._context)
         receivers, sealed = [], []
@@ -346,13 +407,18 @@ class HEClient:
     def receive_key(self, message: Message) -> None:
         """Round 1, as receiver: open the dealer's sealed key."""
         _expect(message, TAGS["key"], SERVER, self.index)
+        signed = self.credentials is not None
         if (
-            len(message.arrays) != 3
+            len(message.arrays) != 3 + signed
             or message.arrays[0].shape != (1,)
             or message.arrays[1].shape != (KEY_BYTES,)
         ):
-            raise ProtocolError("key message must hold (dealer id, dealer public key, sealed key)")
+            raise ProtocolError("key message must hold (dealer id, dealer public key, sealed key"
+                                + (", dealer's signature)" if signed else ")"))
         dealer = int(message.arrays[0][0])
+        if signed:
+            # a roster member's signed key, or the server could deal (and keep) its own BFV key
+            self._verify(message.arrays[3], ADVERTISE_PROTOCOL, dealer, message.arrays[1].tobytes())
         raw = message.arrays[2].tobytes()
         key = _seal_key(
             self._key, message.arrays[1].tobytes(), self.config.session, dealer, self.index
@@ -381,7 +447,11 @@ class HEClient:
             ts.bfv_vector(self._context, flat[start:stop]).serialize()
             for start, stop in config.chunks
         ]
-        return Message(self.index, SERVER, TAGS["ciphertexts"], _pack(blobs))
+        lengths, blob = _pack(blobs)
+        if self.credentials is None:
+            return Message(self.index, SERVER, TAGS["ciphertexts"], (lengths, blob))
+        signature = self._sign(CONTRIBUTION_PROTOCOL, contribution_digest(lengths, blob))
+        return Message(self.index, SERVER, TAGS["ciphertexts"], (lengths, blob, signature))
 
     def decrypt(self, message: Message) -> Message:
         """Round 3: decrypt the summed limbs (if at least ``threshold`` inputs are in them)
@@ -390,21 +460,55 @@ class HEClient:
         if self._context is None:
             raise ProtocolError(f"client {self.index} has no key")
         config = self.config
-        if len(message.arrays) != 3:
-            raise ProtocolError("sum message must hold (summed ids, lengths, ciphertexts)")
+        signed = self.credentials is not None
+        if len(message.arrays) != (4 if signed else 3):
+            raise ProtocolError("sum message must hold (summed ids, lengths, ciphertexts"
+                                + (", signatures): every input, not their sum" if signed else ")"))
         summed = _ids(message.arrays[0], "summed ids")
         if len(summed) < config.threshold or not set(summed) <= set(range(config.clients)):
             raise DropoutError(
                 f"client {self.index} refuses to decrypt a sum of {len(summed)} inputs; "
                 f"threshold is {config.threshold}"
             )
-        blobs = _unpack(message.arrays[1], message.arrays[2], config.ciphertexts, "sum message")
+        if signed:
+            blobs = self._verified_sum(summed, *message.arrays[1:])
+        else:
+            blobs = _unpack(message.arrays[1], message.arrays[2], config.ciphertexts, "sum message")
         sums = np.empty(config.limbs * config.dim, dtype=np.int64)
         for (start, stop), data in zip(config.chunks, blobs):
             vector = _vector(self._context, data, stop - start, "sum message")
             sums[start:stop] = np.asarray(vector.decrypt(), dtype=np.int64) % PLAIN_MODULUS
         total = join_limbs(sums.reshape(config.limbs, config.dim), config.modulus_bits, config.bits)
         return Message(self.index, SERVER, TAGS["total"], (total,))
+
+    def _verified_sum(self, summed: list[int], lengths: np.ndarray, blob: np.ndarray,
+                      signatures: np.ndarray) -> list[bytes]:
+        """Authenticated decryption: the server sends every counted input (``lengths`` is
+        (inputs, ciphertexts)); each must carry its sender's signature on its digest for
+        this session, and the decryptor adds them itself, so the sum it decrypts holds
+        exactly the ``len(summed) >= threshold`` signed inputs."""
+        config = self.config
+        count = config.ciphertexts
+        if lengths.ndim != 2 or lengths.shape != (len(summed), count) or lengths.dtype != np.int64 \
+                or signatures.shape != (len(summed), SIGNATURE_BYTES) or blob.ndim != 1:
+            raise ProtocolError(f"client {self.index}: sum message must carry {len(summed)} signed inputs")
+        if np.any(lengths < 0) or int(lengths.sum()) != blob.size:
+            raise ProtocolError(f"client {self.index}: sum message lengths do not add up")
+        sums: list[ts.BFVVector] = []
+        offset = 0
+        for u, row, signature in zip(summed, lengths, signatures):
+            size = int(row.sum())
+            part = blob[offset:offset + size]
+            offset += size
+            self._verify(signature, CONTRIBUTION_PROTOCOL, u, contribution_digest(row, part))
+            vectors = [_vector(self._context, data, stop - start, f"input of index {u}")
+                       for (start, stop), data in zip(config.chunks, _unpack(row, part, count, "input"))]
+            if not sums:
+                sums = vectors
+            else:
+                for acc, vector in zip(sums, vectors):
+                    acc.add_(vector)
+        return [vector.serialize() for vector in sums]
 
 
 @dataclass
@@ -421,6 +525,13 @@ class HEServer:
     _context: ts.Context | None = field(default=None, repr=False)
     _sums: list[ts.BFVVector] = field(default_factory=list, repr=False)
     _inputs: list[int] = field(default_factory=list, repr=False)
+    _signatures: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
+    _contributions: dict[int, tuple[np.ndarray, ...]] = field(default_factory=dict, repr=False)
+
+    @property
+    def signed(self) -> bool:
+        """Authenticated run (``config.members`` set): keys and inputs carry signatures."""
+        return bool(self.config.members)
 
     def take_key(self, message: Message) -> None:
         """Round 0: one client's X25519 public key."""
@@ -429,11 +540,14 @@ class HEServer:
         if not 0 <= u < self.config.clients or u in self._keys:
             raise ProtocolError(f"advertise: unknown or repeated client {u}")
         if (
-            len(message.arrays) != 1
+            len(message.arrays) != 1 + self.signed
             or message.arrays[0].shape != (KEY_BYTES,)
             or message.arrays[0].dtype != np.uint8
         ):
-            raise ProtocolError(f"client {u}: public key must be ({KEY_BYTES},) uint8")
+            raise ProtocolError(f"client {u}: public key must be ({KEY_BYTES},) uint8"
+                                + (" with its signature" if self.signed else ""))
+        if self.signed:
+            self._signatures[u] = np.asarray(message.arrays[1])
         self._keys[u] = message.arrays[0].tobytes()
 
     def start_key_distribution(self) -> None:
@@ -452,7 +566,10 @@ class HEServer:
         u = self._candidates.pop(0)
         ids = np.array(sorted(self._keys), dtype=np.int32)
         keys = np.stack([np.frombuffer(self._keys[v], np.uint8) for v in ids.tolist()])
-        return Message(SERVER, u, TAGS["deal"], (ids, keys))
+        if not self.signed:
+            return Message(SERVER, u, TAGS["deal"], (ids, keys))
+        signatures = np.stack([self._signatures[v] for v in ids.tolist()])
+        return Message(SERVER, u, TAGS["deal"], (ids, keys, signatures))
 
     def relay_keys(self, message: Message) -> list[Message]:
         """Round 1: the dealer's answer; returns one sealed key per other client."""
@@ -474,12 +591,13 @@ class HEServer:
         self.dealer = dealer
         self._candidates = []
         public = np.frombuffer(self._keys[dealer], np.uint8)
+        extra = (self._signatures[dealer],) if self.signed else ()
         return [
             Message(
                 SERVER,
                 v,
                 TAGS["key"],
-                (np.array([dealer], np.int32), public, np.frombuffer(blob, np.uint8)),
+                (np.array([dealer], np.int32), public, np.frombuffer(blob, np.uint8), *extra),
             )
             for v, blob in zip(receivers, sealed)
         ]
@@ -490,9 +608,12 @@ class HEServer:
         u = message.sender
         if self._context is None or u not in self._keys or u in self._inputs:
             raise ProtocolError(f"ciphertexts from unknown, keyless or repeated client {u}")
-        if len(message.arrays) != 2:
-            raise ProtocolError("ciphertexts message must hold (lengths, ciphertexts)")
-        blobs = _unpack(*message.arrays, self.config.ciphertexts, f"client {u}'s ciphertexts")
+        if len(message.arrays) != 2 + self.signed:
+            raise ProtocolError("ciphertexts message must hold (lengths, ciphertexts"
+                                + (", signature)" if self.signed else ")"))
+        blobs = _unpack(*message.arrays[:2], self.config.ciphertexts, f"client {u}'s ciphertexts")
+        if self.signed:
+            self._contributions[u] = tuple(np.asarray(a) for a in message.arrays)
         vectors = [
             _vector(self._context, data, stop - start, f"client {u}")
             for (start, stop), data in zip(self.config.chunks, blobs)
@@ -520,8 +641,14 @@ class HEServer:
         if not self._candidates:
             raise DropoutError("no summed client answered the decryption request")
         u = self._candidates.pop(0)
+        ids = np.array(self.survivors, np.int32)
+        if self.signed:  # the decryptor adds the signed inputs itself (HEClient._verified_sum)
+            inputs = [self._contributions[v] for v in self.survivors]
+            return Message(SERVER, u, TAGS["sum"], (
+                ids, np.stack([i[0] for i in inputs]), np.concatenate([i[1] for i in inputs]),
+                np.stack([i[2] for i in inputs])))
         lengths, blob = _pack([vector.serialize() for vector in self._sums])
-        return Message(SERVER, u, TAGS["sum"], (np.array(self.survivors, np.int32), lengths, blob))
+        return Message(SERVER, u, TAGS["sum"], (ids, lengths, blob))
 
     def take_total(self, message: Message) -> None:
         """Round 3: the decryptor's ring sum."""
@@ -561,8 +688,13 @@ def run_he(
     plan: SurvivorPlan,
     modulus_bits: int,
     seed: int | bytes | None = None,
+    credentials: Sequence[Credentials] | None = None,
 ) -> HEOutcome:
     """Run all parties in-process over a metered :class:`Network`.
+
+    ``credentials``: one per client (index u is ``credentials[u].client`` of their
+    roster) for the authenticated protocol (module docstring), ``None`` for the
+    unauthenticated semi-honest one.
 
     ``encoded`` are the clients' ring vectors (container dtype of ``modulus_bits``);
     ``plan`` says which client skips which round: a client of ``plan.alive[r]`` acts in
@@ -577,10 +709,15 @@ def run_he(
         raise InputError(
             "neighbours", plan.neighbours, "the he backend has no neighbour graph (secagg only)"
         )
+    if credentials is not None and len(credentials) != n:
+        raise InputError("credentials", len(credentials), f"need one per client ({n})")
     session = party_rng(seed, SERVER - 1)(16)
-    config = HEConfig(session, n, plan.threshold, int(np.asarray(encoded[0]).size), modulus_bits)
+    members = tuple(c.client for c in credentials) if credentials is not None else ()
+    config = HEConfig(session, n, plan.threshold, int(np.asarray(encoded[0]).size), modulus_bits,
+                      members)
     network = Network()
-    clients = [HEClient(u, config, np.asarray(encoded[u]), party_rng(seed, u)) for u in range(n)]
+    clients = [HEClient(u, config, np.asarray(encoded[u]), party_rng(seed, u),
+                        None if credentials is None else credentials[u]) for u in range(n)]
     server = HEServer(config)
     clock = _Clock(n)
 

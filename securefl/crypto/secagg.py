@@ -69,8 +69,32 @@ the server, against which the guarantee below holds.
   that attack); t' - 1 colluders plus k - t' + 1 dropped neighbours of v also do;
   colluders that together with dropped clients cut the graph expose partial sums; and a
   server sending inconsistent survivor lists can claim all of v's neighbours dropped to
-  some of their holders while v survives for v's holders.  Use the complete graph when
+  some of their holders while v survives for v's holders (the consistency round below
+  rules that last attack out: every revealing client holds t signatures on one list).  Use the complete graph when
   clients may collude with the server.
+
+**Authenticated protocol** (``credentials`` / ``SecAggConfig.cohort``; what every
+transport and :func:`securefl.crypto.secure_sum` run by default).  Each client signs
+(c_u^PK, s_u^PK) with its roster identity over (federation id, ``secagg/keys``, session,
+cohort digest C of the members' roster ids in index order, keys)
+(:mod:`securefl.crypto.identity`); the server relays the signatures and the cohort list
+with the key list, and a client verifies that the list hashes to C, names it at its own
+index, and that every listed key carries its owner's signature -- before it encrypts a
+share.  Against a deviating server this rules out key substitution: the review's attack
+(n = 5, t = 3, no colluding client: relay its own keys, open the shares sent to them,
+rebuild b_v and s_v^SK, unmask x_v) is refused in round 1 (a test runs it against both
+variants).
+
+**Consistency round** (``SecAggConfig.consistency``, authenticated only; Bonawitz et al.
+§4): between masked input and unmasking, the server sends U3; each client checks it as for
+unmasking and signs it (``secagg/survivors`` over the sorted indices); the server relays
+the signatures it collected (>= t); a client reveals shares only after verifying that at
+least t clients of its own U3 signed exactly that U3, and refuses any signature from
+outside U3 or on another list.  Two lists A != B would each need t > n/2 signers, and a
+client signs once: the server cannot show different survivor sets to different clients
+and still unmask, so a sum over fewer than t survivors is ruled out too.  Every transport
+runs it (:mod:`securefl.fl.secure_sum_steps`: one more exchange); without it the
+*Survivor lists* bound above applies (no single input, but possibly a sum of fewer than t).
 
 A client learns only ciphertexts for it, shares (fewer than t, resp. t', of anything)
 and public keys.  The runner enforces that no party object reads another's state.  Too
@@ -109,6 +133,7 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from securefl.crypto import prg, shamir
 from securefl.crypto.channel import SERVER, Message, Network
 from securefl.crypto.fixed_point import container_dtype, ring_mask
+from securefl.crypto.identity import SIGNATURE_BYTES, Credentials, cohort_digest
 from securefl.errors import DropoutError, InputError, ProtocolError
 
 ROUNDS = ("advertise", "share", "masked_input", "unmask")
@@ -122,8 +147,14 @@ TAGS = {
     "masked": "secagg/masked",
     "survivors": "secagg/survivors",
     "unmask": "secagg/unmask",
+    "consistency": "secagg/consistency",
+    "signatures": "secagg/signatures",
 }
 
+SURVIVORS_PROTOCOL = "secagg/survivors"
+"""What a client's consistency-round signature on the survivor list U3 names."""
+KEY_PROTOCOL = "secagg/keys"
+"""What a client's signature on its (c^PK, s^PK) names (:mod:`securefl.crypto.identity`)."""
 KEY_BYTES = 32
 SEED_BYTES = prg.SEED_BYTES
 _SK_LIMBS = -(-KEY_BYTES // shamir.LIMB_BYTES)  # 5 field elements per X25519 secret key
@@ -419,7 +450,12 @@ def add_masks(
 @dataclass(frozen=True)
 class SecAggConfig:
     """Public parameters every party agrees on before round 0 (``server_workers`` is the
-    server's own choice of threads for removing masks; it changes no output)."""
+    server's own choice of threads for removing masks; it changes no output).
+
+    ``cohort``: :func:`securefl.crypto.identity.cohort_digest` of the members' roster ids
+    in index order (authenticated runs; every key signature binds it), empty in the
+    unauthenticated semi-honest variant.  ``consistency``: run Bonawitz et al.'s
+    consistency round before unmasking (module docstring; authenticated runs only)."""
 
     session: bytes
     clients: int
@@ -428,10 +464,16 @@ class SecAggConfig:
     modulus_bits: int
     neighbours: int | None = None
     server_workers: int = 2
+    cohort: bytes = b""
+    consistency: bool = False
 
     def __post_init__(self) -> None:
+        if self.consistency and not self.cohort:
+            raise InputError("consistency", self.consistency, "the consistency round signs: it needs a cohort")
         if len(self.session) != 16:
             raise InputError("session", self.session, "must be 16 bytes")
+        if self.cohort and len(self.cohort) != 32:
+            raise InputError("cohort", self.cohort, "must be empty or a 32-byte cohort_digest")
         if self.server_workers < 1:
             raise InputError("server_workers", self.server_workers, "must be >= 1")
         check_threshold(self.clients, self.threshold)
@@ -463,6 +505,11 @@ def _expect(message: Message, tag: str, sender: int, receiver: int) -> None:
         )
 
 
+def _survivor_bytes(survivors: Sequence[int]) -> bytes:
+    """U3 as the bytes a consistency-round signature covers (sorted indices, int64)."""
+    return np.array(sorted(survivors), dtype=">i8").tobytes()
+
+
 def _ids(array: np.ndarray, name: str) -> list[int]:
     if array.ndim != 1 or array.dtype.kind not in "iu":
         raise ProtocolError(f"{name}: expected a 1-D integer array")
@@ -483,12 +530,15 @@ class SecAggClient:
     config: SecAggConfig
     value: np.ndarray = field(repr=False)
     rng: RandomBytes = field(default=secrets.token_bytes, repr=False)
+    credentials: Credentials | None = field(default=None, repr=False)
     stage: int = 0
     _c_key: X25519PrivateKey | None = field(default=None, repr=False)
     _s_key: X25519PrivateKey | None = field(default=None, repr=False)
     _peers: dict[int, tuple[bytes, bytes]] = field(default_factory=dict, repr=False)
     _self_seed: bytes = field(default=b"", repr=False)
     _held: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
+    _members: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64), repr=False)
+    _survivors: tuple[int, ...] = field(default=(), repr=False)
 
     def advertise(self) -> Message:
         """Round 0: fresh key pairs; send (c^PK, s^PK) to the server."""
@@ -498,12 +548,22 @@ class SecAggClient:
             raise InputError("value", value, f"must be ({self.config.dim},) {self.config.dtype}")
         self._c_key = X25519PrivateKey.from_private_bytes(self.rng(KEY_BYTES))
         self._s_key = X25519PrivateKey.from_private_bytes(self.rng(KEY_BYTES))
-        keys = np.frombuffer(_public_bytes(self._c_key) + _public_bytes(self._s_key), dtype=np.uint8)
-        return Message(self.index, SERVER, TAGS["advertise"], (keys,))
+        raw = _public_bytes(self._c_key) + _public_bytes(self._s_key)
+        keys = np.frombuffer(raw, dtype=np.uint8)
+        if self.credentials is None:
+            return Message(self.index, SERVER, TAGS["advertise"], (keys,))
+        if len(self.config.cohort) != 32:
+            raise InputError("config.cohort", self.config.cohort,
+                             "an authenticated client needs the cohort digest its keys are for")
+        signature = self.credentials.sign(protocol=KEY_PROTOCOL, context=self.config.session,
+                                          cohort=self.config.cohort, key=raw)
+        return Message(self.index, SERVER, TAGS["advertise"], (keys, np.frombuffer(signature, np.uint8)))
 
     def handle(self, message: Message) -> Message:
         """Answer the server's message of the current round."""
         handlers = {1: ("keys", self._share_keys), 2: ("ciphertexts", self._masked_input), 3: ("survivors", self._unmask)}
+        if self.config.consistency:
+            handlers.update({3: ("survivors", self._sign_survivors), 4: ("signatures", self._checked_unmask)})
         if self.stage not in handlers:
             raise ProtocolError(f"client {self.index} got {message.tag!r} after the protocol ended")
         name, handler = handlers[self.stage]
@@ -517,11 +577,15 @@ class SecAggClient:
 
     def _share_keys(self, message: Message) -> Message:
         self._advance(1)
-        if len(message.arrays) != 2:
-            raise ProtocolError("keys message must hold (ids, keys)")
+        if len(message.arrays) not in (2, 4):
+            raise ProtocolError("keys message must hold (ids, keys[, signatures, cohort])")
         ids, keys = _ids(message.arrays[0], "keys ids"), message.arrays[1]
         if keys.shape != (len(ids), 2 * KEY_BYTES) or keys.dtype != np.uint8:
             raise ProtocolError("keys message: keys must be (k, 64) uint8")
+        if not set(ids) <= set(range(self.config.clients)):
+            raise ProtocolError(f"client {self.index}: key ids outside 0..{self.config.clients - 1}")
+        if self.credentials is not None:
+            self._verify_keys(message, ids, keys)
         if len(ids) < self.config.threshold:
             raise DropoutError(f"only {len(ids)} clients advertised keys; threshold is {self.config.threshold}")
         listed = dict(zip(ids, (bytes(row) for row in keys)))
@@ -556,6 +620,25 @@ class SecAggClient:
             ciphertexts.append(np.frombuffer(nonce + sealed, dtype=np.uint8))
         blob = np.stack(ciphertexts) if ciphertexts else np.zeros((0, _CIPHERTEXT_BYTES), np.uint8)
         return Message(self.index, SERVER, TAGS["shares"], (np.array(receivers, dtype=np.int32), blob))
+
+    def _verify_keys(self, message: Message, ids: list[int], keys: np.ndarray) -> None:
+        """Authenticated run: every listed key must carry its owner's roster signature bound
+        to this session and cohort; the cohort list must hash to ``config.cohort`` and list
+        this client at its own index.  Otherwise ProtocolError before any key is used."""
+        if len(message.arrays) != 4:
+            raise ProtocolError(f"client {self.index}: keys arrived without signatures")
+        signatures, cohort = message.arrays[2], _ids(message.arrays[3], "cohort ids")
+        if signatures.shape != (len(ids), SIGNATURE_BYTES) or signatures.dtype != np.uint8:
+            raise ProtocolError(f"keys message: signatures must be (k, {SIGNATURE_BYTES}) uint8")
+        if len(cohort) != self.config.clients or cohort_digest(cohort) != self.config.cohort:
+            raise ProtocolError(f"client {self.index}: the cohort list differs from the one its keys were signed for")
+        if cohort[self.index] != self.credentials.client:
+            raise ProtocolError(f"client {self.index}: index {self.index} of the cohort is client "
+                                f"{cohort[self.index]}, not this client {self.credentials.client}")
+        for v, row, signature in zip(ids, keys, signatures):
+            self.credentials.verify(bytes(signature), protocol=KEY_PROTOCOL, context=self.config.session,
+                                    sender=cohort[v], cohort=self.config.cohort, key=bytes(row))
+        self._members = np.array(cohort, dtype=np.int64)  # roster id of each index
 
     def _gcm_key(self, v: int) -> bytes:
         shared = self._c_key.exchange(X25519PublicKey.from_public_bytes(self._peers[v][0]))
@@ -602,8 +685,40 @@ class SecAggClient:
         np.bitwise_and(masked, ring_mask(config.modulus_bits), out=masked)
         return Message(self.index, SERVER, TAGS["masked"], (masked,))
 
+    def _sign_survivors(self, message: Message) -> Message:
+        """Consistency round: check U3 as :meth:`_unmask` would, keep it, and sign it."""
+        self._advance(3)
+        survivors = self._check_survivors(message)
+        self._survivors = tuple(sorted(survivors))
+        signature = self.credentials.sign(protocol=SURVIVORS_PROTOCOL, context=self.config.session,
+                                          cohort=self.config.cohort, key=_survivor_bytes(self._survivors))
+        return Message(self.index, SERVER, TAGS["consistency"], (np.frombuffer(signature, np.uint8),))
+
+    def _checked_unmask(self, message: Message) -> Message:
+        """Reveal shares only after at least t members of U3 signed the U3 this client signed."""
+        self._advance(4)
+        if len(message.arrays) != 2:
+            raise ProtocolError("signatures message must hold (signer ids, signatures)")
+        signers = _ids(message.arrays[0], "signers")
+        signatures = message.arrays[1]
+        if signatures.shape != (len(signers), SIGNATURE_BYTES) or signatures.dtype != np.uint8:
+            raise ProtocolError(f"signatures must be (k, {SIGNATURE_BYTES}) uint8")
+        if not set(signers) <= set(self._survivors):
+            raise ProtocolError(f"client {self.index}: survivor-list signatures from clients outside U3")
+        for v, signature in zip(signers, signatures):
+            self.credentials.verify(bytes(signature), protocol=SURVIVORS_PROTOCOL, context=self.config.session,
+                                    sender=int(self._members[v]), cohort=self.config.cohort,
+                                    key=_survivor_bytes(self._survivors))
+        if len(signers) < self.config.threshold:
+            raise DropoutError(f"client {self.index}: only {len(signers)} clients signed the survivor "
+                               f"list it was shown; threshold is {self.config.threshold}")
+        return self._reveal(set(self._survivors))
+
     def _unmask(self, message: Message) -> Message:
         self._advance(3)
+        return self._reveal(self._check_survivors(message))
+
+    def _check_survivors(self, message: Message) -> set[int]:
         if len(message.arrays) != 1:
             raise ProtocolError("survivors message must hold (ids,)")
         survivors = set(_ids(message.arrays[0], "survivors"))
@@ -628,6 +743,9 @@ class SecAggClient:
                 f"client {self.index}: the survivor list splits the SecAgg+ graph; "
                 "unmasking it would reveal partial sums"
             )
+        return survivors
+
+    def _reveal(self, survivors: set[int]) -> Message:
         b_ids = [v for v in sorted(self._held) if v in survivors]
         s_ids = [v for v in sorted(self._held) if v not in survivors]
         b_shares = np.array([self._held[v][_SK_LIMBS:] for v in b_ids], dtype=np.uint64).reshape(-1, _B_LIMBS)
@@ -649,27 +767,52 @@ class SecAggServer:
 
     Feed each round's messages with :meth:`handle`, then call :meth:`close_round` for
     the next round's outgoing messages.  After round 3, ``total`` holds the sum mod 2^k
-    and ``survivors`` the clients in it.
+    and ``survivors`` the clients in it.  ``cohort``: the members' roster ids in index
+    order, relayed with the keys of an authenticated run (``config.cohort`` set).
     """
 
     config: SecAggConfig
+    cohort: tuple[int, ...] = ()
     stage: int = 0
     total: np.ndarray | None = None
     survivors: tuple[int, ...] = ()
     _keys: dict[int, bytes] = field(default_factory=dict, repr=False)
+    _signatures: dict[int, bytes] = field(default_factory=dict, repr=False)
     _shares: dict[int, tuple[list[int], np.ndarray]] = field(default_factory=dict, repr=False)
     _masked: set[int] = field(default_factory=set, repr=False)
     _unmask: dict[int, tuple[list[int], np.ndarray, list[int], np.ndarray]] = field(default_factory=dict, repr=False)
     _u2: tuple[int, ...] = ()
     _survivor_set: frozenset[int] = frozenset()
     _dropped_set: frozenset[int] = frozenset()
+    _consistency: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
+    _checked: bool = False
 
     _ROUND_TAGS = (TAGS["advertise"], TAGS["shares"], TAGS["masked"], TAGS["unmask"])
+
+    def __post_init__(self) -> None:
+        if self.config.cohort:
+            if len(self.cohort) != self.config.clients or cohort_digest(self.cohort) != self.config.cohort:
+                raise InputError("cohort", self.cohort,
+                                 "must list the members' roster ids whose digest is config.cohort")
+        elif self.cohort:
+            raise InputError("cohort", self.cohort, "given for a config without a cohort digest")
+
+    def _in_consistency(self) -> bool:
+        return self.config.consistency and self.stage == 3 and not self._checked
 
     def handle(self, message: Message) -> None:
         """Accept one client message of the current round."""
         if self.stage >= len(ROUNDS):
             raise ProtocolError(f"server got {message.tag!r} after the protocol ended")
+        if self._in_consistency():
+            _expect(message, TAGS["consistency"], message.sender, SERVER)
+            u = message.sender
+            if u not in self._survivor_set or u in self._consistency:
+                raise ProtocolError(f"consistency round: unexpected or repeated client {u}")
+            if len(message.arrays) != 1 or message.arrays[0].shape != (SIGNATURE_BYTES,):
+                raise ProtocolError(f"client {u}: consistency message must hold one signature")
+            self._consistency[u] = np.asarray(message.arrays[0], dtype=np.uint8)
+            return
         _expect(message, self._ROUND_TAGS[self.stage], message.sender, SERVER)
         u = message.sender
         eligible = (
@@ -686,8 +829,14 @@ class SecAggServer:
         (self._take_keys, self._take_shares, self._take_masked, self._take_unmask)[self.stage](u, message.arrays)
 
     def _take_keys(self, u: int, arrays: tuple[np.ndarray, ...]) -> None:
-        if len(arrays) != 1 or arrays[0].shape != (2 * KEY_BYTES,) or arrays[0].dtype != np.uint8:
-            raise ProtocolError(f"client {u}: keys must be one (64,) uint8 array")
+        signed = bool(self.config.cohort)
+        if len(arrays) != 1 + signed or arrays[0].shape != (2 * KEY_BYTES,) or arrays[0].dtype != np.uint8:
+            raise ProtocolError(f"client {u}: keys must be one (64,) uint8 array"
+                                + (" and its (64,) uint8 signature" if signed else ""))
+        if signed:
+            if arrays[1].shape != (SIGNATURE_BYTES,) or arrays[1].dtype != np.uint8:
+                raise ProtocolError(f"client {u}: signature must be ({SIGNATURE_BYTES},) uint8")
+            self._signatures[u] = arrays[1].tobytes()
         self._keys[u] = arrays[0].tobytes()
 
     def _take_shares(self, u: int, arrays: tuple[np.ndarray, ...]) -> None:
@@ -725,6 +874,15 @@ class SecAggServer:
         stage = self.stage
         if stage >= len(ROUNDS):
             raise ProtocolError("protocol already finished")
+        if self._in_consistency():
+            if len(self._consistency) < self.config.threshold:
+                raise DropoutError(f"only {len(self._consistency)} clients signed the survivor list; "
+                                   f"threshold is {self.config.threshold}")
+            self._checked = True
+            signers = sorted(self._consistency)
+            ids = np.array(signers, dtype=np.int32)
+            signatures = np.stack([self._consistency[u] for u in signers])
+            return [Message(SERVER, u, TAGS["signatures"], (ids, signatures)) for u in signers]
         received = (self._keys, self._shares, self._masked, self._unmask)[stage]
         if len(received) < self.config.threshold:
             raise DropoutError(
@@ -738,7 +896,11 @@ class SecAggServer:
     def _close_advertise(self) -> list[Message]:
         ids = np.array(sorted(self._keys), dtype=np.int32)
         keys = np.stack([np.frombuffer(self._keys[u], dtype=np.uint8) for u in ids])
-        return [Message(SERVER, int(u), TAGS["keys"], (ids, keys)) for u in ids]
+        arrays: tuple[np.ndarray, ...] = (ids, keys)
+        if self.config.cohort:
+            signatures = np.stack([np.frombuffer(self._signatures[u], dtype=np.uint8) for u in ids])
+            arrays = (ids, keys, signatures, np.array(self.cohort, dtype=np.int64))
+        return [Message(SERVER, int(u), TAGS["keys"], arrays) for u in ids]
 
     def _close_shares(self) -> list[Message]:
         self._u2 = tuple(sorted(self._shares))
@@ -855,26 +1017,39 @@ def run_secagg(
     plan: SurvivorPlan,
     modulus_bits: int,
     seed: int | bytes | None = None,
+    credentials: Sequence[Credentials] | None = None,
+    consistency: bool = False,
 ) -> SecAggOutcome:
     """Run all parties in-process over a metered :class:`Network`.
 
     ``encoded`` are the clients' ring vectors (container dtype of ``modulus_bits``);
     ``plan`` says which client skips which round (clients of ``plan.alive[r]`` send
-    their round-r message).  Raises :class:`DropoutError` from the parties themselves
-    when too few survive.
+    their round-r message).  ``credentials``: one per client (index u plays
+    ``credentials[u].client`` of their roster) for the authenticated protocol, ``None``
+    for the unauthenticated semi-honest variant; ``consistency`` adds the consistency
+    round (needs ``credentials``; the clients that unmask sign U3 first; what
+:func:`securefl.crypto.secure_sum` and every transport run).  Raises
+    :class:`DropoutError` from the parties themselves when too few survive.
     """
     n = len(encoded)
     if plan.n != n:
         raise InputError("plan", plan, f"is for {plan.n} clients, got {n} inputs")
+    if credentials is not None and len(credentials) != n:
+        raise InputError("credentials", len(credentials), f"need one per client ({n})")
     session = party_rng(seed, SERVER - 1)(16)
-    config = SecAggConfig(session, n, plan.threshold, int(np.asarray(encoded[0]).size), modulus_bits, plan.neighbours)
+    cohort = tuple(c.client for c in credentials) if credentials is not None else ()
+    config = SecAggConfig(session, n, plan.threshold, int(np.asarray(encoded[0]).size), modulus_bits,
+                          plan.neighbours, cohort=cohort_digest(cohort) if cohort else b"",
+                          consistency=consistency)
     network = Network()
-    clients = [SecAggClient(u, config, np.asarray(encoded[u]), party_rng(seed, u)) for u in range(n)]
-    server = SecAggServer(config)
+    clients = [SecAggClient(u, config, np.asarray(encoded[u]), party_rng(seed, u),
+                            None if credentials is None else credentials[u]) for u in range(n)]
+    server = SecAggServer(config, cohort)
     client_seconds = np.zeros((n, 2))
     server_seconds = np.zeros(2)
     inbox: dict[int, Message] = {}
-    for r in range(len(ROUNDS)):
+    steps = (0, 1, 2, 3, 3) if consistency else range(len(ROUNDS))  # 3 twice: sign U3, unmask
+    for r in steps:
         for u in plan.alive[r]:
             start = _clock()
             reply = clients[u].advertise() if r == 0 else clients[u].handle(inbox.pop(u))

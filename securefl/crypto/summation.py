@@ -40,6 +40,13 @@ fewer shares than its per-neighbourhood threshold or the graph induced on the su
 is not connected (its parts' sums would be revealed), :class:`DropoutError` is raised
 and no partial result is returned.
 
+``authenticated`` (default): the clients hold identities of a throwaway roster
+(:func:`securefl.crypto.identity.new_federation`) and sign their ephemeral keys (and, with
+``secagg``, the survivor list in the consistency round), exactly the protocol a deployment
+runs (and meters the same bytes); ``False`` runs the
+unauthenticated semi-honest variant (for cost comparisons only: a server that swaps keys
+reads every input).
+
 ``seed`` (int or bytes) makes the protocol's key pairs, masks and nonces deterministic
 (for reproducible tests); ``None`` draws them from the OS CSPRNG.  The total never
 depends on it.
@@ -70,6 +77,7 @@ import numpy as np
 from securefl.crypto.channel import SERVER
 from securefl.crypto.fixed_point import DEFAULT_MODULUS_BITS, DEFAULT_SCALE, FixedPoint, ring_sum
 from securefl.crypto.he import run_he
+from securefl.crypto.identity import new_federation
 from securefl.crypto.secagg import ROUNDS, plan_survivors, run_secagg
 from securefl.errors import InputError
 
@@ -162,10 +170,13 @@ def secure_sum(
     clip: float | None = None,
     modulus_bits: int | None = None,
     neighbours: int | None = None,
+    authenticated: bool = True,
 ) -> SecureSumResult:
     """Sum ``inputs`` over the surviving clients; see the module docstring for every
     keyword.  Raises :class:`InputError` on bad arguments and :class:`DropoutError`
     when more than n - threshold clients drop."""
+    if not isinstance(authenticated, bool):
+        raise InputError("authenticated", authenticated, "must be True or False")
     arrays = _check_inputs(inputs)
     n, dim = len(arrays), arrays[0].size
     if backend not in BACKENDS:
@@ -192,7 +203,10 @@ def secure_sum(
         bytes_sent = {SERVER: 0, **{i: int(encoded[i].nbytes) for i in plan.summed}}
     else:
         run = run_secagg if backend == "secagg" else run_he
-        outcome = run(encoded, plan=plan, modulus_bits=encoding.modulus_bits, seed=seed)
+        credentials = new_federation("secure-sum", n)[1] if authenticated else None
+        extra = {"consistency": authenticated} if backend == "secagg" else {}
+        outcome = run(encoded, plan=plan, modulus_bits=encoding.modulus_bits, seed=seed,
+                      credentials=credentials, **extra)
         ring_total = outcome.total
         server_seconds, server_cpu = outcome.server_seconds, outcome.server_cpu_seconds
         client_seconds += outcome.client_seconds

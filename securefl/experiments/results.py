@@ -238,8 +238,8 @@ def build_results(
     return document
 
 
-def _atomic_write_bytes(path: Path, payload: bytes) -> None:
-    atomic_write(path, lambda handle: handle.write(payload))
+def _atomic_write_bytes(path: Path, payload: bytes, *, mode: int | None = None) -> None:
+    atomic_write(path, lambda handle: handle.write(payload), mode=mode)
 
 
 def write_results(document: dict[str, Any], folder: Path) -> Path:
@@ -260,8 +260,10 @@ def read_results(folder: str | os.PathLike) -> dict[str, Any]:
 
 
 def write_pickle(obj: Any, path: Path) -> None:
-    """Pickle ``obj`` to ``path`` atomically (checkpoints: weights, optimiser and RNG states)."""
-    _atomic_write_bytes(Path(path), pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
+    """Pickle ``obj`` to ``path`` atomically, readable by its owner only (mode 0600):
+    checkpoints hold weights, optimiser and RNG states, a real run's crypto seed and the
+    clients' states."""
+    _atomic_write_bytes(Path(path), pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL), mode=0o600)
 
 
 def read_pickle(path: Path) -> Any:

@@ -29,7 +29,8 @@ global prototypes, whose inputs carry their own per-class weights), bit for bit
 
 Every request of the contributing step names the sums its client takes part in
 (``sums/<name>/members``, ``/index``, ``/threshold`` and, in real secagg mode,
-``/session``), in every mode, so that a client learns from the request which sums the
+``/session`` and ``/cohort``, the digest of its members' ids that the keys' signatures
+bind), in every mode, so that a client learns from the request which sums the
 server asks of it (:func:`requested`) and can refuse one it did not agree to.  The client's
 own configuration (``secure``, ``sum_backend``) decides how it contributes: a real-mode
 client never sends a vector in the clear.
@@ -61,6 +62,8 @@ from typing import Any
 import numpy as np
 
 from securefl.crypto.fixed_point import FixedPoint
+from securefl.crypto.identity import Credentials
+from securefl.fl.policy import PrivacyPolicy
 from securefl.crypto.secagg import SecAggConfig
 from securefl.errors import DropoutError, InputError, ProtocolError
 from securefl.fl import secure_sum_steps
@@ -100,11 +103,14 @@ def requested(request: Record) -> dict[str, int]:
 
 
 def contribute(reply: Record, state: Record, request: Record, *, secure: str, sum_backend: str,
-               vectors: Mapping[str, np.ndarray], weight: float | None) -> float:
+               vectors: Mapping[str, np.ndarray], weight: float | None,
+               credentials: Credentials | None = None, policy: PrivacyPolicy | None = None) -> float:
     """Client side: ``[weight * v, weight]`` of every named vector into ``reply`` as the
     client's configuration requires (module docstring); ``weight=None``: ``v`` itself (a
     plain sum, :class:`GroupSumPlan` with ``weighted=False``).  Returns the seconds spent
-    on cryptography.  ``vectors`` must name exactly the sums the request asks for."""
+    on cryptography.  ``vectors`` must name exactly the sums the request asks for;
+    ``credentials`` (the node's own) sign the secure sums' keys and ``policy`` (the node's
+    own) bounds each sum's cohort and threshold (both required in real secagg mode)."""
     _check_mode(secure, sum_backend)
     asked = requested(request)
     if set(asked) != set(vectors):
@@ -118,6 +124,8 @@ def contribute(reply: Record, state: Record, request: Record, *, secure: str, su
         if w is not None:
             reply.config[WEIGHT] = float(w)
         return 0.0
+    if credentials is None or policy is None:
+        raise InputError("credentials", credentials, "a real-mode sum needs the node's credentials and policy")
     start = time.perf_counter()
     for name, vector in vectors.items():
         try:
@@ -125,13 +133,17 @@ def contribute(reply: Record, state: Record, request: Record, *, secure: str, su
             index = int(request.config[_key(name, "index")])
             threshold = int(request.config[_key(name, "threshold")])
             session = bytes(request.config[_key(name, "session")])
+            cohort = bytes(request.config[_key(name, "cohort")])
         except KeyError as missing:
             raise ProtocolError(f"a real-mode sum needs the secure-sum parameter {missing}") from None
+        policy.check_cohort(members, threshold)
         encoding = FixedPoint(members)
         payload = (np.asarray(vector, dtype=np.float64) if w is None else
                    np.append(np.asarray(vector, dtype=np.float64) * w, w))
-        config = SecAggConfig(session, members, threshold, payload.size, encoding.modulus_bits)
-        secure_sum_steps.start(state, reply, index=index, config=config,
+        config = SecAggConfig(session, members, threshold, payload.size, encoding.modulus_bits,
+                              cohort=cohort, consistency=True)
+        secure_sum_steps.start(state, reply, index=index, config=config, credentials=credentials,
+                               policy=policy,
                                encoded=encoding.encode(payload, name=name), name=name)
     return time.perf_counter() - start
 
@@ -212,12 +224,13 @@ class GroupSumPlan:
             config[_key(name, "threshold")] = self.thresholds[name]
             if name in self.configs:
                 config[_key(name, "session")] = self.configs[name].session
+                config[_key(name, "cohort")] = self.configs[name].cohort
         return config
 
     def collect(self, transport: Transport, first: Exchange, *,
                 timeout: float | None = None) -> GroupSumOutcome:
         """The sums, from ``first`` (the contributing step's exchange) and, in real secagg
-        mode, the three secure-sum exchanges that follow."""
+        mode, the four secure-sum exchanges that follow."""
         if self.configs:
             return self._collect_masked(transport, first, timeout)
         refuse_simulated_backend(self.secure, self.sum_backend, transport)

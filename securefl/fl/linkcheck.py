@@ -68,10 +68,11 @@ class LinkCheckClient(ClientHalf):
         run = _settings(node.run_config)
         reply = Record()
         if step == "links/advertise":
-            reply.arrays["public_key"] = links.advertise(state)
+            reply.arrays["public_key"] = links.advertise(state, node.credentials(), me=me)
         elif step == "links/send":
             if "table/ids" in request.arrays:
-                links.install(state, request.arrays["table/ids"], request.arrays["table/keys"], me=me)
+                links.install(state, request.arrays["table/ids"], request.arrays["table/keys"], me=me,
+                              credentials=node.credentials())
             for peer in links.peers(state):
                 if peer == me:
                     continue

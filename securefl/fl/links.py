@@ -1,13 +1,23 @@
 """Client-to-client links relayed by the server, authenticated end to end.
 
-**Keys.**  Client j draws an X25519 key pair (OS CSPRNG) and sends the public key to the
-server, which relays the table of public keys to every client (:func:`key_table`).  Two
+**Keys.**  Client j (protocol party j, roster client c_j) draws an X25519 key pair (OS
+CSPRNG) and sends the *signed key*
+
+    pk_j (32) | sig_j (64) | c_j (int64, 8)    sig_j = Sign_(c_j)(F, "links", session || label || j, C_all, pk_j)
+
+to the server (:func:`advertise`; :mod:`securefl.crypto.identity`: F the federation id,
+C_all the digest of the whole roster: a link key is for any member of this transport
+session), which relays the table of signed keys to every client (:func:`key_table`).
+:func:`install` verifies every row against the client's own roster, for this session,
+``label`` and party number, before it keeps a key: a key the server made, one of another
+session or round, or one relabelled to another party raises ProtocolError.  Two
 clients j, k derive the same 32-byte link key
 
     K_jk = HKDF-SHA256(X25519(sk_j, pk_k), salt = session, info = "securefl/link/min/max")
 
 (:func:`securefl.protocols.keys.pairwise_secret`).  The server sees pk_j and pk_k only;
-under CDH on Curve25519 K_jk is pseudorandom to it.
+under CDH on Curve25519 K_jk is pseudorandom to it, and since it cannot sign a key of its
+own (EUF-CMA of Ed25519) it cannot sit between j and k.
 
 **Frames.**  All protocol messages client j sends to k in one step form one *batch*:
 the messages are serialised as :class:`~securefl.crypto.channel.Network` frames on the
@@ -26,7 +36,9 @@ session, and is unaltered.  The batch travels as one ``uint8`` array::
 (the tag is repeated outside the frame only so the receiver knows what to ask the
 channel for; the channel compares it with the MAC-covered tag in the frame header).
 
-**What a relay can do.**  Alter a byte: the GMAC fails.  Replay an old batch, or drop one
+**What a relay can do.**  Substitute a public key, relabel one to another party or replay
+one of another session or label: :func:`install` refuses the table.  Alter a byte: the
+GMAC fails.  Replay an old batch, or drop one
 and deliver the next: the batch session differs from the one the receiver expects.
 Reorder frames within a batch: the sequence check fails.  Deliver j's batch to another
 client or claim it came from another sender: the header endpoints or the key differ.
@@ -36,7 +48,7 @@ confidentiality: protocols whose relayed content is not already pseudorandom to 
 encrypt it themselves (see :mod:`securefl.fl.transport`).
 
 State (in the client's state :class:`~securefl.fl.transport.Record`): ``links/private``
-(32 bytes), ``links/ids`` and ``links/keys`` (the relayed public-key table), and config
+(32 bytes), ``links/ids`` and ``links/keys`` (the verified public-key table), and config
 ``links/sent/<peer>``, ``links/received/<peer>``.
 
 Server side: :func:`relay` moves every ``relay/to/<k>`` array of j's reply into k's next
@@ -54,6 +66,7 @@ import numpy as np
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
 from securefl.crypto.channel import Frame, Message, Network
+from securefl.crypto.identity import SIGNATURE_BYTES, Credentials
 from securefl.errors import InputError, ProtocolError
 from securefl.fl.transport import Record
 from securefl.protocols.keys import PUBLIC_KEY_BYTES, KeyPair, pairwise_secret
@@ -65,43 +78,75 @@ _SENT = "links/sent/"
 _RECEIVED = "links/received/"
 TO = "relay/to/"
 FROM = "relay/from/"
+KEY_PROTOCOL = "links"
+SIGNED_KEY_BYTES = PUBLIC_KEY_BYTES + SIGNATURE_BYTES + 8
+"""A signed link key: public key, Ed25519 signature, signer's roster id (int64)."""
+_LABEL = "links/label"
 
 
-def advertise(state: Record) -> np.ndarray:
-    """Draw this client's X25519 key pair (kept in ``state``); returns the (32,) public key."""
+def _context(state: Record, label: str, party: int) -> bytes:
+    return _session(state) + b"|" + label.encode() + b"|" + struct.pack(">q", int(party))
+
+
+def advertise(state: Record, credentials: Credentials, *, me: int, label: str = "") -> np.ndarray:
+    """Draw party ``me``'s X25519 key pair (kept in ``state``); returns its signed key, a
+    (:data:`SIGNED_KEY_BYTES`,) uint8 row (module docstring).  ``label`` names the key's
+    use within the session (a round): a key signed under one label is refused under
+    another."""
     pair = KeyPair.generate()
     state.arrays[_PRIVATE] = np.frombuffer(pair.private.private_bytes_raw(), np.uint8).copy()
-    return pair.public_array()
+    state.config[_LABEL] = label
+    public = pair.public_array().tobytes()
+    signature = credentials.sign(protocol=KEY_PROTOCOL, context=_context(state, label, me),
+                                 cohort=credentials.everyone, key=public)
+    row = public + signature + struct.pack(">q", credentials.client)
+    return np.frombuffer(row, np.uint8).copy()
 
 
 def key_table(public_keys: Mapping[int, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """Server side: the ``(ids, keys)`` table to relay, from each client's public key."""
+    """Server side: the ``(ids, keys)`` table to relay, from each party's signed key."""
     ids = np.array(sorted(int(c) for c in public_keys), dtype=np.int64)
     rows = []
     for c in ids:
         key = np.asarray(public_keys[int(c)])
-        if key.shape != (PUBLIC_KEY_BYTES,) or key.dtype != np.uint8:
-            raise ProtocolError(f"client {c}: public key must be ({PUBLIC_KEY_BYTES},) uint8")
+        if key.shape != (SIGNED_KEY_BYTES,) or key.dtype != np.uint8:
+            raise ProtocolError(f"client {c}: signed key must be ({SIGNED_KEY_BYTES},) uint8")
         rows.append(key)
-    keys = np.stack(rows) if rows else np.zeros((0, PUBLIC_KEY_BYTES), np.uint8)
+    keys = np.stack(rows) if rows else np.zeros((0, SIGNED_KEY_BYTES), np.uint8)
     return ids, keys
 
 
-def install(state: Record, ids: np.ndarray, keys: np.ndarray, *, me: int) -> None:
-    """Store the relayed public-key table; this client's own key must be in it unaltered."""
+def install(state: Record, ids: np.ndarray, keys: np.ndarray, *, me: int,
+            credentials: Credentials) -> None:
+    """Verify and store the relayed table of signed keys: every row must carry a roster
+    member's signature for this session, label and party, each roster member may hold
+    one party only, and this client's own key must be in it unaltered.  Any fault:
+    ProtocolError, and nothing is stored."""
     ids, keys = np.asarray(ids), np.asarray(keys)
-    if ids.ndim != 1 or ids.dtype.kind not in "iu" or keys.shape != (len(ids), PUBLIC_KEY_BYTES) \
+    if ids.ndim != 1 or ids.dtype.kind not in "iu" or keys.shape != (len(ids), SIGNED_KEY_BYTES) \
             or keys.dtype != np.uint8 or len(set(ids.tolist())) != len(ids):
-        raise ProtocolError("public-key table must be distinct ids and (m, 32) uint8 keys")
+        raise ProtocolError(f"public-key table must be distinct ids and (m, {SIGNED_KEY_BYTES}) uint8 signed keys")
     if _PRIVATE not in state.arrays:
         raise ProtocolError(f"client {me}: key table before advertising a key")
-    private = _private_key(state)
-    own = private.public_key().public_bytes_raw()
-    listed = {int(i): bytes(k) for i, k in zip(ids, keys)}
-    if listed.get(int(me)) != own:
+    label = str(state.config[_LABEL])
+    own = _private_key(state).public_key().public_bytes_raw()
+    signers: set[int] = set()
+    listed = {}
+    for party, row in zip(ids.tolist(), keys):
+        raw = bytes(row)
+        public, signature = raw[:PUBLIC_KEY_BYTES], raw[PUBLIC_KEY_BYTES:PUBLIC_KEY_BYTES + SIGNATURE_BYTES]
+        (signer,) = struct.unpack(">q", raw[-8:])
+        if signer in signers:
+            raise ProtocolError(f"client {me}: roster client {signer} signed two keys in the table")
+        signers.add(signer)
+        credentials.verify(signature, protocol=KEY_PROTOCOL, context=_context(state, label, party),
+                           sender=signer, cohort=credentials.everyone, key=public)
+        listed[int(party)] = (public, signer)
+    if listed.get(int(me)) != (own, credentials.client):
         raise ProtocolError(f"client {me}: own public key missing or altered in the key table")
     state.arrays[_IDS] = ids.astype(np.int64)
-    state.arrays[_KEYS] = keys.copy()
+    state.arrays[_KEYS] = np.stack([np.frombuffer(listed[int(p)][0], np.uint8) for p in ids]) \
+        if len(ids) else np.zeros((0, PUBLIC_KEY_BYTES), np.uint8)
 
 
 def peers(state: Record) -> tuple[int, ...]:

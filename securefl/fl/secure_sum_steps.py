@@ -1,10 +1,13 @@
 """Secure aggregation (:mod:`securefl.crypto.secagg`) as exchanges of a transport.
 
-The four protocol rounds of Bonawitz et al. map onto message rounds: round 0 (advertise
-keys) rides on the step that produces the client's input -- its reply carries the
-advertise message beside whatever else the step returns -- and rounds 1-3 are one
-exchange each (:data:`STEPS`): the server's ``keys`` / ``ciphertexts`` / ``survivors``
-messages go down, the clients' ``shares`` / ``masked`` / ``unmask`` messages come up.
+The protocol rounds of Bonawitz et al. map onto message rounds: round 0 (advertise keys)
+rides on the step that produces the client's input -- its reply carries the advertise
+message beside whatever else the step returns -- and the others are one exchange each
+(:data:`STEPS`): the server's ``keys`` / ``ciphertexts`` / ``survivors`` / ``signatures``
+messages go down, the clients' ``shares`` / ``masked`` / ``consistency`` / ``unmask``
+messages come up.  ``survivors`` -> ``consistency`` -> ``signatures`` is the consistency
+round (:mod:`securefl.crypto.secagg`): each client signs the survivor list U3 it was
+shown and reveals shares only once t clients of U3 signed that same list.
 The share ciphertexts a client sends to another are relayed inside the server's
 ``ciphertexts`` messages, batched per destination by :class:`SecAggServer` itself and
 sealed with AES-GCM under the two clients' X25519 key, so the server cannot read or
@@ -15,8 +18,8 @@ sums, each under its own ``name`` (FedAvg+MT sums students and teachers separate
 FedSemi one sum per layer group): each is its own :class:`SecAggConfig` (own session,
 own keys and masks), its messages travel in the slots ``secagg/<name>/in`` (down) and
 ``secagg/<name>/out`` (up) of the same requests and replies, and its party state lives
-under ``secagg/<name>/party/`` in the client's state Record.  Rounds 1-3 of all of them
-share the three exchanges.
+under ``secagg/<name>/party/`` in the client's state Record.  The later rounds of all of them
+share the four exchanges.
 
 Client side: :func:`start` (round 0 of sum ``name``) and :func:`answer` (rounds 1-3 of
 every sum whose message the request carries) rebuild each :class:`SecAggClient` from the
@@ -37,6 +40,15 @@ masked input -> not in the sum; dropped at ``unmask`` -> in the sum.  A reply th
 one sum's message counts as a dropout of that sum only.  Fewer than ``threshold`` clients
 left at any round -> :class:`~securefl.errors.DropoutError`.
 
+**Authentication.**  Every sum is the authenticated protocol: the request names the
+cohort digest (:func:`securefl.crypto.identity.cohort_digest` of the members' client ids
+in index order) beside the session; each client signs its two keys with its roster
+identity (the node's own :class:`~securefl.crypto.identity.Credentials`, never the
+server's) bound to (federation, session, cohort); the server relays the signatures and the
+cohort list with the keys, and every client verifies all of them before it encrypts a
+share (:meth:`securefl.crypto.secagg.SecAggClient._verify_keys`).  A request without a
+cohort digest is refused.
+
 Who learns what: exactly as :mod:`securefl.crypto.secagg` (the server: each sum over its
 survivors and who dropped; a client: nothing about another's input).
 """
@@ -52,16 +64,18 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from securefl.crypto.channel import frame_size
+from securefl.crypto.identity import Credentials, cohort_digest
 from securefl.crypto.secagg import SecAggClient, SecAggConfig, SecAggServer
 from securefl.errors import InputError, ProtocolError
+from securefl.fl.policy import PrivacyPolicy
 from securefl.fl.state_codec import load, save
 from securefl.fl.transport import Exchange, Record, Transport, has_message, put_message, take_message
 
-STEPS = ("secagg/keys", "secagg/ciphertexts", "secagg/survivors")
+STEPS = ("secagg/keys", "secagg/ciphertexts", "secagg/survivors", "secagg/signatures")
 """Exchanges after the one that carries the advertise message."""
 
 ROUND_OF_STEP = {"secagg/keys": "share", "secagg/ciphertexts": "masked_input",
-                 "secagg/survivors": "unmask"}
+                 "secagg/survivors": "unmask", "secagg/signatures": "unmask"}
 """The protocol round (:data:`securefl.crypto.secagg.ROUNDS`) whose messages each step collects."""
 
 DEFAULT = "sum"
@@ -93,18 +107,29 @@ def _check_name(name: str) -> str:
 
 
 def start(state: Record, reply: Record, *, index: int, config: SecAggConfig,
-          encoded: np.ndarray, name: str = DEFAULT) -> None:
-    """Round 0 of sum ``name`` at client ``index``: a new party for ``encoded``; its
-    advertise message goes in ``reply``."""
+          encoded: np.ndarray, credentials: Credentials, policy: PrivacyPolicy,
+          name: str = DEFAULT) -> None:
+    """Round 0 of sum ``name`` at client ``index``: a new party for ``encoded`` that signs
+    its keys with ``credentials`` (the node's own); its advertise message goes in
+    ``reply``.  ``config.cohort`` must be set: a deployment's sums are authenticated;
+    the cohort size and threshold the request set must satisfy the node's ``policy``
+    (:meth:`~securefl.fl.policy.PrivacyPolicy.check_cohort`), else ProtocolError and
+    nothing is sent."""
     _check_name(name)
+    policy.check_cohort(config.clients, config.threshold)
+    if len(config.cohort) != 32 or not config.consistency:
+        raise ProtocolError(f"sum {name!r}: a secure sum without a cohort digest or without the "
+                            "consistency round is refused")
     clear(state, name)
-    party = SecAggClient(index, config, np.asarray(encoded), rng=secrets.token_bytes)
+    party = SecAggClient(index, config, np.asarray(encoded), rng=secrets.token_bytes,
+                         credentials=credentials)
     put_message(reply, slot_up(name), party.advertise())
-    save(party, state, _party(name), skip=("rng",))
+    save(party, state, _party(name), skip=("rng", "credentials"))
 
 
-def answer(request: Record, state: Record, reply: Record) -> None:
-    """Rounds 1-3: each server message in ``request`` -> that sum's answer in ``reply``."""
+def answer(request: Record, state: Record, reply: Record, *, credentials: Credentials) -> None:
+    """Rounds 1-3: each server message in ``request`` -> that sum's answer in ``reply``
+    (``credentials``: the node's own, to verify the peers' signed keys)."""
     names = sorted(m.group(1) for key in request.config if (m := _DOWN.match(key)))
     if not names:
         raise ProtocolError("secure-sum step without a secure-sum message")
@@ -112,11 +137,11 @@ def answer(request: Record, state: Record, reply: Record) -> None:
         prefix = _party(name)
         if f"{prefix}stage#" not in state.config:
             raise ProtocolError(f"secure-sum step of {name!r} without that secure sum in progress")
-        party = load(SecAggClient, state, prefix, rng=secrets.token_bytes)
+        party = load(SecAggClient, state, prefix, rng=secrets.token_bytes, credentials=credentials)
         put_message(reply, slot_up(name), party.handle(take_message(request, slot_down(name))))
         clear(state, name)
         if party.stage < len(STEPS) + 1:
-            save(party, state, prefix, skip=("rng",))
+            save(party, state, prefix, skip=("rng", "credentials"))
 
 
 def clear(state: Record, name: str | None = None) -> None:
@@ -179,8 +204,10 @@ class SecureSumOutcome:
 
 def new_config(members: Sequence[int], *, threshold: int, dim: int, modulus_bits: int = 64
                ) -> SecAggConfig:
-    """Public parameters of one secure sum among ``members`` (fresh 16-byte session)."""
-    return SecAggConfig(secrets.token_bytes(16), len(members), threshold, dim, modulus_bits)
+    """Public parameters of one secure sum among ``members`` (roster ids in index order):
+    a fresh 16-byte session, the members' cohort digest, the consistency round."""
+    return SecAggConfig(secrets.token_bytes(16), len(members), threshold, dim, modulus_bits,
+                        cohort=cohort_digest([int(c) for c in members]), consistency=True)
 
 
 def aggregate_steps(transport: Transport, configs: SecAggConfig | Mapping[str, SecAggConfig],
@@ -198,7 +225,8 @@ def aggregate_steps(transport: Transport, configs: SecAggConfig | Mapping[str, S
               if isinstance(members, Mapping) else {name: [int(c) for c in members] for name in configs})
     client_of = {name: dict(enumerate(group)) for name, group in groups.items()}
     index_of = {name: {c: i for i, c in mapping.items()} for name, mapping in client_of.items()}
-    servers = {_check_name(name): SecAggServer(config) for name, config in configs.items()}
+    servers = {_check_name(name): SecAggServer(config, tuple(groups[name]) if config.cohort else ())
+               for name, config in configs.items()}
     seconds = 0.0
     client_seconds: dict[int, float] = {}
     failed = dict(first.failed)
@@ -245,7 +273,9 @@ def aggregate_steps(transport: Transport, configs: SecAggConfig | Mapping[str, S
         take(exchange)
         for name in servers:
             addressed = {c for c, r in requests.items() if has_message(r, slot_down(name))}
-            dropped[name][ROUND_OF_STEP[step]] = tuple(sorted(addressed - answered[name]))
+            round_name = ROUND_OF_STEP[step]  # two steps of the unmask round: union
+            late = set(dropped[name].get(round_name, ())) | (addressed - answered[name])
+            dropped[name][round_name] = tuple(sorted(late))
     for server in servers.values():
         begin = time.thread_time()
         server.close_round()

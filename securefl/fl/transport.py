@@ -48,8 +48,9 @@ allowed, so a client that missed a round can rejoin the next one.
 
 **Client-to-client frames** (SHADE's OT traffic, the LWE backend's ciphertexts) are relayed
 by the server half but authenticated end to end: :mod:`securefl.fl.links` derives a key
-per pair of clients from their X25519 agreement (the server relays the public keys and
-cannot compute the keys), and seals each batch of protocol messages for one destination
+per pair of clients from their X25519 agreement (the server relays the public keys, each
+signed by its owner's roster identity, :mod:`securefl.crypto.identity`, so it can neither
+compute the keys nor substitute its own), and seals each batch of protocol messages for one destination
 as :class:`~securefl.crypto.channel.Network` frames (GMAC per frame, sequence numbers per
 batch, a batch counter per link), carried as one ``uint8`` array.  A relay that alters,
 drops, replays, reorders or misroutes a frame makes the receiving client raise
@@ -96,15 +97,18 @@ import secrets
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from securefl.crypto.channel import Message
+from securefl.crypto.identity import (CREDENTIALS, IDENTITY_FILE, Credentials, Identity, Roster,
+                                      node_credentials)
 from securefl.errors import InputError, ProtocolError
 
 if TYPE_CHECKING:
+    from securefl.fl.policy import PrivacyLedger, PrivacyPolicy
     import torch
 
 ConfigValue = int | float | bool | str | bytes
@@ -200,7 +204,8 @@ class NodeContext:
     """What a client half knows about the node it runs on.
 
     ``partition``: the client index (Flower node config ``partition-id``); ``node_config``:
-    the node's own settings (``num-partitions``, ``data-dir``); ``run_config``: the
+    the node's own settings (``num-partitions``, ``data-dir``, its identity and roster:
+    ``identity-file`` / ``roster-file``, in process a ``credentials`` object); ``run_config``: the
     program's public settings (dataset, seed, hyper-parameters), the same at every node;
     ``data``: the node's own local data, as the program defines it, or ``None`` when the
     program loads it itself from ``run_config`` and ``node_config`` (a simulator hands each
@@ -211,6 +216,23 @@ class NodeContext:
     node_config: Mapping[str, Any]
     run_config: Mapping[str, Any]
     data: Any = None
+
+    def credentials(self) -> "Credentials":
+        """This node's identity and roster, from its own configuration only
+        (:func:`securefl.crypto.identity.node_credentials`; none: ProtocolError)."""
+        return node_credentials(self.node_config, self.partition)
+
+    def policy(self) -> "PrivacyPolicy":
+        """This node's privacy policy (:func:`securefl.fl.policy.node_policy`)."""
+        from securefl.fl.policy import node_policy
+
+        return node_policy(self.node_config)
+
+    def ledger(self) -> "PrivacyLedger":
+        """This node's ledger of DP releases (:func:`securefl.fl.policy.node_ledger`)."""
+        from securefl.fl.policy import node_ledger
+
+        return node_ledger(self.node_config)
 
 
 class ClientHalf(ABC):
@@ -375,6 +397,14 @@ class InProcessTransport(Transport):
 
     :meth:`client_states` and :meth:`adopt` save and restore the clients' state Records
     (a simulator's resume: the server half stores them in its ``state_dict``).
+
+    Nodes whose config holds no identity get one of a throwaway federation made for this
+    transport (:func:`securefl.crypto.identity.new_federation`, one roster over all the
+    nodes' partitions): the simulator needs no key files, and its protocols run exactly
+    the authenticated code of a deployment.  Nodes without a privacy policy get the
+    simulator's (:meth:`securefl.fl.policy.PrivacyPolicy.simulator`; a method's
+    simulator sets its own, :meth:`~securefl.fl.policy.PrivacyPolicy.for_method`), and
+    every node an in-memory ledger of its DP releases unless its config names one.
     """
 
     parallel: ClassVar[bool] = False
@@ -389,6 +419,7 @@ class InProcessTransport(Transport):
         self.nodes = {int(n.partition): n for n in nodes}
         if len(self.nodes) != len(nodes):
             raise InputError("nodes", [n.partition for n in nodes], "partitions must be distinct")
+        self.nodes = _simulated(_with_credentials(self.nodes))
         self.dropouts = {int(c): (v, 0) if isinstance(v, str) else (str(v[0]), int(v[1]))
                          for c, v in (dropouts or {}).items()}
         unknown = set(self.dropouts) - set(self.nodes)
@@ -465,6 +496,36 @@ class InProcessTransport(Transport):
             state.config[_STATE_SESSION] = self.session
             state.config[_STATE_SEQ] = self._seq.get(int(client), 0) - 1
             self.states[int(client)] = state.check()
+
+
+def _with_credentials(nodes: dict[int, NodeContext]) -> dict[int, NodeContext]:
+    """``nodes``, those without an identity given one of a throwaway federation."""
+    bare = [p for p, n in nodes.items()
+            if CREDENTIALS not in n.node_config and IDENTITY_FILE not in n.node_config]
+    if not bare:
+        return nodes
+    if len(bare) != len(nodes):
+        raise InputError("nodes", sorted(bare), "hold no identity while others do: give every node "
+                         "one of the same roster, or none (a throwaway federation)")
+    identities = {p: Identity.generate(p) for p in nodes}
+    roster = Roster(f"in-process-{secrets.token_hex(4)}", {p: i.public for p, i in identities.items()})
+    return {p: replace(n, node_config={**n.node_config, CREDENTIALS: Credentials(identities[p], roster)})
+            for p, n in nodes.items()}
+
+
+def _simulated(nodes: dict[int, NodeContext]) -> dict[int, NodeContext]:
+    """``nodes``, each given the simulator's policy (:meth:`PrivacyPolicy.simulator`) and an
+    in-memory ledger where its config has none."""
+    from securefl.fl.policy import LEDGER, POLICY, PrivacyLedger, PrivacyPolicy
+
+    out = {}
+    for p, n in nodes.items():
+        config = dict(n.node_config)
+        if POLICY not in config and not any(str(k).startswith("policy-") for k in config):
+            config[POLICY] = PrivacyPolicy.simulator()
+        config.setdefault(LEDGER, PrivacyLedger())
+        out[p] = replace(n, node_config=config)
+    return out
 
 
 # ----------------------------------------------------------------------------- server side

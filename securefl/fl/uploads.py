@@ -56,6 +56,8 @@ from typing import Any
 import numpy as np
 
 from securefl.crypto.fixed_point import FixedPoint
+from securefl.crypto.identity import Credentials
+from securefl.fl.policy import PrivacyPolicy
 from securefl.crypto.secagg import SecAggConfig
 from securefl.errors import DropoutError, InputError, ProtocolError
 from securefl.fl import secure_sum_steps
@@ -68,6 +70,7 @@ MEMBERS = "upload/members"
 INDEX = "upload/index"
 THRESHOLD = "upload/threshold"
 SESSION = "upload/session/"
+COHORT = "upload/cohort"
 MODES = ("real", "plaintext")
 BACKENDS = ("secagg", "he")
 
@@ -87,10 +90,13 @@ def _masked(secure: str, sum_backend: str) -> bool:
 
 
 def upload(reply: Record, state: Record, request: Record, *, secure: str, sum_backend: str,
-           vectors: Mapping[str, np.ndarray], weight: float) -> float:
+           vectors: Mapping[str, np.ndarray], weight: float,
+           credentials: Credentials | None = None, policy: PrivacyPolicy | None = None) -> float:
     """Client side: put ``[weight * v, weight]`` of every named vector into ``reply`` as
     the client's configuration (``secure``, ``sum_backend``) requires; returns the seconds
-    spent on cryptography (encoding and secure-sum round 0)."""
+    spent on cryptography (encoding and secure-sum round 0).  ``credentials`` (the node's
+    own) sign the secure sums' keys and ``policy`` (the node's own) bounds the cohort and
+    threshold the request may set; both required in real secagg mode."""
     _check_mode(secure, sum_backend)
     secure_sum_steps.clear(state)
     w = np.float64(weight)
@@ -104,14 +110,21 @@ def upload(reply: Record, state: Record, request: Record, *, secure: str, sum_ba
         members = int(request.config[MEMBERS])
         index = int(request.config[INDEX])
         threshold = int(request.config[THRESHOLD])
+        cohort = bytes(request.config[COHORT])
         sessions = {name: bytes(request.config[f"{SESSION}{name}"]) for name in vectors}
     except KeyError as missing:
         raise ProtocolError(f"a real-mode upload needs the secure-sum parameter {missing}") from None
+    if credentials is None or policy is None:
+        raise InputError("credentials", credentials,
+                         "a real-mode upload needs the node's credentials and policy")
+    policy.check_cohort(members, threshold)  # before anything is derived from the vectors
     encoding = FixedPoint(members)
     for name, vector in vectors.items():
         payload = np.append(np.asarray(vector, dtype=np.float64) * w, w)
-        config = SecAggConfig(sessions[name], members, threshold, payload.size, encoding.modulus_bits)
-        secure_sum_steps.start(state, reply, index=index, config=config,
+        config = SecAggConfig(sessions[name], members, threshold, payload.size, encoding.modulus_bits,
+                              cohort=cohort, consistency=True)
+        secure_sum_steps.start(state, reply, index=index, config=config, credentials=credentials,
+                               policy=policy,
                                encoded=encoding.encode(payload, name=name), name=name)
     return time.perf_counter() - start
 
@@ -178,14 +191,15 @@ class UploadPlan:
         if not self.configs:
             return {}
         config: dict[str, Any] = {MEMBERS: len(self.members), INDEX: self.members.index(int(client)),
-                                  THRESHOLD: self.threshold}
+                                  THRESHOLD: self.threshold,
+                                  COHORT: next(iter(self.configs.values())).cohort}
         config.update({f"{SESSION}{name}": c.session for name, c in self.configs.items()})
         return config
 
     def collect(self, transport: Transport, first: Exchange, *,
                 timeout: float | None = None) -> UploadOutcome:
         """The averages, from ``first`` (the upload step's exchange) and, in real secagg
-        mode, the three secure-sum exchanges that follow."""
+        mode, the four secure-sum exchanges that follow."""
         if self.configs:
             return self._collect_masked(transport, first, timeout)
         refuse_simulated_backend(self.secure, self.sum_backend, transport)

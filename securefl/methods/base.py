@@ -197,14 +197,16 @@ class Method(ABC):
         else an :class:`~securefl.fl.transport.InProcessTransport` whose nodes hold the
         federation's clients (:class:`~securefl.methods.halves.LocalData`) and run in
         :meth:`_client_order`.  Returns it."""
+        from securefl.fl.policy import POLICY, PrivacyPolicy
         from securefl.fl.transport import InProcessTransport, NodeContext
         from securefl.methods.halves import MethodProgramClient, local_data, run_config
 
         if transport is None:
             run = run_config(self)
             count = federation.num_clients
-            nodes = [NodeContext(k, {"partition-id": k, "num-partitions": count}, run,
-                                 local_data(federation, k)) for k in range(count)]
+            policy = PrivacyPolicy.for_method(self)
+            nodes = [NodeContext(k, {"partition-id": k, "num-partitions": count, POLICY: policy},
+                                 run, local_data(federation, k)) for k in range(count)]
             transport = InProcessTransport(MethodProgramClient(), nodes,
                                            order=lambda clients: self._client_order(clients))
         self.transport = transport

@@ -305,7 +305,7 @@ def cross_client_round(transport: Transport, members: Sequence[int], *, feature_
         request = to_client(Record(config={"cclp/sum/members": len(in_sum)}), SLOT_S_L, message)
         if real:
             request.config.update({"cclp/sum/index": in_sum.index(j), "cclp/sum/threshold": threshold,
-                                   "cclp/sum/session": config.session})
+                                   "cclp/sum/session": config.session, "cclp/sum/cohort": config.cohort})
         requests[j] = request
     seconds += time.thread_time() - begin
     result, answered = exchange(SUM, requests, in_sum)

@@ -240,7 +240,7 @@ class FedAnchor(Method):
     # ------------------------------------------------------------------ round
     def run_round(self, round_index: int) -> RoundResult:
         """One round of the server half: the exchange ``train`` (model, anchor head and
-        anchor latents and labels down; + the three secure-sum exchanges in real mode),
+        anchor latents and labels down; + the four secure-sum exchanges in real mode),
         the secure FedAvg of the uploads, then the server's epochs on its anchors."""
         start = time.perf_counter()
         chosen = [int(k) for k in sample_clients(self.rng.numpy, self.federation.num_clients,

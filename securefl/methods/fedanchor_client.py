@@ -17,7 +17,7 @@ Steps (one exchange each):
     reply: the upload, :data:`~securefl.fl.costs.COMPUTE` / :data:`~securefl.fl.costs.CRYPTO`
     seconds, and, when the run asks for reports, its pseudo-labels and their hits
     (:func:`securefl.methods.halves.report_pseudo_labels`).
-``secagg/keys``, ``secagg/ciphertexts``, ``secagg/survivors`` (real mode)
+``secagg/keys``, ``secagg/ciphertexts``, ``secagg/survivors``, ``secagg/signatures`` (real mode)
     the secure sum's rounds 1-3 (:func:`securefl.fl.secure_sum_steps.answer`).
 
 A FedAnchor client keeps nothing between rounds.  Who learns what: the client learns the
@@ -97,7 +97,7 @@ class FedAnchorClient(MethodClient):
 
     def handle(self, step: str, request: Record, state: Record, node: NodeContext) -> Record:
         if step in secure_sum_steps.STEPS:
-            return self.secure_sum_reply(request, state)
+            return self.secure_sum_reply(request, state, node)
         reply = Record()
         if step != TRAIN:
             raise self.unknown_step(step, TRAIN)
@@ -127,5 +127,5 @@ class FedAnchorClient(MethodClient):
             report_pseudo_labels(reply, labels, data)
         reply.config[COMPUTE] = time.perf_counter() - start
         reply.config[CRYPTO] = self.upload_model(reply, state, request,
-                                                 {"model": model_vector(network)}, data)
+                                                 {"model": model_vector(network)}, data, node)
         return reply

@@ -18,7 +18,7 @@ Steps (one exchange each):
     reply: the upload, :data:`~securefl.fl.costs.COMPUTE` / :data:`~securefl.fl.costs.CRYPTO`
     seconds, and where pseudo-labels were made locally the reports of
     :func:`securefl.methods.halves.report_pseudo_labels`.
-``secagg/keys``, ``secagg/ciphertexts``, ``secagg/survivors`` (real mode)
+``secagg/keys``, ``secagg/ciphertexts``, ``secagg/survivors``, ``secagg/signatures`` (real mode)
     the secure sums' rounds 1-3 (:func:`securefl.fl.secure_sum_steps.answer`).
 
 Between rounds a FedAvg client keeps nothing (its state Record holds secure-sum parties
@@ -72,7 +72,7 @@ class FedAvgClient(MethodClient):
 
     def handle(self, step: str, request: Record, state: Record, node: NodeContext) -> Record:
         if step in secure_sum_steps.STEPS:
-            return self.secure_sum_reply(request, state)
+            return self.secure_sum_reply(request, state, node)
         reply = Record()
         if step != TRAIN:
             raise self.unknown_step(step, TRAIN)
@@ -91,7 +91,7 @@ class FedAvgClient(MethodClient):
             self.local_update(models, data, request, rng, pseudo)
         vectors = {name: model_vector(model) for name, model in models.items()}
         reply.config[COMPUTE] = time.perf_counter() - start
-        reply.config[CRYPTO] = self.upload_model(reply, state, request, vectors, data)
+        reply.config[CRYPTO] = self.upload_model(reply, state, request, vectors, data, node)
         return reply
 
     # ----------------------------------------------------------------- pieces

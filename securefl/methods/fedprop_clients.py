@@ -159,6 +159,7 @@ class CrossClientSteps:
     def handle(self, step: str, request: Record, state: Record, node: NodeContext) -> Record:
         if step not in STEPS:
             return super().handle(step, request, state, node)
+        self._node = node
         reply = Record()
         start = time.perf_counter()
         handler = {SHARES: self._shares, CODES: self._codes,
@@ -245,7 +246,8 @@ class CrossClientSteps:
             state.arrays["cclp/lsh/private"] = np.frombuffer(
                 agreement.keys.private.private_bytes_raw(), np.uint8).copy()
             put_message(reply, SLOT_LSH, message)
-            reply.arrays["cclp/link-key"] = links.advertise(state)
+            reply.arrays["cclp/link-key"] = links.advertise(state, self._node.credentials(), me=party,
+                                                            label=f"cclp/{bytes(session).hex()}")
         else:
             reply.arrays["cclp/share"] = np.frombuffer(agreement.draw_share(), np.uint8).copy()
         state.arrays["cclp/lsh/share"] = np.frombuffer(agreement.share, np.uint8).copy()
@@ -275,7 +277,7 @@ class CrossClientSteps:
         state.arrays["cclp/lsh/keys"] = np.stack(
             [np.frombuffer(agreement.peer_keys[p], np.uint8) for p in sorted(agreement.peer_keys)])
         links.install(state, request.arrays["cclp/link-ids"], request.arrays["cclp/link-keys"],
-                      me=party)
+                      me=party, credentials=self._node.credentials())
         put_message(reply, SLOT_LSH, message)
 
     def _codes(self, request: Record, state: Record, reply: Record, data: LocalData) -> None:
@@ -460,9 +462,11 @@ class CrossClientSteps:
             reply.arrays["cclp/input"] = encoded
             return
         config = SecAggConfig(bytes(request.config["cclp/sum/session"]), members,
-                              int(request.config["cclp/sum/threshold"]), int(encoded.size), 64)
+                              int(request.config["cclp/sum/threshold"]), int(encoded.size), 64,
+                              cohort=bytes(request.config["cclp/sum/cohort"]), consistency=True)
         secure_sum_steps.start(state, reply, index=int(request.config["cclp/sum/index"]),
-                               config=config, encoded=encoded, name=SUM_NAME)
+                               config=config, encoded=encoded, name=SUM_NAME,
+                               credentials=self._node.credentials(), policy=self._node.policy())
 
     # ----------------------------------------------------------------- train
     def pseudo_labels(self, request, models, data):

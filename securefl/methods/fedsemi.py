@@ -44,7 +44,7 @@ half, :class:`securefl.methods.fedsemi_clients.FedSemiClient`, trains and contri
 round is the exchange ``train`` (global student and teacher down, the FSM vector up), then
 ``upload`` (boundary and the sums' parameters down; the teacher and the chosen layers'
 deltas up as secure-sum inputs, :mod:`securefl.fl.group_sums`: one sum for the teachers
-and one per chosen layer among its uploaders ``U_j``, all in the same three secure-sum
+and one per chosen layer among its uploaders ``U_j``, all in the same four secure-sum
 exchanges in real mode).  A client keeps its own count of rounds trained (the ``x`` of
 eqs. 7 and 9) in its state Record.  Dropouts: a client lost in ``train`` sends no FSM and
 joins no sum; after that every sum follows secure aggregation (lost before its masked
@@ -212,7 +212,7 @@ class FedSemi(Method):
     # ------------------------------------------------------------------ round
     def run_round(self, round_index: int) -> RoundResult:
         """One round of the server half: ``train`` (FSM vectors up), the boundary, then
-        ``upload`` (+ the three secure-sum exchanges in real mode) into the new teacher and
+        ``upload`` (+ the four secure-sum exchanges in real mode) into the new teacher and
         student (module docstring)."""
         start = time.perf_counter()
         global_round = round_index + 1

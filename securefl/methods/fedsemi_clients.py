@@ -23,7 +23,7 @@ Steps (one exchange each):
     ``[|D_k| (theta_s^k[j] - theta_t^k[j]), |D_k|]`` to each ``layer-<j>`` -- as secure-sum
     round 0 in real mode (:func:`securefl.fl.group_sums.contribute`), and
     :data:`~securefl.fl.costs.CRYPTO`.
-``secagg/keys``, ``secagg/ciphertexts``, ``secagg/survivors`` (real mode)
+``secagg/keys``, ``secagg/ciphertexts``, ``secagg/survivors``, ``secagg/signatures`` (real mode)
     rounds 1-3 of every sum at once (:func:`securefl.fl.secure_sum_steps.answer`).
 
 Between rounds a client keeps ``fedsemi/selections`` (how many rounds it has trained: the
@@ -127,7 +127,7 @@ class FedSemiClient(MethodClient):
 
     def handle(self, step: str, request: Record, state: Record, node: NodeContext) -> Record:
         if step in secure_sum_steps.STEPS:
-            return self.secure_sum_reply(request, state)
+            return self.secure_sum_reply(request, state, node)
         reply = Record()
         if step == TRAIN:
             return self.train(request, state, node, reply)
@@ -202,7 +202,8 @@ class FedSemiClient(MethodClient):
             vectors[name] = students[j] - teachers[j]
         reply.config[CRYPTO] = group_sums.contribute(
             reply, state, request, secure=method.secure, sum_backend=method.sum_backend,
-            vectors=vectors, weight=float(len(data.client)))
+            vectors=vectors, weight=float(len(data.client)),
+            credentials=self.sum_credentials(node), policy=node.policy())
         for key in [k for k in state.arrays if k.startswith(_TRAINED)]:
             del state.arrays[key]
         del state.config[f"{_TRAINED}round"]

@@ -91,6 +91,7 @@ from securefl.errors import ConfigError, InputError
 from securefl.fl.transport import ClientHalf, NodeContext, Record
 
 if TYPE_CHECKING:
+    from securefl.crypto.identity import Credentials
     from securefl.data.federation import ClientData, Federation
     from securefl.methods.base import Method
 
@@ -166,15 +167,16 @@ class MethodClient(ABC):
         """Answer ``request`` of ``step`` at client ``node.partition``."""
 
     @staticmethod
-    def secure_sum_reply(request: Record, state: Record) -> Record:
+    def secure_sum_reply(request: Record, state: Record, node: NodeContext) -> Record:
         """The reply to a secure-sum step (:data:`securefl.fl.secure_sum_steps.STEPS`):
-        every sum the request carries answered, its time reported as cryptography."""
+        every sum the request carries answered (peers' keys checked against the node's
+        roster), its time reported as cryptography."""
         from securefl.fl import secure_sum_steps
         from securefl.fl.costs import CRYPTO
 
         reply = Record()
         start = time.perf_counter()
-        secure_sum_steps.answer(request, state, reply)
+        secure_sum_steps.answer(request, state, reply, credentials=node.credentials())
         reply.config[CRYPTO] = time.perf_counter() - start
         return reply
 
@@ -187,15 +189,23 @@ class MethodClient(ABC):
         return InputError("step", step, f"{self.method.name} knows {names} and {secure_sum_steps.STEPS}")
 
     def upload_model(self, reply: Record, state: Record, request: Record,
-                     vectors: Mapping[str, np.ndarray], data: LocalData) -> float:
+                     vectors: Mapping[str, np.ndarray], data: LocalData, node: NodeContext) -> float:
         """Upload ``vectors`` weighted by the client's |D_k| (FedAvg's weight) as the
-        request's sum plan says (:func:`securefl.fl.uploads.upload`); returns the seconds
-        of cryptography."""
+        request's sum plan says (:func:`securefl.fl.uploads.upload`, keys signed with the
+        node's credentials); returns the seconds of cryptography."""
         from securefl.fl.uploads import upload
 
         return upload(reply, state, request, secure=self.method.secure,
                       sum_backend=self.method.sum_backend, vectors=dict(vectors),
-                      weight=float(len(data.client)))
+                      weight=float(len(data.client)), credentials=self.sum_credentials(node),
+                      policy=node.policy())
+
+    def sum_credentials(self, node: NodeContext) -> "Credentials | None":
+        """The node's credentials where this method's sums are real secure aggregation
+        (they sign its keys), else ``None`` (a plaintext run needs no identity)."""
+        if self.method.secure == "real" and self.method.sum_backend == "secagg":
+            return node.credentials()
+        return None
 
     @staticmethod
     def data(node: NodeContext) -> LocalData:
@@ -211,12 +221,16 @@ class MethodClient(ABC):
 
 
 class MethodProgramClient(ClientHalf):
-    """The client side of program :data:`PROGRAM`: dispatches to the method's client half."""
+    """The client side of program :data:`PROGRAM`: checks the configured method against the
+    node's own privacy policy (:meth:`securefl.fl.policy.PrivacyPolicy.check_method`:
+    mode, sum backend, crypto seed, DP parameters; ProtocolError below it), then
+    dispatches to the method's client half."""
 
     program = PROGRAM
 
     def handle(self, step: str, request: Record, state: Record, node: NodeContext) -> Record:
         method = configured_method(node.run_config)
+        node.policy().check_method(method)  # the run config may ask for more privacy, never less
         half = type(method).client_half
         if half is None:
             raise InputError("method", method.name, "has no client half (not split yet)")

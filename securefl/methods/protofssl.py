@@ -86,9 +86,9 @@ facts of the federation.  Its client half,
 its state Record, checkpointed with the simulator's client states), makes its prototypes
 and draws every prototype noise.  A round is the exchange ``train`` (model and helpers'
 prototypes down; the model upload, and without ``noise_multiplier`` the client's shared
-prototypes, up) with the model's three secure-sum exchanges in real mode, then the
+prototypes, up) with the model's four secure-sum exchanges in real mode, then the
 exchange ``prototypes`` (``theta^r`` down; the global prototypes' secure-sum input, and
-with ``noise_multiplier`` the client's one release, up) with that sum's three exchanges
+with ``noise_multiplier`` the client's one release, up) with that sum's four exchanges
 (:mod:`securefl.fl.group_sums`).  Pseudo-labels and their accuracy are the simulation's
 reports (run config ``reports``).  Dropouts follow secure aggregation in each sum; a client
 lost in ``train`` is asked nothing more that round, and only the clients whose prototypes
@@ -299,9 +299,9 @@ class ProtoFSSL(Method):
     # ------------------------------------------------------------------ round
     def run_round(self, round_index: int) -> RoundResult:
         """One round of the server half: ``train`` (helpers' prototypes down; models, and
-        without DP the clients' prototypes, up; + three secure-sum exchanges in real mode),
+        without DP the clients' prototypes, up; + four secure-sum exchanges in real mode),
         the model average, then ``prototypes`` (``theta^r`` down; the global prototypes'
-        secure sum, and with DP the clients' releases, up; + three secure-sum exchanges)."""
+        secure sum, and with DP the clients' releases, up; + four secure-sum exchanges)."""
         start = time.perf_counter()
         chosen = [int(k) for k in sample_clients(self.rng.numpy, self.federation.num_clients,
                                                   self.clients_per_round)]

@@ -23,11 +23,13 @@ Steps (one exchange each):
     request: array ``model`` (the aggregated ``theta^r``), config ``round`` and the
     parameters of the sum ``prototypes`` (:mod:`securefl.fl.group_sums`, a plain sum).
     The client embeds its labeled data with ``theta^r``: with ``noise_multiplier`` it makes
-    its one DP release (sent as ``prototypes/vectors``, ``/mask``, ``/counts``: what the
+    its one DP release of the round -- recorded first in the node's own ledger, which
+    refuses a second release for the same round and one past the node's epsilon budget
+    (:mod:`securefl.fl.policy`) -- (sent as ``prototypes/vectors``, ``/mask``, ``/counts``: what the
     server stores) and sums the release; otherwise it sums its exact prototypes and
     counts, which never leave it otherwise.  The secure-sum input is
     :func:`securefl.protocols.prototype_sharing.prototype_sum_input`.
-``secagg/keys``, ``secagg/ciphertexts``, ``secagg/survivors`` (real mode)
+``secagg/keys``, ``secagg/ciphertexts``, ``secagg/survivors``, ``secagg/signatures`` (real mode)
     rounds 1-3 of the secure sum in progress (the model's after ``train``, the global
     prototypes' after ``prototypes``).
 
@@ -190,7 +192,7 @@ class ProtoFSSLClient(MethodClient):
 
     def handle(self, step: str, request: Record, state: Record, node: NodeContext) -> Record:
         if step in secure_sum_steps.STEPS:
-            return self.secure_sum_reply(request, state)
+            return self.secure_sum_reply(request, state, node)
         reply = Record()
         if step not in (TRAIN, PROTOTYPES):
             raise self.unknown_step(step, TRAIN, PROTOTYPES)
@@ -273,7 +275,7 @@ class ProtoFSSLClient(MethodClient):
             reply.config[f"{REPORT}unlabeled"] = int(labels.size)
         reply.config[COMPUTE] = time.perf_counter() - start
         reply.config[CRYPTO] = self.upload_model(reply, state, request,
-                                                 {"model": model_vector(network)}, data)
+                                                 {"model": model_vector(network)}, data, node)
         return reply
 
     def release(self, network: torch.nn.Module, request: Record, state: Record, node: NodeContext,
@@ -281,11 +283,16 @@ class ProtoFSSLClient(MethodClient):
         method = self.method
         start = time.perf_counter()
         round_index = int(request.config["round"])
+        if method.private:  # counted by the client itself, before anything is drawn or sent
+            node.ledger().release(session=bytes(state.config["_session"]), round_index=round_index,
+                                  noise_multiplier=method.noise_multiplier, delta=method.dp_delta,
+                                  budget=node.policy().epsilon)
         final = self.prototypes(network, data, round_index, node.partition, noised=method.private)
         if method.private:
             put_prototypes(reply, final)
         reply.config[COMPUTE] = time.perf_counter() - start
         reply.config[CRYPTO] = group_sums.contribute(
             reply, state, request, secure=method.secure, sum_backend=method.sum_backend,
-            vectors={GLOBAL_SUM: prototype_sum_input(final)}, weight=None)
+            vectors={GLOBAL_SUM: prototype_sum_input(final)}, weight=None,
+            credentials=self.sum_credentials(node), policy=node.policy())
         return reply

@@ -133,7 +133,9 @@ def test_fedprop_crossclient_lp_over_flower_equals_in_process():
     bytes and participation equal the in-process run of the same job."""
     config = load_config(None, settings=FEDPROP, methods=["fedprop"], rounds=2)
     run = program_config(config, "fedprop", secure="real", timeout=120.0)
-    federation = LocalFederation(nodes=3, mode="fast", poll=0.1)
+    # the operator lets the nodes take the configured (public) crypto seed
+    federation = LocalFederation(nodes=3, mode="fast", poll=0.1,
+                                 node_config={"policy-allow-crypto-seed": True})
     try:
         federation.start()
         result = federation.run(run, name="fedprop", timeout=600)

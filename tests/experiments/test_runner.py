@@ -119,6 +119,8 @@ def test_failure_is_recorded_and_reraised(tmp_path, fake_config, digits_federati
     assert document["methods"][0]["rounds_completed"] == 2
     assert "disk on fire" in document["methods"][0]["error"]
     assert (out / CHECKPOINT_FILE).is_file()
+    # the checkpoint holds secrets (crypto seed, client states): its owner's only
+    assert (out / CHECKPOINT_FILE).stat().st_mode & 0o777 == 0o600
 
 
 def test_resuming_a_complete_run_changes_nothing(tmp_path, fake_config, digits_federation):

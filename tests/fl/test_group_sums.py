@@ -8,7 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from securefl.crypto.identity import new_federation
 from securefl.crypto.summation import secure_sum
+from securefl.fl.policy import PrivacyPolicy
 from securefl.errors import DropoutError, ProtocolError
 from securefl.fl import group_sums, secure_weighted_sum, secure_sum_steps
 from securefl.fl.group_sums import GroupSumPlan
@@ -27,13 +29,14 @@ class Contributor(ClientHalf):
     def handle(self, step, request, state, node):
         reply = Record()
         if step in secure_sum_steps.STEPS:
-            secure_sum_steps.answer(request, state, reply)
+            secure_sum_steps.answer(request, state, reply, credentials=node.credentials())
             return reply
         run = node.run_config
         vectors = {name: VALUES[node.partition] * (1 + len(name))
                    for name in group_sums.requested(request)}
         group_sums.contribute(reply, state, request, secure=run["secure"], sum_backend="secagg",
-                              vectors=vectors, weight=WEIGHTS[node.partition] if run["weighted"] else None)
+                              vectors=vectors, weight=WEIGHTS[node.partition] if run["weighted"] else None,
+                              credentials=node.credentials(), policy=node.policy())
         return reply
 
 
@@ -50,7 +53,7 @@ def run_sums(secure, weighted=True, dropouts=None):
 def test_sums_with_their_own_members_equal_the_in_process_sums_bit_for_bit(weighted):
     real, transport = run_sums("real", weighted)
     plain, _ = run_sums("plaintext", weighted)
-    assert transport.stats.exchanges == 4  # one input step, three secure-sum steps for all sums
+    assert transport.stats.exchanges == 5  # one input step, four secure-sum steps for all sums
     for name, members in GROUPS.items():
         vectors = [VALUES[c] * (1 + len(name)) for c in members]
         if weighted:
@@ -84,10 +87,13 @@ def test_a_client_contributes_exactly_the_sums_it_is_asked_for():
     plan = GroupSumPlan.new(secure="real", sum_backend="secagg", groups=GROUPS, dims={n: 6 for n in GROUPS})
     request = Record(config=plan.request_config(1))
     assert group_sums.requested(request) == {"all": 5, "odd": 2}
+    credentials = new_federation("t", 5)[1][1]
     with pytest.raises(ProtocolError, match="asks for sums"):
         group_sums.contribute(Record(), Record(), request, secure="real", sum_backend="secagg",
-                              vectors={"all": VALUES[1]}, weight=1.0)
+                              vectors={"all": VALUES[1]}, weight=1.0, credentials=credentials,
+                              policy=PrivacyPolicy.simulator())
     reply = Record()
     group_sums.contribute(reply, Record(), request, secure="real", sum_backend="secagg",
-                          vectors={"all": VALUES[1], "odd": VALUES[1]}, weight=1.0)
+                          vectors={"all": VALUES[1], "odd": VALUES[1]}, weight=1.0,
+                          credentials=credentials, policy=PrivacyPolicy.simulator())
     assert not any(k.startswith("sums/") for k in (*reply.arrays, *reply.config))  # never in the clear

@@ -20,6 +20,7 @@ from securefl.crypto.fixed_point import ring_sum
 from securefl.crypto.secagg import ROUNDS, TAGS, SecAggClient, SecAggConfig, SecAggServer
 from securefl.crypto.summation import secure_sum
 from securefl.errors import DropoutError, InputError, ProtocolError
+from securefl.crypto.identity import new_federation
 from securefl.fl import links, secure_sum_steps, state_codec
 from securefl.fl.linkcheck import LinkCheckClient, LinkCheckServer
 from securefl.fl.transport import (
@@ -139,9 +140,10 @@ def link_states(count: int) -> list[Record]:
     """Clients that advertised keys and installed the relayed table (one session)."""
     session = secrets.token_bytes(16)
     states = [Record(config={"_session": session}) for _ in range(count)]
-    ids, keys = links.key_table({c: links.advertise(states[c]) for c in range(count)})
+    _, credentials = new_federation("links", count)
+    ids, keys = links.key_table({c: links.advertise(states[c], credentials[c], me=c) for c in range(count)})
     for c in range(count):
-        links.install(states[c], ids, keys, me=c)
+        links.install(states[c], ids, keys, me=c, credentials=credentials[c])
     return states
 
 
@@ -189,11 +191,18 @@ def test_a_relay_that_alters_a_batch_makes_the_receiver_raise(attack, match):
 
 def test_a_relay_cannot_substitute_a_public_key():
     session = secrets.token_bytes(16)
-    states = [Record(config={"_session": session}) for _ in range(2)]
-    public = {c: links.advertise(states[c]) for c in range(2)}
-    ids, keys = links.key_table({0: public[0], 1: links.advertise(Record())})
+    states = [Record(config={"_session": session}) for _ in range(3)]
+    _, credentials = new_federation("links", 3)
+    public = {c: links.advertise(states[c], credentials[c], me=c) for c in range(3)}
+    # client 1's own key replaced by another signed key of client 1 (a second advertise)
+    ids, keys = links.key_table({0: public[0], 1: links.advertise(Record(config={"_session": session}),
+                                                                   credentials[1], me=1)})
     with pytest.raises(ProtocolError, match="own public key"):
-        links.install(states[1], ids, keys, me=1)
+        links.install(states[1], ids, keys, me=1, credentials=credentials[1])
+    # client 2's signed key relabelled as party 1's
+    ids, keys = links.key_table({0: public[0], 1: public[2]})
+    with pytest.raises(ProtocolError, match="does not verify"):
+        links.install(states[0], ids, keys, me=0, credentials=credentials[0])
 
 
 def test_link_check_verifies_every_link_in_process():
@@ -223,22 +232,25 @@ def test_secagg_parties_survive_a_round_trip_through_their_state_at_every_round(
     rng = np.random.default_rng(seed)
     values = [rng.integers(0, 2**32, dim, dtype=np.uint64) for _ in range(n)]
     config = secure_sum_steps.new_config(list(range(n)), threshold=n // 2 + 1, dim=dim)
-    server = SecAggServer(config)
+    server = SecAggServer(config, tuple(range(n)))
+    _, credentials = new_federation("codec", n)
+    skip = ("rng", "credentials")
     records = []
     for u in range(n):
         record = Record()
-        party = SecAggClient(u, config, values[u])
+        party = SecAggClient(u, config, values[u], credentials=credentials[u])
         server.handle(party.advertise())
-        state_codec.save(party, record, "p/", skip=("rng",))
+        state_codec.save(party, record, "p/", skip=skip)
         records.append(record.copy())
-    for _ in range(3):
+    for _ in range(len(secure_sum_steps.STEPS)):  # keys, ciphertexts, survivors, signatures
         outgoing = server.close_round()
         for message in outgoing:
             u = message.receiver
-            party = state_codec.load(SecAggClient, records[u], "p/", rng=secrets.token_bytes)
+            party = state_codec.load(SecAggClient, records[u], "p/", rng=secrets.token_bytes,
+                                     credentials=credentials[u])
             server.handle(party.handle(message))
             records[u] = Record()
-            state_codec.save(party, records[u], "p/", skip=("rng",))
+            state_codec.save(party, records[u], "p/", skip=skip)
     server.close_round()
     assert np.array_equal(server.total, ring_sum(values, 64))
 
@@ -267,12 +279,14 @@ class Summand(ClientHalf):
         if step == "input":
             config = SecAggConfig(
                 bytes(request.config["session"]), int(request.config["n"]),
-                int(request.config["t"]), int(request.config["dim"]), 64)
+                int(request.config["t"]), int(request.config["dim"]), 64,
+                cohort=bytes(request.config["cohort"]), consistency=True)
             value = np.asarray(node.run_config["values"][node.partition], dtype=np.uint64)
             secure_sum_steps.start(state, reply, index=int(request.config["index"]),
-                                   config=config, encoded=value)
+                                   config=config, encoded=value, credentials=node.credentials(),
+                                   policy=node.policy())
         else:
-            secure_sum_steps.answer(request, state, reply)
+            secure_sum_steps.answer(request, state, reply, credentials=node.credentials())
         return reply
 
 
@@ -286,7 +300,7 @@ def summed(values, members, threshold, dropouts=None, intercept=None):
                                    dropouts={c: STEP_OF_ROUND[r] for c, r in (dropouts or {}).items()},
                                    intercept=intercept)
     config = secure_sum_steps.new_config(members, threshold=threshold, dim=len(values[0]))
-    requests = {c: Record(config={"session": config.session, "n": len(members), "t": threshold,
+    requests = {c: Record(config={"session": config.session, "cohort": config.cohort, "n": len(members), "t": threshold,
                                   "dim": len(values[0]), "index": i})
                 for i, c in enumerate(members)}
     first = transport.exchange("input", requests)
@@ -354,14 +368,16 @@ class MultiSummand(ClientHalf):
     def handle(self, step, request, state, node):
         reply = Record()
         if step != "input":
-            secure_sum_steps.answer(request, state, reply)
+            secure_sum_steps.answer(request, state, reply, credentials=node.credentials())
             return reply
         value = np.asarray(node.run_config["values"][node.partition], dtype=np.uint64)
         for name, factor in (("small", 1), ("large", 10)):
             config = SecAggConfig(bytes(request.config[f"session/{name}"]), int(request.config["n"]),
-                                  int(request.config["t"]), value.size, 64)
+                                  int(request.config["t"]), value.size, 64,
+                                  cohort=bytes(request.config["cohort"]), consistency=True)
             secure_sum_steps.start(state, reply, index=int(request.config["index"]), config=config,
-                                   encoded=value * np.uint64(factor), name=name)
+                                   encoded=value * np.uint64(factor), name=name,
+                                   credentials=node.credentials(), policy=node.policy())
         return reply
 
 
@@ -372,12 +388,12 @@ def test_several_sums_share_the_exchanges_and_count_bytes_as_the_in_process_prot
                                    dropouts={2: "secagg/ciphertexts"})
     configs = {name: secure_sum_steps.new_config(members, threshold=3, dim=5)
                for name in ("small", "large")}
-    requests = {c: Record(config={"n": 4, "t": 3, "index": i,
+    requests = {c: Record(config={"n": 4, "t": 3, "index": i, "cohort": configs["small"].cohort,
                                   **{f"session/{n}": cfg.session for n, cfg in configs.items()}})
                 for i, c in enumerate(members)}
     first = transport.exchange("input", requests)
     outcome = secure_sum_steps.aggregate_steps(transport, configs, members, first)
-    assert transport.stats.exchanges == 4                      # one input step + three for both sums
+    assert transport.stats.exchanges == 5                      # one input step + four for both sums
     survivors = (0, 1, 3)
     assert outcome.sums["small"].survivors == outcome.sums["large"].survivors == survivors
     assert list(outcome.sums["small"].total) == list(sum(values[c] for c in survivors))

@@ -11,6 +11,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from securefl.crypto.identity import CREDENTIALS, new_federation
+from securefl.fl.policy import POLICY, PrivacyPolicy
 from securefl.errors import ConfigError, InputError
 from securefl.methods import build_method
 from securefl.methods.common import layer_groups
@@ -193,7 +195,9 @@ def test_a_client_uploads_only_layers_its_own_fsm_chose_in_groups_of_min_group(s
 
     method = build_method("fedsemi-mt", secure=secure, seed=3, rounds=5, batch_size=8, local_epochs=2)
     method.setup(tiny_digits.for_training())
-    node = NodeContext(0, {"partition-id": 0}, run_config(method), local_data(tiny_digits, 0))
+    node = NodeContext(0, {"partition-id": 0, POLICY: PrivacyPolicy.for_method(method),
+                           CREDENTIALS: new_federation("fedsemi", 2)[1][0]},
+                       run_config(method), local_data(tiny_digits, 0))
     client, state = MethodProgramClient(), Record()
     networks = {"student": flat(method.groups.arrays(method.student)),
                 "teacher": flat(method.groups.arrays(method.teacher))}

@@ -14,6 +14,7 @@ import pytest
 from securefl.data import ClientData, Federation
 from securefl.errors import InputError, ProtocolError
 from securefl.fl import model_vector
+from securefl.fl.policy import POLICY, PrivacyPolicy
 from securefl.fl.transport import InProcessTransport, NodeContext, Record
 from securefl.methods import METHOD_NAMES, build_method
 from securefl.methods.halves import MethodProgramClient, configured_method, local_data, run_config
@@ -28,8 +29,11 @@ def hyper(name):
 
 
 def nodes_of(method, federation, **run):
+    """In-process nodes of ``method``: the simulator's policy for it, no identity (a real
+    secure sum then refuses to run: see the in-process transport for throwaway ones)."""
     config = {**run_config(method), **run}
-    return [NodeContext(k, {"partition-id": k}, config, local_data(federation, k))
+    policy = PrivacyPolicy.for_method(method)
+    return [NodeContext(k, {"partition-id": k, POLICY: policy}, config, local_data(federation, k))
             for k in range(federation.num_clients)]
 
 
@@ -87,8 +91,8 @@ def test_local_pseudo_labels_leave_a_client_only_as_reports_the_run_asks_for(nam
 
 def test_a_real_mode_client_never_uploads_in_the_clear(tiny_digits):
     method = build_method("fedavg-labeled", secure="real", seed=0, **TINY)
-    node = nodes_of(method, tiny_digits)[0]
     method.setup(tiny_digits.for_training())
+    node = method.transport.nodes[0]  # with its identity (the in-process throwaway roster)
 
     request = Record({"model": model_vector(method.network)}, {"round": 0, "lr": 0.05, "warmup": False})
     with pytest.raises(ProtocolError, match="secure-sum parameter"):

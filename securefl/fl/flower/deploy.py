@@ -7,7 +7,13 @@ by hand and across machines (TLS, node authentication).
 * :meth:`LocalFederation.start` picks free ports, writes a private ``FLWR_HOME`` with a
   SuperLink connection named ``securefl``, starts ``flower-superlink --insecure`` (in-memory
   state, no runtime dependency installation: securefl is already installed) and the
-  nodes, each with node config ``partition-id=i num-partitions=N``.  ``mode="fast"``:
+  nodes, each with node config ``partition-id=i num-partitions=N identity-file=...
+  roster-file=...``: the identities are those of ``keys`` (a folder written by ``securefl
+  keys new``) or, by default, of a fresh federation written to ``<workdir>/keys`` -- the
+  operator's job in a real deployment, where each node gets only its own key file and the
+  roster, out of band -- and ``privacy-ledger=<workdir>/ledger-i.json`` (the node's DP
+  release ledger, :mod:`securefl.fl.policy`).  The nodes' privacy policy is the strict
+  default unless ``node_config`` sets ``policy-*`` keys.  ``mode="fast"``:
   :mod:`securefl.fl.flower.link` and :mod:`securefl.fl.flower.node` (warm executors,
   ``poll`` s); ``"cold"``: the same with Flower's subprocess isolation (a fresh process
   per message and per run); ``"stock"``: plain ``flower-superlink`` / ``flower-supernode``
@@ -45,7 +51,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from securefl.crypto.identity import IDENTITY_FILE, ROSTER_FILE, ROSTER_FILE_KEY, write_federation
 from securefl.errors import ConfigError, InputError
+from securefl.fl.policy import LEDGER
 from securefl.fl.flower.node import QUIET_ENV
 
 MODES = ("fast", "cold", "stock")
@@ -141,6 +149,7 @@ class LocalFederation:
     mode: str = "fast"
     poll: float = 0.1
     node_config: dict[str, Any] = field(default_factory=dict)
+    keys: Path | None = None
     grace: float = 10.0
     workdir: Path | None = None
     superlink_port: int = 0
@@ -227,8 +236,12 @@ class LocalFederation:
                     *(["--cold"] if self.mode == "cold" else []), *link_args]
         self._spawn("superlink", link)
         self._await_port(self.superlink_port, wait, "superlink")
+        keys = self._keys()
         for i in range(self.nodes):
-            config = {"partition-id": i, "num-partitions": self.nodes, **self.node_config}
+            config = {"partition-id": i, "num-partitions": self.nodes,
+                      IDENTITY_FILE: str(keys / f"client-{i}.key"),
+                      ROSTER_FILE_KEY: str(keys / ROSTER_FILE),
+                      LEDGER: str(self.workdir / f"ledger-{i}.json"), **self.node_config}
             node_args = ["--insecure", "--superlink", self.address, "--port", str(free_port()),
                          "--node-config", " ".join(f"{k}={_toml_value(v)}" for k, v in config.items())]
             if self.mode == "stock":
@@ -237,6 +250,16 @@ class LocalFederation:
                 command = [sys.executable, "-m", "securefl.fl.flower.node", "--poll", str(self.poll),
                            *(["--cold"] if self.mode == "cold" else []), *node_args]
             self._spawn(f"node{i}", command)
+
+    def _keys(self) -> Path:
+        """The identities' folder: ``keys``, or a fresh federation of ``nodes`` clients."""
+        if self.keys is not None:
+            keys = Path(self.keys)
+            if not (keys / ROSTER_FILE).is_file():
+                raise InputError("keys", str(keys), f"holds no {ROSTER_FILE} (create it with `securefl keys new`)")
+            return keys
+        assert self.workdir is not None
+        return write_federation(self.workdir / "keys", f"local-{self.superlink_port}", self.nodes)
 
     def _await_port(self, port: int, wait: float, name: str) -> None:
         deadline = time.monotonic() + wait

@@ -1,0 +1,117 @@
+"""Key substitution by a deviating server on the transport (tests/adversary.py's harness as
+the in-process transport's ``intercept``): the relayed link-key table and the secure sum's
+key list are rewritten in the requests; every attacked client refuses (ProtocolError) and
+nothing derived from a forged key is ever sent.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from securefl.crypto.identity import SIGNATURE_BYTES, new_federation
+from securefl.errors import DropoutError
+from securefl.fl import links
+from securefl.fl.linkcheck import LinkCheckClient, LinkCheckServer
+from securefl.fl.transport import InProcessTransport, Record
+from securefl.protocols.keys import PUBLIC_KEY_BYTES
+from tests.adversary import Adversary
+from tests.fl.test_transport import nodes, summed
+
+
+def test_a_server_substituting_link_keys_is_refused_by_every_client():
+    """The server keeps each client's own row and puts its own X25519 keys, with the
+    genuine signatures and signer ids, in every other row: every client refuses the table
+    and sends no batch."""
+    adversary = Adversary()
+
+    def swap(client, request):
+        keys = np.array(request.arrays["table/keys"], copy=True)
+        for row, party in enumerate(request.arrays["table/ids"]):
+            if int(party) != client:
+                keys[row, :PUBLIC_KEY_BYTES] = adversary.public(int(party))
+        request.arrays["table/keys"] = keys
+        return request
+
+    adversary.on("links/send", swap)
+    transport = InProcessTransport(LinkCheckClient(), nodes(3, {"rounds": 1, "frames": 2}),
+                                   intercept=adversary)
+    result = LinkCheckServer().run(transport, {"rounds": 1, "frames": 2})
+    assert not result["verified"]
+    for client in range(3):
+        assert "does not verify" in result["failed"][f"0/send/{client}"]
+    assert not any(result["links"].values())
+
+
+def test_a_stranger_or_an_unsigned_key_in_the_link_table_is_refused():
+    """Keys signed by an identity outside the client's roster, and keys with the signature
+    cut off, are refused as well."""
+    _, outsiders = new_federation("other", 3)
+
+    def stranger(client, request):
+        keys = np.array(request.arrays["table/keys"], copy=True)
+        for row, party in enumerate(request.arrays["table/ids"]):
+            if int(party) != client:
+                state = Record(config={"_session": bytes(request.config["_session"])})
+                keys[row] = links.advertise(state, outsiders[int(party)], me=int(party))
+                keys[row, -8:] = np.frombuffer((100 + int(party)).to_bytes(8, "big"), np.uint8)
+        request.arrays["table/keys"] = keys
+        return request
+
+    transport = InProcessTransport(LinkCheckClient(), nodes(3, {"rounds": 1, "frames": 1}),
+                                   intercept=Adversary().on("links/send", stranger))
+    result = LinkCheckServer().run(transport, {"rounds": 1, "frames": 1})
+    assert all("not in roster" in result["failed"][f"0/send/{c}"] for c in range(3))
+
+    def unsigned(client, request):
+        keys = np.array(request.arrays["table/keys"], copy=True)
+        keys[:, PUBLIC_KEY_BYTES:PUBLIC_KEY_BYTES + SIGNATURE_BYTES] = 0
+        request.arrays["table/keys"] = keys
+        return request
+
+    transport = InProcessTransport(LinkCheckClient(), nodes(3, {"rounds": 1, "frames": 1}),
+                                   intercept=Adversary().on("links/send", unsigned))
+    result = LinkCheckServer().run(transport, {"rounds": 1, "frames": 1})
+    assert all("does not verify" in result["failed"][f"0/send/{c}"] for c in range(3))
+
+
+def test_a_server_substituting_secure_sum_keys_is_refused_before_any_share_is_sent():
+    """On the transport, the server replaces every peer's (c^PK, s^PK) in the
+    ``secagg/keys`` request: no client sends a share ciphertext, the sum fails."""
+    adversary = Adversary()
+
+    def swap(client, request):
+        ids, keys = request.arrays["secagg/sum/in/0"], np.array(request.arrays["secagg/sum/in/1"], copy=True)
+        for row, index in enumerate(ids):
+            if int(index) != client:
+                keys[row] = np.concatenate([adversary.public(("c", int(index))),
+                                            adversary.public(("s", int(index)))])
+        request.arrays["secagg/sum/in/1"] = keys
+        return request
+
+    adversary.on("secagg/keys", swap)
+    values = [np.arange(4, dtype=np.uint64) + c for c in range(5)]
+    with pytest.raises(DropoutError):  # every client refused: nobody answered the share round
+        summed(values, [0, 1, 2, 3, 4], 3, intercept=adversary)
+    shares_sent = [c for c, step, _ in adversary.seen if step == "secagg/ciphertexts"]
+    assert shares_sent == []
+
+
+def test_different_survivor_lists_to_different_clients_get_no_share_on_the_transport():
+    """The server shows client 3 a survivor list without client 4 (so that 3 would reveal
+    s_4^SK's share while the others reveal b_4's): the signed lists differ, every client
+    refuses the signatures step, no unmask share is sent and the sum fails."""
+    adversary = Adversary()
+
+    def split(client, request):
+        if client == 3:
+            request.arrays["secagg/sum/in/0"] = np.array([0, 1, 2, 3], dtype=np.int32)
+        return request
+
+    adversary.on("secagg/survivors", split)
+    values = [np.arange(4, dtype=np.uint64) + c for c in range(5)]
+    with pytest.raises(DropoutError):
+        summed(values, [0, 1, 2, 3, 4], 3, intercept=adversary)
+    # an unchanged run over the same harness finishes: the refusal is the attack's doing
+    outcome = summed(values, [0, 1, 2, 3, 4], 3, intercept=Adversary())
+    assert list(outcome.total) == list(sum(values))
