@@ -85,7 +85,7 @@ _LABEL = "links/label"
 
 
 def _context(state: Record, label: str, party: int) -> bytes:
-    return _session(state) + b"|" + label.encode() + b"|" + struct.pack(">q", int(party))
+    return transport_session(state) + b"|" + label.encode() + b"|" + struct.pack(">q", int(party))
 
 
 def advertise(state: Record, credentials: Credentials, *, me: int, label: str = "") -> np.ndarray:
