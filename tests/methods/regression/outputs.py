@@ -30,8 +30,13 @@ the record's kernel path): ``fedavg-fixmatch``.
 A protocol change that moves bytes and nothing else (fewer or more bytes on the wire, the
 same outputs) is taken with ``--accept-bytes --method NAME``, which refuses unless every
 other field, the digests included, is recomputed bit for bit on the record's kernel path.
-Taken so far: fedprop and fedprop-mt real, +44 bytes per client per round (issue 23: the
-first SHADE message of a pair carries the X25519 base-OT setup instead of one P-256 point).
+Taken so far (real mode only; plaintext sends nothing of it):
+
+- issue 23, fedprop and fedprop-mt: +44 bytes per client per round (the first SHADE
+  message of a pair carries the X25519 base-OT setup instead of one P-256 point);
+- issue 20, every method: +220 bytes per client per secure sum (the Ed25519 signature on
+  a client's SecAgg keys, 77 bytes, and its signature on the survivor list of the
+  consistency round, 143 bytes): +220 to +880 per round by the method's number of sums.
 
 ``--write PATH`` records this machine to another file and ``--check PATH`` compares this
 machine with such a file, which is how a record made under one kernel path is shown to pass
