@@ -406,7 +406,8 @@ class Runner:
         method.on_phase = lambda text: self._describe(task, f"{stage[0]}: {text}")
         federation = self.federations[job.method]
         started = time.perf_counter()
-        method.setup(federation.for_training())
+        training = federation.for_training()
+        method.setup(training)
         setup_seconds = time.perf_counter() - started
         if resuming:
             method.load_state_dict(pickle.loads(self.state.method_state))
@@ -424,6 +425,7 @@ class Runner:
                     f"round={result.round!r}: {job.method} reported a different round than "
                     f"{round_index}"
                 )
+            result.label_coverage = method.label_coverage(training)
             scored = evaluates(round_index, job.rounds, config.get("eval_every", 1))
             record = {**result.to_dict(),
                       **(evaluate_round(method, federation) if scored else NOT_EVALUATED)}

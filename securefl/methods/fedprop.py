@@ -78,6 +78,7 @@ from securefl.methods.baselines import MeanTeacherRounds, PseudoLabelMethod
 from securefl.methods.crossclient_server import cross_client_round
 from securefl.methods.fedprop_clients import ROWS_BLOCK, ROWS_SURVIVORS, FedPropClient, FedPropMTClient
 from securefl.protocols.crossclient import HAMMING_BACKENDS
+from securefl.protocols.propagation import check_mass_options
 
 
 class FedProp(PseudoLabelMethod):
@@ -94,7 +95,8 @@ class FedProp(PseudoLabelMethod):
                  lr_decay_rounds: int | None = 2000, prox_mu: float = 0.0,
                  warmup_rounds: int = 10, k: int = 10, alpha: float = 0.99,
                  L: int = 4096, max_shift: int | None = None, hflip: bool = False,
-                 hamming_backend: str = "auto") -> None:
+                 hamming_backend: str = "auto", min_label_mass: float = 0.0,
+                 mass_weighting: bool = False) -> None:
         super().__init__(secure=secure, seed=seed, crypto_seed=crypto_seed,
                          sum_backend=sum_backend, device=device, model=model,
                          clients_per_round=clients_per_round, local_epochs=local_epochs,
@@ -105,6 +107,12 @@ class FedProp(PseudoLabelMethod):
         self.alpha = alpha
         self.L = L
         self.hamming_backend = hamming_backend
+        self.min_label_mass = min_label_mass
+        self.mass_weighting = mass_weighting
+
+    def _setup_extra(self) -> None:
+        check_mass_options(min_label_mass=self.min_label_mass, mass_weighting=self.mass_weighting)
+        super()._setup_extra()
 
     def _feature_model(self) -> nn.Module:
         return self.network
@@ -170,7 +178,58 @@ class FedProp(PseudoLabelMethod):
             result.participation = {**(result.participation or {}), "crossclient": extra["participation"]}
         link_bytes = self._round_link_bytes + result.bytes_model_per_client / 2
         result.seconds_at_bandwidth = seconds_at_bandwidth(time.process_time() - cpu_start, link_bytes)
+        result.label_mass_median = self._label_mass_median()
         return result
+
+    def _label_mass_median(self) -> float | None:
+        """Median label mass sum_c Z_ic over the unlabeled points of the clients that got
+        rows this round, from what the server holds (the columns of S it solved and the
+        labeled positions it was sent: :attr:`CrossClientRound.label_mass`)."""
+        done = self.last_cross_client
+        masses = [np.delete(mass, done.labeled_positions[c]) for c, mass in done.label_mass.items()]
+        pooled = np.concatenate(masses) if masses else np.zeros(0)
+        return float(np.median(pooled)) if pooled.size else None
+
+    def label_coverage(self, federation: Any) -> dict[str, Any]:
+        """Simulation-only: the last round's label coverage (:meth:`Method.label_coverage`).
+
+        Let P be the clients whose labels entered the last round's propagation (the
+        secure sum's survivors) and K the classes among their labeled points.  No party
+        of CrossClientLP learns K: the server sees labeled *positions*, never classes, and
+        a client sees its own labels and rows of Z.  So this is computed here, from the
+        simulation's labels, and never sent anywhere:
+
+        * ``uncovered_classes``: sorted classes outside K, ``uncovered_count`` their number;
+        * ``label_mass_median_covered`` / ``label_mass_median_uncovered``: the median label
+          mass sum_c Z_ic of the unlabeled points (of the clients that got pseudo-labels)
+          whose *hidden true* class is in K / not in K (``None`` when there is none) --
+          an evaluation-only split, like pseudo-label accuracy;
+        * ``clients``: P.
+        """
+        done = self.last_cross_client
+        classes = int(federation.num_classes)
+        held = set()
+        for client in done.survivors:
+            data = federation.clients[client]
+            held.update(int(c) for c in np.unique(data.y[data.labeled]))
+        uncovered = sorted(set(range(classes)) - held)
+        covered_mass, uncovered_mass = [], []
+        for client, mass in done.label_mass.items():
+            data = federation.clients[client]
+            hidden = data.y[~data.labeled]
+            points = mass[~data.labeled]
+            starved = np.isin(hidden, uncovered)
+            covered_mass.append(points[~starved])
+            uncovered_mass.append(points[starved])
+
+        def median(parts: list[np.ndarray]) -> float | None:
+            pooled = np.concatenate(parts) if parts else np.zeros(0)
+            return float(np.median(pooled)) if pooled.size else None
+
+        return {"uncovered_classes": uncovered, "uncovered_count": len(uncovered),
+                "label_mass_median_covered": median(covered_mass),
+                "label_mass_median_uncovered": median(uncovered_mass),
+                "clients": [int(c) for c in done.survivors]}
 
 
 class FedPropMT(MeanTeacherRounds, FedProp):
@@ -187,14 +246,16 @@ class FedPropMT(MeanTeacherRounds, FedProp):
                  warmup_rounds: int = 10, k: int = 10, alpha: float = 0.99, L: int = 4096,
                  max_shift: int | None = None, hflip: bool = False, ema_decay: float = 0.99, consistency_weight: float = 100.0,
                  consistency_rampup: int = 5, noise_std: float = 0.1,
-                 hamming_backend: str = "auto") -> None:
+                 hamming_backend: str = "auto", min_label_mass: float = 0.0,
+                 mass_weighting: bool = False) -> None:
         super().__init__(secure=secure, seed=seed, crypto_seed=crypto_seed,
                          sum_backend=sum_backend, device=device, model=model,
                          clients_per_round=clients_per_round, local_epochs=local_epochs,
                          batch_size=batch_size, lr=lr, momentum=momentum,
                          weight_decay=weight_decay, lr_decay_rounds=lr_decay_rounds,
                          prox_mu=prox_mu, warmup_rounds=warmup_rounds, k=k, alpha=alpha, L=L,
-                         max_shift=max_shift, hflip=hflip, hamming_backend=hamming_backend)
+                         max_shift=max_shift, hflip=hflip, hamming_backend=hamming_backend,
+                         min_label_mass=min_label_mass, mass_weighting=mass_weighting)
         self.ema_decay = ema_decay
         self.consistency_weight = consistency_weight
         self.consistency_rampup = consistency_rampup
