@@ -12,6 +12,11 @@ and no test set).  After every round the runner scores the method's predictions
 (:func:`evaluate_round`); the round is selected on validation alone
 (:func:`securefl.experiments.results.select_round`), and test accuracy is only reported.
 
+After every round the runner also asks the method for its simulation-only diagnostic
+(:meth:`~securefl.methods.base.Method.label_coverage`, FedProp's label coverage; computed
+from the simulation's labels, which the runner holds, never sent over the transport) and
+stores it in the round's ``label_coverage``.
+
 After every round the runner *commits*: it appends the round's
 :class:`~securefl.methods.base.RoundResult`, writes ``checkpoint.pkl`` (the jobs' logs,
 the current method's ``state_dict()`` and the run header) and then ``results.json`` —

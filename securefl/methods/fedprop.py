@@ -29,6 +29,23 @@ and the aggregate model; client j learns the columns S_L^(j) of the propagation 
 for its own labeled points and its own pseudo-labels.  No party sees another's data,
 labels or individual model.
 
+**Label mass and coverage** (issue: Non-IID-II "drift" is label coverage).  Algorithm 1
+normalises Z row by row, discarding the label mass m_i = sum_c Z_ic that reached point i.
+Per round the server reports ``RoundResult.label_mass_median``, the median m_i over the
+pseudo-labelled clients' unlabeled points: m = S_L 1 (every labeled row of Y sums to 1),
+computed from the columns S_L it solved and the labeled positions it was sent, so it
+learns nothing new.  Which classes the round's labels cover is known to no party (the
+server never sees a class, a client sees only its own labels and rows of Z):
+:meth:`FedProp.label_coverage` computes it for the runner from the simulation's labels, a
+simulation-only diagnostic never sent over the transport and never used in training.
+
+**Label-mass option** (off by default; not the paper): ``min_label_mass = tau > 0`` drops
+the pseudo-labels of unlabeled points with m_i < tau; ``mass_weighting=True`` multiplies
+each entropy weight by m_i / max_j m_j over the client's unlabeled points
+(:func:`securefl.protocols.propagation.gate_by_mass`).  Each client applies it to its own
+rows of Z, which it holds after line 15: no message changes, and with both off the
+pseudo-labels and weights are the paper's, bit for bit.
+
 FedProp+MT (:class:`FedPropMT`): FedProp combined with FedAvg+MT
 (:class:`securefl.methods.baselines.MeanTeacherRounds`): the server broadcasts a student
 and a mean teacher; clients train the student on FedProp's loss plus the mean-teacher

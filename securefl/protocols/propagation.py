@@ -12,6 +12,12 @@ unlabeled), with one-hot Y in R^(n x C) (zero rows for unlabeled points):
 7. y^_i = argmax_c Z^_ic
 8. w_i = 1 - H(Z^_i) / log C,  H(p) = -sum p log p
 
+Step 6 discards the label mass m_i = sum_c Z_ic that reached point i (returned as
+``mass``; :func:`label_mass`).  A point of a class no labeled point has is reached only
+through other classes' points, so it typically gets little mass, yet after step 6 it can
+carry a confident Z^ and a large weight.  :func:`gate_by_mass` (an option, not the paper)
+drops or down-weights such points.
+
 Conventions where Algorithm 1 is silent (each also in the docstring of the step):
 
 * **k-NN.** Exactly k neighbours per row, self excluded (the paper's "top k + 1, i != j"
