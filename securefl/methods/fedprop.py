@@ -203,11 +203,9 @@ class FedProp(PseudoLabelMethod):
         rows this round, from what the server holds (the columns of S it solved and the
         labeled positions it was sent: :attr:`CrossClientRound.label_mass`)."""
         done = self.last_cross_client
-        masses = [np.delete(mass, done.labeled_positions[c]) for c, mass in done.label_mass.items()]
-        pooled = np.concatenate(masses) if masses else np.zeros(0)
-        return float(np.median(pooled)) if pooled.size else None
+        return _median([np.delete(mass, done.labeled_positions[c]) for c, mass in done.label_mass.items()])
 
-    def label_coverage(self, federation: Any) -> dict[str, Any]:
+    def label_coverage(self, federation: Any) -> dict[str, Any] | None:
         """Simulation-only: the last round's label coverage (:meth:`Method.label_coverage`).
 
         Let P be the clients whose labels entered the last round's propagation (the
@@ -222,8 +220,12 @@ class FedProp(PseudoLabelMethod):
           whose *hidden true* class is in K / not in K (``None`` when there is none) --
           an evaluation-only split, like pseudo-label accuracy;
         * ``clients``: P.
+
+        ``None`` before the first round of this object (e.g. right after a resume).
         """
-        done = self.last_cross_client
+        done = getattr(self, "last_cross_client", None)
+        if done is None:
+            return None
         classes = int(federation.num_classes)
         held = set()
         for client in done.survivors:
@@ -238,15 +240,16 @@ class FedProp(PseudoLabelMethod):
             starved = np.isin(hidden, uncovered)
             covered_mass.append(points[~starved])
             uncovered_mass.append(points[starved])
-
-        def median(parts: list[np.ndarray]) -> float | None:
-            pooled = np.concatenate(parts) if parts else np.zeros(0)
-            return float(np.median(pooled)) if pooled.size else None
-
         return {"uncovered_classes": uncovered, "uncovered_count": len(uncovered),
-                "label_mass_median_covered": median(covered_mass),
-                "label_mass_median_uncovered": median(uncovered_mass),
+                "label_mass_median_covered": _median(covered_mass),
+                "label_mass_median_uncovered": _median(uncovered_mass),
                 "clients": [int(c) for c in done.survivors]}
+
+
+def _median(parts: list[np.ndarray]) -> float | None:
+    """Median of the pooled arrays, ``None`` when they hold no value."""
+    pooled = np.concatenate(parts) if parts else np.zeros(0)
+    return float(np.median(pooled)) if pooled.size else None
 
 
 class FedPropMT(MeanTeacherRounds, FedProp):
