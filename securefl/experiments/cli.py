@@ -45,7 +45,7 @@ from securefl.experiments.config import (
     load_config,
     read_toml,
 )
-from securefl.experiments.plots import write_plots
+from securefl.experiments.plots import COVERAGE_PLOT, write_plots
 from securefl.experiments.provenance import collect_provenance
 from securefl.experiments.report import comparison_table, results_table, write_readme
 from securefl.experiments.results import privacy_lines
@@ -417,7 +417,8 @@ def main(args: argparse.Namespace, console: Console) -> int:
         console.print(comparison_table(document, width=console.width))
     for line in privacy_lines(document):
         console.print(line, markup=False)
-    console.print(f"wrote {runner.out}/results.json, README.md, accuracy.png, cost.png")
+    coverage = ", coverage.png" if (runner.out / COVERAGE_PLOT).exists() else ""
+    console.print(f"wrote {runner.out}/results.json, README.md, accuracy.png, cost.png{coverage}")
     mismatch = [c for c in document.get("comparison", []) if c["pseudo_labels_identical"] is False]
     for row in mismatch:
         console.print(f"[red]{row['method']}: real and plaintext pseudo-labels differ[/red]")

@@ -8,6 +8,10 @@
   round as two bars, model traffic and protocol traffic, on a logarithmic axis — FedProp's
   SHADE traffic is ~1000x the other methods', and on a linear axis every other bar would
   be invisible.  The title states the cryptography mode of the jobs actually run.
+- ``coverage.png`` (only when a job has label coverage, FedProp): per such job, test
+  accuracy by round beside the number of classes no label of the round's propagation
+  covered (bars, right axis) -- a simulation-only diagnostic
+  (:meth:`securefl.methods.base.Method.label_coverage`).
 - :func:`plot_seeds`: test accuracy of each method's validation-selected model over
   several runs of one config with different seeds (one dot per seed, a bar for the mean),
   for claims that should not rest on one seed.
@@ -24,6 +28,7 @@ from securefl.experiments.report import mode_text
 
 ACCURACY_PLOT = "accuracy.png"
 COST_PLOT = "cost.png"
+COVERAGE_PLOT = "coverage.png"
 
 
 def _pyplot() -> Any:
@@ -147,15 +152,54 @@ def _bytes_panel(
     axis.grid(axis="x", alpha=0.3)
 
 
+def _covered_jobs(document: dict[str, Any]) -> list[dict[str, Any]]:
+    """The jobs with at least one round carrying a label coverage."""
+    return [s for s in document["methods"]
+            if any(c is not None for c in s.get("label_coverage_by_round") or [])]
+
+
+def plot_coverage(document: dict[str, Any], path: Path) -> Path:
+    """Per job with label coverage: test accuracy by round (line, left axis) and the
+    number of classes no label of the round's propagation covered (bars, right axis)."""
+    plt = _pyplot()
+    jobs = _covered_jobs(document)
+    figure, axes = plt.subplots(len(jobs), 1, figsize=(7.5, 3.2 * len(jobs)), dpi=120,
+                                squeeze=False)
+    for axis, summary in zip(axes[:, 0], jobs):
+        coverage = summary["label_coverage_by_round"]
+        rounds = [i + 1 for i, c in enumerate(coverage) if c is not None]
+        counts = [c["uncovered_count"] for c in coverage if c is not None]
+        bars = axis.twinx()
+        bars.bar(rounds, counts, color="tab:red", alpha=0.3, width=0.8, label="uncovered classes")
+        bars.set_ylabel("classes without a label", color="tab:red")
+        bars.set_ylim(0, max(counts + [1]) * 1.6)
+        scored = [(i + 1, 100 * a) for i, a in enumerate(summary["accuracy_by_round"]) if a is not None]
+        axis.plot([r for r, _ in scored], [a for _, a in scored], color="tab:blue",
+                  marker="o" if len(scored) <= 30 else None, markersize=3)
+        axis.set_ylabel("test accuracy [%]", color="tab:blue")
+        axis.set_zorder(bars.get_zorder() + 1)
+        axis.patch.set_visible(False)
+        axis.set_title(f"{_label(summary)}: label coverage of the sampled clients", fontsize=9)
+        axis.grid(alpha=0.3)
+    axes[-1, 0].set_xlabel("communication round")
+    figure.tight_layout()
+    _save(plt, figure, path)
+    return path
+
+
 def write_plots(document: dict[str, Any], folder: Path) -> list[Path]:
-    """Write both plots into ``folder`` (nothing when no round has completed)."""
+    """Write the plots into ``folder`` (nothing when no round has completed; the
+    coverage plot only when a job has label coverage)."""
     if not any(s["rounds_completed"] for s in document["methods"]):
         return []
     folder = Path(folder)
-    return [
+    written = [
         plot_accuracy(document, folder / ACCURACY_PLOT),
         plot_cost(document, folder / COST_PLOT),
     ]
+    if _covered_jobs(document):
+        written.append(plot_coverage(document, folder / COVERAGE_PLOT))
+    return written
 
 
 def selected_accuracies(documents: list[dict[str, Any]]) -> dict[str, dict[Any, float]]:

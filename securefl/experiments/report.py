@@ -314,8 +314,40 @@ def readme_text(document: dict[str, Any]) -> str:
         "",
         "![time and bytes per job](cost.png)",
         "",
+        *coverage_lines(document),
     ]
     return "\n".join(lines)
+
+
+def coverage_lines(document: dict[str, Any]) -> list[str]:
+    """Per job with label coverage (FedProp): a per-round table of the classes no label of
+    the round's propagation covered, the median label mass sum_c Z_ic of the pseudo-labelled
+    points (all, covered, uncovered classes) and test accuracy; the coverage plot.  Empty
+    when no job has coverage."""
+    lines = []
+    for summary in document["methods"]:
+        coverage = summary.get("label_coverage_by_round") or []
+        if not any(c is not None for c in coverage):
+            continue
+        rows = []
+        for i, (c, mass, acc) in enumerate(zip(coverage, summary["label_mass_median_by_round"],
+                                               summary["accuracy_by_round"])):
+            if c is None:
+                continue
+            uncovered = ", ".join(str(k) for k in c["uncovered_classes"]) or "-"
+            rows.append([str(i + 1), uncovered, _mass(mass), _mass(c["label_mass_median_covered"]),
+                         _mass(c["label_mass_median_uncovered"]), _pct(acc)])
+        lines += [f"Label coverage of {summary['method']} ({summary['secure']}), a simulation-only "
+                  "diagnostic: classes no label of the round's propagation held, and the median "
+                  "label mass sum_c Z_ic of the unlabeled points (split by whether their hidden "
+                  "class is covered).", "",
+                  markdown_table(("round", "uncovered classes", "mass", "mass covered",
+                                  "mass uncovered", "test acc"), rows), ""]
+    return [*lines, "![label coverage by round](coverage.png)", ""] if lines else []
+
+
+def _mass(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3g}"
 
 
 def write_readme(document: dict[str, Any], folder: Path) -> Path:

@@ -27,6 +27,12 @@ DESIGN.md are derived (never stored twice, so they cannot disagree):
   ``releases``, ``delta``) or ``None``; :func:`privacy_lines` prints it.
 - ``seconds_at_bandwidth_by_round`` = each round projected onto real links where the
   method reports it (FedProp; ``None`` elsewhere).
+- ``label_mass_median_by_round`` = the median label mass sum_c Z_ic that reached the
+  pseudo-labelled points (FedProp: the server's own figure); ``label_coverage_by_round``
+  = the runner's simulation-only coverage diagnostic
+  (:meth:`~securefl.methods.base.Method.label_coverage`: ``uncovered_classes``,
+  ``uncovered_count``, medians of the mass split by the hidden class being covered);
+  ``None`` entries for methods without them.
 
 With ``--secure both`` :func:`compare_jobs` pairs each method's real and plaintext jobs:
 the final-accuracy difference, the per-round pseudo-label digest comparison (identical
@@ -115,6 +121,8 @@ class JobLog:
             "crypto_seconds_by_round": [r["crypto_seconds"] for r in rounds],
             "privacy": rounds[-1].get("privacy") if rounds else None,
             "seconds_at_bandwidth_by_round": [r.get("seconds_at_bandwidth") for r in rounds],
+            "label_mass_median_by_round": [r.get("label_mass_median") for r in rounds],
+            "label_coverage_by_round": [r.get("label_coverage") for r in rounds],
             "hyper": self.hyper,
             "error": self.error,
         }

@@ -12,6 +12,11 @@ and no test set).  After every round the runner scores the method's predictions
 (:func:`evaluate_round`); the round is selected on validation alone
 (:func:`securefl.experiments.results.select_round`), and test accuracy is only reported.
 
+After every round the runner also asks the method for its simulation-only diagnostic
+(:meth:`~securefl.methods.base.Method.label_coverage`, FedProp's label coverage; computed
+from the simulation's labels, which the runner holds, never sent over the transport) and
+stores it in the round's ``label_coverage``.
+
 After every round the runner *commits*: it appends the round's
 :class:`~securefl.methods.base.RoundResult`, writes ``checkpoint.pkl`` (the jobs' logs,
 the current method's ``state_dict()`` and the run header) and then ``results.json`` —
@@ -406,7 +411,8 @@ class Runner:
         method.on_phase = lambda text: self._describe(task, f"{stage[0]}: {text}")
         federation = self.federations[job.method]
         started = time.perf_counter()
-        method.setup(federation.for_training())
+        training = federation.for_training()
+        method.setup(training)
         setup_seconds = time.perf_counter() - started
         if resuming:
             method.load_state_dict(pickle.loads(self.state.method_state))
@@ -424,6 +430,7 @@ class Runner:
                     f"round={result.round!r}: {job.method} reported a different round than "
                     f"{round_index}"
                 )
+            result.label_coverage = method.label_coverage(training)
             scored = evaluates(round_index, job.rounds, config.get("eval_every", 1))
             record = {**result.to_dict(),
                       **(evaluate_round(method, federation) if scored else NOT_EVALUATED)}

@@ -104,6 +104,14 @@ class RoundResult:
     the nominal accounting every method shares) and ``participation`` (``members``,
     ``survivors``, ``dropped``: step -> clients, ``failed``: client -> error); ``None``
     where a method has not been split yet.
+
+    Label coverage (FedProp; ``None`` elsewhere): ``label_mass_median`` is the median,
+    over the unlabeled points of the clients that got pseudo-labels, of the label mass
+    sum_c Z_ic that reached them before Algorithm 1 normalises it away -- the server
+    computes it from the columns of S it solved (it learns nothing new).
+    ``label_coverage`` is a *simulation-only* diagnostic that no party of the protocol
+    learns, filled in by the runner (:meth:`Method.label_coverage`) from the
+    simulation's labels, never sent over the transport and never used in training.
     """
 
     round: int
@@ -120,6 +128,8 @@ class RoundResult:
     bytes_down_per_client: float | None = None
     bytes_up_per_client: float | None = None
     participation: dict[str, Any] | None = None
+    label_mass_median: float | None = None
+    label_coverage: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -247,6 +257,16 @@ class Method(ABC):
     @abstractmethod
     def run_round(self, round_index: int) -> RoundResult:
         """Run communication round ``round_index`` (0-based); no evaluation."""
+
+    def label_coverage(self, federation: Any) -> dict[str, Any] | None:
+        """A simulation-only diagnostic of the last round, or ``None`` (the default).
+
+        The runner (the simulator, which holds every label) calls it after
+        :meth:`run_round` with the federation's training view and stores the answer in
+        :attr:`RoundResult.label_coverage`.  Its answer may read labels no party of the
+        protocol learns (class sets of the clients, the hidden labels of unlabeled
+        points), so nothing it computes may reach the transport or training."""
+        return None
 
     @abstractmethod
     def predict(self, x: np.ndarray) -> np.ndarray:

@@ -95,6 +95,10 @@ class CrossClientRound:
     indices) for the ``train`` request; ``graph``, ``in_sum``, ``survivors`` as client ids;
     ``failed``: client -> error text of any step; ``bytes_per_client``: nominal bytes
     (module docstring) per member; ``exchanges``: every exchange it ran.
+    ``label_mass``: client -> ``(n_k,)`` label mass sum_c Z_ic of each of its points, for
+    every client that gets rows (:meth:`CrossClientLPServer.label_mass` over the sum's
+    survivors: what the server already holds); ``labeled_positions``: client -> the
+    positions of its labeled points that it sent (line 12).
     """
 
     rows: dict[int, tuple[np.ndarray, np.ndarray]]
@@ -107,6 +111,8 @@ class CrossClientRound:
     bytes_received: dict[int, int]
     server_seconds: float
     exchanges: list[Exchange] = field(default_factory=list, repr=False)
+    label_mass: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
+    labeled_positions: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
 
     @property
     def protocol_bytes_per_client(self) -> float:
@@ -346,13 +352,17 @@ def cross_client_round(transport: Transport, members: Sequence[int], *, feature_
     for message in server.forward_rows(total, survivors, receivers):
         received[message.receiver] += frame_size(message)
         rows[members[message.receiver]] = (np.asarray(message.arrays[0]), np.asarray(message.arrays[1]))
+    mass = server.label_mass(survivors)
+    offsets = dict(zip(graph, np.concatenate([[0], np.cumsum([sizes[j] for j in graph])])[:-1]))
+    label_mass = {members[j]: mass[offsets[j]: offsets[j] + sizes[j]] for j in receivers}
     seconds += time.thread_time() - begin
     return CrossClientRound(
         rows=rows, graph=[members[j] for j in graph], in_sum=[members[j] for j in in_sum],
         survivors=[members[j] for j in survivors], dropped=dropped, failed=failed,
         bytes_sent={members[j]: b for j, b in sent.items()},
         bytes_received={members[j]: b for j, b in received.items()},
-        server_seconds=seconds, exchanges=exchanges)
+        server_seconds=seconds, exchanges=exchanges, label_mass=label_mass,
+        labeled_positions={members[j]: server.requests[j] for j in in_sum})
 
 
 def _forward_links(replies: dict[int, Record], requests: dict[int, Record]) -> None:

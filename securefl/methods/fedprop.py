@@ -29,6 +29,23 @@ and the aggregate model; client j learns the columns S_L^(j) of the propagation 
 for its own labeled points and its own pseudo-labels.  No party sees another's data,
 labels or individual model.
 
+**Label mass and coverage** (issue: Non-IID-II "drift" is label coverage).  Algorithm 1
+normalises Z row by row, discarding the label mass m_i = sum_c Z_ic that reached point i.
+Per round the server reports ``RoundResult.label_mass_median``, the median m_i over the
+pseudo-labelled clients' unlabeled points: m = S_L 1 (every labeled row of Y sums to 1),
+computed from the columns S_L it solved and the labeled positions it was sent, so it
+learns nothing new.  Which classes the round's labels cover is known to no party (the
+server never sees a class, a client sees only its own labels and rows of Z):
+:meth:`FedProp.label_coverage` computes it for the runner from the simulation's labels, a
+simulation-only diagnostic never sent over the transport and never used in training.
+
+**Label-mass option** (off by default; not the paper): ``min_label_mass = tau > 0`` drops
+the pseudo-labels of unlabeled points with m_i < tau; ``mass_weighting=True`` multiplies
+each entropy weight by m_i / max_j m_j over the client's unlabeled points
+(:func:`securefl.protocols.propagation.gate_by_mass`).  Each client applies it to its own
+rows of Z, which it holds after line 15: no message changes, and with both off the
+pseudo-labels and weights are the paper's, bit for bit.
+
 FedProp+MT (:class:`FedPropMT`): FedProp combined with FedAvg+MT
 (:class:`securefl.methods.baselines.MeanTeacherRounds`): the server broadcasts a student
 and a mean teacher; clients train the student on FedProp's loss plus the mean-teacher
@@ -78,6 +95,7 @@ from securefl.methods.baselines import MeanTeacherRounds, PseudoLabelMethod
 from securefl.methods.crossclient_server import cross_client_round
 from securefl.methods.fedprop_clients import ROWS_BLOCK, ROWS_SURVIVORS, FedPropClient, FedPropMTClient
 from securefl.protocols.crossclient import HAMMING_BACKENDS
+from securefl.protocols.propagation import check_mass_options
 
 
 class FedProp(PseudoLabelMethod):
@@ -94,7 +112,8 @@ class FedProp(PseudoLabelMethod):
                  lr_decay_rounds: int | None = 2000, prox_mu: float = 0.0,
                  warmup_rounds: int = 10, k: int = 10, alpha: float = 0.99,
                  L: int = 4096, max_shift: int | None = None, hflip: bool = False,
-                 hamming_backend: str = "auto") -> None:
+                 hamming_backend: str = "auto", min_label_mass: float = 0.0,
+                 mass_weighting: bool = False) -> None:
         super().__init__(secure=secure, seed=seed, crypto_seed=crypto_seed,
                          sum_backend=sum_backend, device=device, model=model,
                          clients_per_round=clients_per_round, local_epochs=local_epochs,
@@ -105,6 +124,12 @@ class FedProp(PseudoLabelMethod):
         self.alpha = alpha
         self.L = L
         self.hamming_backend = hamming_backend
+        self.min_label_mass = min_label_mass
+        self.mass_weighting = mass_weighting
+
+    def _setup_extra(self) -> None:
+        check_mass_options(min_label_mass=self.min_label_mass, mass_weighting=self.mass_weighting)
+        super()._setup_extra()
 
     def _feature_model(self) -> nn.Module:
         return self.network
@@ -170,7 +195,61 @@ class FedProp(PseudoLabelMethod):
             result.participation = {**(result.participation or {}), "crossclient": extra["participation"]}
         link_bytes = self._round_link_bytes + result.bytes_model_per_client / 2
         result.seconds_at_bandwidth = seconds_at_bandwidth(time.process_time() - cpu_start, link_bytes)
+        result.label_mass_median = self._label_mass_median()
         return result
+
+    def _label_mass_median(self) -> float | None:
+        """Median label mass sum_c Z_ic over the unlabeled points of the clients that got
+        rows this round, from what the server holds (the columns of S it solved and the
+        labeled positions it was sent: :attr:`CrossClientRound.label_mass`)."""
+        done = self.last_cross_client
+        return _median([np.delete(mass, done.labeled_positions[c]) for c, mass in done.label_mass.items()])
+
+    def label_coverage(self, federation: Any) -> dict[str, Any] | None:
+        """Simulation-only: the last round's label coverage (:meth:`Method.label_coverage`).
+
+        Let P be the clients whose labels entered the last round's propagation (the
+        secure sum's survivors) and K the classes among their labeled points.  No party
+        of CrossClientLP learns K: the server sees labeled *positions*, never classes, and
+        a client sees its own labels and rows of Z.  So this is computed here, from the
+        simulation's labels, and never sent anywhere:
+
+        * ``uncovered_classes``: sorted classes outside K, ``uncovered_count`` their number;
+        * ``label_mass_median_covered`` / ``label_mass_median_uncovered``: the median label
+          mass sum_c Z_ic of the unlabeled points (of the clients that got pseudo-labels)
+          whose *hidden true* class is in K / not in K (``None`` when there is none) --
+          an evaluation-only split, like pseudo-label accuracy;
+        * ``clients``: P.
+
+        ``None`` before the first round of this object (e.g. right after a resume).
+        """
+        done = getattr(self, "last_cross_client", None)
+        if done is None:
+            return None
+        classes = int(federation.num_classes)
+        held = set()
+        for client in done.survivors:
+            data = federation.clients[client]
+            held.update(int(c) for c in np.unique(data.y[data.labeled]))
+        uncovered = sorted(set(range(classes)) - held)
+        covered_mass, uncovered_mass = [], []
+        for client, mass in done.label_mass.items():
+            data = federation.clients[client]
+            hidden = data.y[~data.labeled]
+            points = mass[~data.labeled]
+            starved = np.isin(hidden, uncovered)
+            covered_mass.append(points[~starved])
+            uncovered_mass.append(points[starved])
+        return {"uncovered_classes": uncovered, "uncovered_count": len(uncovered),
+                "label_mass_median_covered": _median(covered_mass),
+                "label_mass_median_uncovered": _median(uncovered_mass),
+                "clients": [int(c) for c in done.survivors]}
+
+
+def _median(parts: list[np.ndarray]) -> float | None:
+    """Median of the pooled arrays, ``None`` when they hold no value."""
+    pooled = np.concatenate(parts) if parts else np.zeros(0)
+    return float(np.median(pooled)) if pooled.size else None
 
 
 class FedPropMT(MeanTeacherRounds, FedProp):
@@ -187,14 +266,16 @@ class FedPropMT(MeanTeacherRounds, FedProp):
                  warmup_rounds: int = 10, k: int = 10, alpha: float = 0.99, L: int = 4096,
                  max_shift: int | None = None, hflip: bool = False, ema_decay: float = 0.99, consistency_weight: float = 100.0,
                  consistency_rampup: int = 5, noise_std: float = 0.1,
-                 hamming_backend: str = "auto") -> None:
+                 hamming_backend: str = "auto", min_label_mass: float = 0.0,
+                 mass_weighting: bool = False) -> None:
         super().__init__(secure=secure, seed=seed, crypto_seed=crypto_seed,
                          sum_backend=sum_backend, device=device, model=model,
                          clients_per_round=clients_per_round, local_epochs=local_epochs,
                          batch_size=batch_size, lr=lr, momentum=momentum,
                          weight_decay=weight_decay, lr_decay_rounds=lr_decay_rounds,
                          prox_mu=prox_mu, warmup_rounds=warmup_rounds, k=k, alpha=alpha, L=L,
-                         max_shift=max_shift, hflip=hflip, hamming_backend=hamming_backend)
+                         max_shift=max_shift, hflip=hflip, hamming_backend=hamming_backend,
+                         min_label_mass=min_label_mass, mass_weighting=mass_weighting)
         self.ema_decay = ema_decay
         self.consistency_weight = consistency_weight
         self.consistency_rampup = consistency_rampup

@@ -57,6 +57,10 @@ round's selected clients, config ``cclp/party``):
     pads, decodes and takes argmax labels and entropy weights (lines 15-16), trains on
     them, and reports them (:func:`securefl.methods.halves.report_pseudo_labels`) where
     the run asks.  A client without rows (it left CrossClientLP) trains on its labels.
+    With ``min_label_mass`` or ``mass_weighting`` set (an option, off by default; not the
+    paper) the client gates or weighs its pseudo-labels by the label mass sum_c Z_ic of
+    its own rows (:func:`~securefl.protocols.propagation.gate_by_mass`): only its rows
+    and its labeled mask, nothing more leaves or enters it.
 
 Costs: ``seconds/compute`` (embedding, training) and ``seconds/crypto`` per reply, and the
 nominal protocol bytes of the client-to-client frames the server cannot see
@@ -96,6 +100,7 @@ from securefl.methods.halves import LocalData
 from securefl.protocols.crossclient import TAG_ROWS, CrossClientLPClient
 from securefl.protocols.keys import KeyPair
 from securefl.protocols.lsh import SeedAgreementClient, common_seed
+from securefl.protocols.propagation import gate_by_mass
 
 ADVERTISE = "cclp/advertise"
 SHARES = "cclp/shares"
@@ -478,8 +483,10 @@ class CrossClientSteps:
         message = Message(SERVER, client.party, TAG_ROWS,
                           (request.arrays[ROWS_BLOCK], request.arrays.get(ROWS_SURVIVORS)))
         output = client.finish(message, encoding, padded=self.real)
-        return (np.asarray(output.pseudo_labels, dtype=np.int64),
-                np.asarray(output.weights, dtype=np.float64))
+        return gate_by_mass(output.pseudo_labels, output.weights, output.mass,
+                            unlabeled=~data.client.labeled,
+                            min_label_mass=self.method.min_label_mass,
+                            mass_weighting=self.method.mass_weighting)
 
 
 class _TrainState:

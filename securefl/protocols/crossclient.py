@@ -277,6 +277,7 @@ class CrossClientLPServer:
     requests: dict[int, np.ndarray] = field(default_factory=dict)
     sum_parties: list[int] = field(default_factory=list)
     total_received: np.ndarray | None = None
+    s_l: np.ndarray | None = None
 
     def receive_hamming(self, hamming: np.ndarray, parties: list[int], sizes: list[int]) -> None:
         """Lines 6-9: A = cos(pi H / L), k-NN graph, W = B + B^T, normalisation.
@@ -312,6 +313,7 @@ class CrossClientLPServer:
         rhs = np.zeros((n, wanted.size))
         rhs[wanted, np.arange(wanted.size)] = 1.0
         s_l = propagate(self.w_normalized, rhs, alpha=self.alpha, solver=self.solver)
+        self.s_l = s_l
         layout = (
             np.array(self.graph_parties, dtype=np.int32),
             np.array(self.block_sizes, dtype=np.int64),
@@ -325,6 +327,25 @@ class CrossClientLPServer:
             )
             start += width
         return out
+
+    def label_mass(self, contributors: Sequence[int]) -> np.ndarray:
+        """m = sum over the labeled columns of ``contributors`` of S_L: the label mass
+        sum_c Z_ic that reached every graph point i (``(N,)``, graph order).
+
+        Each labeled row of Y sums to 1, so sum_c Z_ic = sum_{l in L} S_il whatever the
+        classes: the server computes the mass from the columns it solved and the
+        positions it was sent, learning nothing new (no label, no Z).  ``contributors``
+        are the parties whose Zbar entered the sum (its survivors)."""
+        if self.s_l is None:
+            raise ProtocolError("label_mass before serve_columns")
+        mass = np.zeros(self.s_l.shape[0])
+        start = 0
+        for party in self.sum_parties:
+            width = self.requests[party].size
+            if party in contributors:
+                mass += self.s_l[:, start : start + width].sum(axis=1)
+            start += width
+        return np.maximum(mass, 0.0)
 
     def forward_rows(
         self, total: np.ndarray, survivors: Sequence[int], receivers: Sequence[int]

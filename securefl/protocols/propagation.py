@@ -12,6 +12,12 @@ unlabeled), with one-hot Y in R^(n x C) (zero rows for unlabeled points):
 7. y^_i = argmax_c Z^_ic
 8. w_i = 1 - H(Z^_i) / log C,  H(p) = -sum p log p
 
+Step 6 discards the label mass m_i = sum_c Z_ic that reached point i (returned as
+``mass``; :func:`label_mass`).  A point of a class no labeled point has is reached only
+through other classes' points, so it typically gets little mass, yet after step 6 it can
+carry a confident Z^ and a large weight.  :func:`gate_by_mass` (an option, not the paper)
+drops or down-weights such points.
+
 Conventions where Algorithm 1 is silent (each also in the docstring of the step):
 
 * **k-NN.** Exactly k neighbours per row, self excluded (the paper's "top k + 1, i != j"
@@ -66,12 +72,15 @@ class LabelPropagationResult:
     """Output of Algorithm 1.  Unpacks as ``pseudo_labels, weights = result``.
 
     ``pseudo_labels``: ``(n,)`` int64, ``-1`` where no label reached the point;
-    ``weights``: ``(n,)`` float64 in [0, 1]; ``scores``: ``(n, C)`` row-normalised Z^.
+    ``weights``: ``(n,)`` float64 in [0, 1]; ``scores``: ``(n, C)`` row-normalised Z^;
+    ``mass``: ``(n,)`` float64, the label mass m_i = sum_c Z_ic that reached point i
+    before step 6 discards it (Z clipped at 0; :func:`label_mass`).
     """
 
     pseudo_labels: np.ndarray
     weights: np.ndarray
     scores: np.ndarray
+    mass: np.ndarray
 
     def __iter__(self):
         yield self.pseudo_labels
@@ -264,7 +273,74 @@ def labels_from_scores(z: np.ndarray, num_classes: int) -> LabelPropagationResul
     pseudo = np.where(informed, np.argmax(scores, axis=1), -1).astype(np.int64)
     entropy = -xlogy(scores, scores).sum(axis=1)
     weights = np.where(informed, np.clip(1.0 - entropy / np.log(num_classes), 0.0, 1.0), 0.0)
-    return LabelPropagationResult(pseudo_labels=pseudo, weights=weights, scores=scores)
+    return LabelPropagationResult(pseudo_labels=pseudo, weights=weights, scores=scores, mass=totals)
+
+
+def label_mass(z: np.ndarray) -> np.ndarray:
+    """m_i = sum_c max(Z_ic, 0): how much label mass reached point i (before step 6).
+
+    Because every labeled row of Y sums to 1, m = S_L 1 with S_L = (I - alpha W_n)^-1 E_L
+    the columns of the labeled points: the mass does not depend on the labels' classes,
+    only on where the labeled points sit in the graph.  Step 6 divides it out, so a point
+    reached by a trickle of mass gets the same Z^ (and entropy weight) as one reached by a
+    flood; a point of a class no labeled point has is reached only through other classes'
+    points and typically gets little mass.
+    """
+    return np.maximum(np.asarray(z, dtype=np.float64), 0.0).sum(axis=1)
+
+
+def check_mass_options(*, min_label_mass: float, mass_weighting: bool) -> None:
+    """Validate the label-mass options of :func:`gate_by_mass` (errors name the parameter)."""
+    if isinstance(min_label_mass, bool) or not isinstance(min_label_mass, (int, float, np.floating)) \
+            or not np.isfinite(min_label_mass) or min_label_mass < 0:
+        raise InputError("min_label_mass", min_label_mass, "must be a finite number >= 0")
+    if not isinstance(mass_weighting, (bool, np.bool_)):
+        raise InputError("mass_weighting", mass_weighting, "must be True or False")
+
+
+def gate_by_mass(
+    pseudo_labels: np.ndarray,
+    weights: np.ndarray,
+    mass: np.ndarray,
+    *,
+    unlabeled: np.ndarray,
+    min_label_mass: float,
+    mass_weighting: bool,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Pseudo-labels and weights gated or weighted by label mass (an option, not the paper).
+
+    For the points where ``unlabeled`` is True (the others are returned unchanged):
+
+    * ``min_label_mass = tau > 0``: a point with m_i < tau gets pseudo-label ``-1`` and
+      weight 0 (it is left out of training, like a point no label reached);
+    * ``mass_weighting``: w_i <- w_i * m_i / max_{j unlabeled} m_j, the entropy weight
+      times the mass normalised by the largest mass among the given unlabeled points
+      (so in [0, 1]; the normalisation is relative to this set: a client none of whose
+      unlabeled points is well reached keeps weight on its best-reached one).
+
+    Both rules use only ``mass`` and the labeled mask, which the caller (a FedProp client,
+    on its own rows of Z) holds.  With ``tau = 0`` and ``mass_weighting=False`` the inputs
+    are returned as they are.
+    """
+    check_mass_options(min_label_mass=min_label_mass, mass_weighting=mass_weighting)
+    labels = np.asarray(pseudo_labels, dtype=np.int64)
+    weights = np.asarray(weights, dtype=np.float64)
+    mass = np.asarray(mass, dtype=np.float64)
+    unlabeled = np.asarray(unlabeled, dtype=bool)
+    if not (labels.shape == weights.shape == mass.shape == unlabeled.shape) or labels.ndim != 1:
+        raise InputError("mass", mass.shape, f"must match pseudo_labels {labels.shape}, weights and unlabeled")
+    if min_label_mass == 0 and not mass_weighting:
+        return labels, weights
+    labels, weights = labels.copy(), weights.copy()
+    if min_label_mass > 0:
+        starved = unlabeled & (mass < min_label_mass)
+        labels[starved] = -1
+        weights[starved] = 0.0
+    if mass_weighting and unlabeled.any():
+        top = float(mass[unlabeled].max())
+        scale = np.zeros(mass.shape) if top <= 0 else np.clip(mass / top, 0.0, 1.0)
+        weights[unlabeled] *= scale[unlabeled]
+    return labels, weights
 
 
 def label_propagation(

@@ -73,11 +73,12 @@ def federations():
     }
 
 
-def trajectory(name, federation, held_out):
-    """Per round: the pseudo-label digest and the predictions on every held-out image."""
+def trajectory(name, federation, held_out, **options):
+    """Per round: the pseudo-label digest and the predictions on every held-out image
+    (``options``: extra hyper-parameters)."""
     accepted = hyper_parameters(name)
     method = build_method(name, secure="plaintext", seed=3,
-                          **{k: v for k, v in FAST.items() if k in accepted})
+                          **{k: v for k, v in FAST.items() if k in accepted}, **options)
     method.setup(federation.for_training())
     images = np.concatenate([held_out.test.x, held_out.validation.x])
     rounds = []
@@ -98,6 +99,17 @@ def test_hidden_labels_do_not_change_training(name, federations):
         assert changed != reference  # the check sees a method that reads hidden labels
     else:
         assert changed == reference
+
+
+def test_hidden_labels_do_not_reach_fedprops_label_mass_options(federations):
+    """The label-mass option (gating and weighting pseudo-labels) reads only the clients'
+    own rows of Z: hidden labels change nothing, although the option changes training."""
+    federation = federations["clients"]
+    hidden = relabel(federation, test=True, validation=True, unlabeled=True)
+    options = {"min_label_mass": 5.0, "mass_weighting": True}
+    reference = trajectory("fedprop", federation, federation, **options)
+    assert trajectory("fedprop", hidden, federation, **options) == reference
+    assert trajectory("fedprop", federation, federation) != reference
 
 
 def _runner(config, federation, out, factory=fake_factory):

@@ -141,3 +141,77 @@ def test_translation_augmentation_rule(tiny_digits):
     method.max_shift = -1
     with pytest.raises(InputError, match="max_shift"):
         client.augmentation(data, torch.Generator().manual_seed(0))
+
+
+def _first_round_training(monkeypatch, federation, hyper, **options):
+    """Round 0 of FedProp: the method, its result and, per train call (the round's clients in
+    order), the pseudo-labels and weights the client trained on (its usable points)."""
+    import securefl.methods.fedavg_clients as clients
+
+    seen = []
+    original = clients.train_mixed
+
+    def spy(model, x_l, y_l, x_u, labels_u, weights_u, **kwargs):
+        seen.append((np.asarray(labels_u).copy(), np.asarray(weights_u).copy()))
+        return original(model, x_l, y_l, x_u, labels_u, weights_u, **kwargs)
+
+    monkeypatch.setattr(clients, "train_mixed", spy)
+    method = build_method("fedprop", secure="plaintext", seed=0, **hyper, **FAST, **options)
+    method.setup(federation.for_training())
+    result = method.run_round(0)
+    monkeypatch.setattr(clients, "train_mixed", original)
+    return method, result, seen
+
+
+def test_label_mass_options_gate_and_weigh_the_pseudo_labels(monkeypatch, tiny_digits, tiny_hyper):
+    method, off, plain = _first_round_training(monkeypatch, tiny_digits, tiny_hyper)
+    assert off.label_mass_median > 0
+    done = method.last_cross_client
+    members = off.participation["members"]
+    _, weighted_result, weighted = _first_round_training(monkeypatch, tiny_digits, tiny_hyper,
+                                                         mass_weighting=True)
+    assert weighted_result.pseudo_label_digest == off.pseudo_label_digest  # labels kept
+    for client, (labels, weights), (labels_w, weights_w) in zip(members, plain, weighted):
+        data = tiny_digits.clients[client]
+        mass = done.label_mass[client][~data.labeled]
+        assert labels.size == (mass > 0).sum()  # every reached unlabeled point trains
+        np.testing.assert_array_equal(labels_w, labels)
+        np.testing.assert_allclose(weights_w, weights * mass[mass > 0] / mass.max(), rtol=1e-6)
+        assert (weights_w < weights).any()
+    _, gated_result, gated = _first_round_training(monkeypatch, tiny_digits, tiny_hyper,
+                                                   min_label_mass=off.label_mass_median)
+    assert gated_result.pseudo_label_digest != off.pseudo_label_digest
+    kept = sum(len(labels) for labels, _ in gated)
+    unlabeled = sum(int((~tiny_digits.clients[c].labeled).sum()) for c in members)
+    assert kept == sum(
+        int((done.label_mass[c][~tiny_digits.clients[c].labeled] >= off.label_mass_median).sum())
+        for c in members)
+    assert 0 < kept < unlabeled
+
+
+def test_label_coverage_names_the_classes_no_sampled_client_labelled(tiny_digits, tiny_hyper):
+    from dataclasses import replace
+
+    from securefl.data import ClientData
+
+    hidden = replace(tiny_digits, clients=[ClientData(c.x, c.y, c.labeled & (c.y != 0))
+                                           for c in tiny_digits.clients])
+    method = build_method("fedprop", secure="plaintext", seed=0, **tiny_hyper, **FAST)
+    method.setup(hidden.for_training())
+    method.run_round(0)
+    coverage = method.label_coverage(hidden.for_training())
+    clients = coverage["clients"]
+    held = set().union(*(set(hidden.clients[c].y[hidden.clients[c].labeled].tolist()) for c in clients))
+    assert 0 in coverage["uncovered_classes"]
+    assert coverage["uncovered_classes"] == sorted(set(range(10)) - held)
+    assert coverage["uncovered_count"] == len(coverage["uncovered_classes"])
+    assert coverage["label_mass_median_uncovered"] < coverage["label_mass_median_covered"]
+
+
+@pytest.mark.parametrize("options, parameter", [
+    ({"min_label_mass": -1.0}, "min_label_mass"), ({"min_label_mass": float("inf")}, "min_label_mass"),
+    ({"mass_weighting": "yes"}, "mass_weighting"),
+])
+def test_bad_label_mass_options_are_refused(options, parameter, tiny_digits):
+    with pytest.raises(InputError, match=parameter):
+        FedProp(warmup_rounds=0, **options).setup(tiny_digits)
