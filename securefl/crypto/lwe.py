@@ -170,7 +170,7 @@ from securefl.crypto import kernels, linalg, prg, rlwe
 from securefl.crypto.channel import SERVER, Message, Network
 from securefl.crypto.hamming import SHARE_BITS, HammingResult, check_codes, own_block, pair_roles, server_reconstruct
 from securefl.crypto.rand import RandomSource
-from securefl.errors import InputError, PlatformError, ProtocolError
+from securefl.errors import InputError, ProtocolError
 
 LWE_DIMENSION = 4096
 """n: length of the encryptor's secrets s_i."""

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from securefl.bench.common import machine_info
+from securefl.machine import torch_cpu_capability
 
 LIBRARIES = (
     "securefl", "torch", "numpy", "scipy", "scikit-learn", "cryptography", "pycryptodome",
@@ -65,22 +66,12 @@ def git_status() -> list[str] | None:
     return out.stdout.splitlines() if out.returncode == 0 else None
 
 
-def cpu_capability() -> str | None:
-    """The instruction set torch's CPU kernels dispatch to (e.g. ``"AVX512"``)."""
-    import torch
-
-    try:
-        return str(torch.backends.cpu.get_cpu_capability())
-    except AttributeError:  # pragma: no cover - torch older than 2.0
-        return None
-
-
 def collect_provenance(command: str) -> dict[str, Any]:
     """The provenance fields of ``results.json`` (see the module docstring)."""
     machine = machine_info()
     machine.update(
         cores_available=len(os.sched_getaffinity(0)),
-        torch_cpu_capability=cpu_capability(),
+        torch_cpu_capability=torch_cpu_capability(),
     )
     status = git_status()
     return {

@@ -312,14 +312,12 @@ def test_the_consistency_round_sums_exactly_and_survives_dropouts():
     assert np.array_equal(outcome.total, sum(values[u] for u in (0, 2, 3, 4)) & np.uint64(2**64 - 1))
 
 
-def inconsistent_survivor_lists(consistency):
-    """Rounds 0-2 honestly (n = 5, t = 3); then the server tells clients 0-2 and 4 that everyone
-    survived and client 3 that client 4 dropped: the former reveal b_4's shares, client 3
-    s_4^SK's.  Returns the clients' answers to the unmask step (or their errors)."""
+def _through_masked_inputs(session: bytes, consistency: bool):
+    """Clients and server of an honest n = 5, t = 3 run up to the survivor list."""
     _, credentials = new_federation("fed", N)
-    values = _values()
-    config = SecAggConfig(b"c" * 16, N, T, DIM, 64, cohort=cohort_digest(range(N)), consistency=consistency)
-    clients = [SecAggClient(u, config, values[u], credentials=credentials[u]) for u in range(N)]
+    config = SecAggConfig(session, N, T, DIM, 64, cohort=cohort_digest(range(N)),
+                          consistency=consistency)
+    clients = [SecAggClient(u, config, _values()[u], credentials=credentials[u]) for u in range(N)]
     server = SecAggServer(config, tuple(range(N)))
     for c in clients:
         server.handle(c.advertise())
@@ -327,6 +325,14 @@ def inconsistent_survivor_lists(consistency):
         for message in server.close_round():
             server.handle(clients[message.receiver].handle(message))
     server.close_round()
+    return clients, server
+
+
+def inconsistent_survivor_lists(consistency):
+    """Rounds 0-2 honestly (n = 5, t = 3); then the server tells clients 0-2 and 4 that everyone
+    survived and client 3 that client 4 dropped: the former reveal b_4's shares, client 3
+    s_4^SK's.  Returns the clients' answers to the unmask step (or their errors)."""
+    clients, _ = _through_masked_inputs(b"c" * 16, consistency)
     shown = {u: (0, 1, 2, 3) if u == 3 else (0, 1, 2, 3, 4) for u in range(N)}
     replies = {u: clients[u].handle(Message(SERVER, u, TAGS["survivors"], (np.array(shown[u], np.int32),)))
                for u in range(N)}
@@ -355,16 +361,7 @@ def test_inconsistent_survivor_lists_get_no_share_past_the_consistency_round():
 def test_fewer_than_t_signatures_on_the_list_a_client_was_shown_get_no_share():
     from securefl.errors import DropoutError
 
-    _, credentials = new_federation("fed", N)
-    config = SecAggConfig(b"d" * 16, N, T, DIM, 64, cohort=cohort_digest(range(N)), consistency=True)
-    clients = [SecAggClient(u, config, _values()[u], credentials=credentials[u]) for u in range(N)]
-    server = SecAggServer(config, tuple(range(N)))
-    for c in clients:
-        server.handle(c.advertise())
-    for _ in range(2):
-        for message in server.close_round():
-            server.handle(clients[message.receiver].handle(message))
-    server.close_round()
+    clients, _ = _through_masked_inputs(b"d" * 16, True)
     everyone = np.arange(N, dtype=np.int32)
     signed = {u: clients[u].handle(Message(SERVER, u, TAGS["survivors"], (everyone,))).arrays[0] for u in range(N)}
     two = Message(SERVER, 0, TAGS["signatures"], (np.array([0, 1], np.int32), np.stack([signed[0], signed[1]])))

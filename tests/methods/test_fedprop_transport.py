@@ -25,10 +25,9 @@ MEMBERS = [0, 1, 2]
 KEYWORDS = {"clients_per_round": 3, "L": 64, "k": 5, "crypto_seed": 99}
 
 
-def _run(federation, *, secure="real", dropouts=None, intercept=None, replies=None, backend="shade"):
-    """CrossClientLP among MEMBERS over an in-process transport, and each member's output
-    (``replies``: a list that collects every reply; ``backend``: the Hamming backend)."""
-    method = build_method("fedprop", secure=secure, seed=4, hamming_backend=backend, **KEYWORDS)
+def _transport(method, federation, *, dropouts=None, intercept=None, replies=None):
+    """An in-process transport to every client of ``federation`` running ``method``'s
+    client half; ``replies``, when a list, collects every reply it delivers."""
     nodes = [NodeContext(k, {"partition-id": k}, run_config(method), local_data(federation, k))
              for k in range(federation.num_clients)]
     transport = InProcessTransport(MethodProgramClient(), nodes, dropouts=dropouts,
@@ -42,6 +41,15 @@ def _run(federation, *, secure="real", dropouts=None, intercept=None, replies=No
             return result
 
         transport._exchange = watched
+    return transport
+
+
+def _run(federation, *, secure="real", dropouts=None, intercept=None, replies=None, backend="shade"):
+    """CrossClientLP among MEMBERS over an in-process transport, and each member's output
+    (``replies``: a list that collects every reply; ``backend``: the Hamming backend)."""
+    method = build_method("fedprop", secure=secure, seed=4, hamming_backend=backend, **KEYWORDS)
+    transport = _transport(method, federation, dropouts=dropouts, intercept=intercept,
+                           replies=replies)
     model = build_model(method.model, input_shape=tuple(federation.input_shape),
                         num_classes=federation.num_classes, seed=4)
     done = cross_client_round(transport, MEMBERS, feature_model=model_vector(model), round_index=0,
@@ -245,18 +253,8 @@ def test_rounds_reuse_each_pairs_ot_setup_and_stay_exact(tiny_digits):
     bytes); the setups stay in the clients' states -- no reply carries a base-OT key and
     no checkpoint keeps them."""
     method = build_method("fedprop", secure="real", seed=4, **KEYWORDS)
-    nodes = [NodeContext(k, {"partition-id": k}, run_config(method), local_data(tiny_digits, k))
-             for k in range(tiny_digits.num_clients)]
-    transport = InProcessTransport(MethodProgramClient(), nodes)
     replies = []
-    deliver = transport._exchange
-
-    def watched(step, requests, timeout):
-        result = deliver(step, requests, timeout)
-        replies.extend(result.replies.values())
-        return result
-
-    transport._exchange = watched
+    transport = _transport(method, tiny_digits, replies=replies)
     model = build_model(method.model, input_shape=tuple(tiny_digits.input_shape),
                         num_classes=tiny_digits.num_classes, seed=4)
     rounds = [[0, 1, 2], [0, 1, 2], [2, 1, 0]]  # the reversed order flips every pair's roles
