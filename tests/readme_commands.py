@@ -1,6 +1,10 @@
-"""The README doc-check: every command the README shows, checked against the real CLI.
+"""The README doc-check: every command the README and the docs pages show, checked against
+the real CLI.
 
-    python -m tests.readme_commands [README.md] [--run]
+    python -m tests.readme_commands [README.md docs/security.md ...] [--run]
+
+With no file named it checks every document: ``README.md`` and every page under ``docs/``
+(:func:`documents`); the commands of each are run from the repository root.
 
 **Extraction** is generic, so commands added to the README later are checked too:
 
@@ -54,6 +58,7 @@ from typing import Iterator
 
 REPO = Path(__file__).resolve().parent.parent
 README = REPO / "README.md"
+DOCS = REPO / "docs"
 SHELL_LANGUAGES = {"", "bash", "sh", "shell", "console", "zsh"}
 SEPARATORS = {";", "&&", "||", "|", "&"}
 
@@ -66,13 +71,14 @@ class Command:
     words: list[str]
     text: str
     notes: list[str] = field(default_factory=list)
+    source: str = "README"
 
     @property
     def program(self) -> str:
         return self.words[0] if self.words else ""
 
     def __str__(self) -> str:
-        return f"README line {self.line}: {shlex.join(self.words)}"
+        return f"{self.source} line {self.line}: {shlex.join(self.words)}"
 
 
 class CheckError(Exception):
@@ -332,14 +338,29 @@ def check_command(command: Command) -> str | None:
     return None
 
 
+def documents() -> list[Path]:
+    """Every document whose commands, tables and names are checked: the README and every
+    Markdown page of the docs site."""
+    return [README, *sorted(DOCS.rglob("*.md"))]
+
+
+def source_name(path: Path, root: Path) -> str:
+    """``path`` as the failure messages name it: relative to ``root`` where it lies inside."""
+    return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
+
+
 def check_readme(
-    path: Path = README,
+    path: Path = README, root: Path | None = None,
 ) -> tuple[list[tuple[Command, str]], list[tuple[Command, str]]]:
-    """``(checked, failures)`` for every command of the README at ``path``, run from the
-    repository root (where the README's relative paths point)."""
+    """``(checked, failures)`` for every command of the document at ``path``, run from
+    ``root`` (default: the document's folder), the repository root where its relative paths
+    point."""
+    root = path.parent if root is None else root
     commands = readme_commands(path.read_text())
+    for command in commands:
+        command.source = source_name(path, root)
     checked, failures = [], []
-    with _in_folder(path.parent):
+    with _in_folder(root):
         for command in commands:
             try:
                 outcome = check_command(command)
@@ -417,9 +438,10 @@ def _cells(row: str) -> int:
     return len(re.split(r"(?<!\\)\|", body))
 
 
-def table_problems(text: str) -> list[str]:
+def table_problems(text: str, source: str = "README") -> list[str]:
     """Rows of Markdown tables whose cell count differs from the header, or lines that
-    interrupt a table (a table runs from its header to the next blank line)."""
+    interrupt a table (a table runs from its header to the next blank line); ``source``
+    names the document in the messages."""
     problems = []
     lines = _without_fences(text).splitlines()
     index = 0
@@ -431,35 +453,79 @@ def table_problems(text: str) -> list[str]:
             while index < len(lines) and lines[index].strip():
                 row = lines[index]
                 if not row.lstrip().startswith("|"):
-                    problems.append(f"README line {index + 1}: stray line inside a table: {row!r}")
+                    problems.append(f"{source} line {index + 1}: stray line inside a table: "
+                                    f"{row!r}")
                 elif _cells(row) != width:
-                    problems.append(f"README line {index + 1}: {_cells(row)} cells, the header "
+                    problems.append(f"{source} line {index + 1}: {_cells(row)} cells, the header "
                                     f"has {width}: {row[:60]!r}")
                 index += 1
         index += 1
     return problems
 
 
+def _tables_tool():  # type: ignore[no-untyped-def]
+    """``experiments/tables.py`` as a module (it is a script, not part of the package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("tables", REPO / "experiments" / "tables.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def stale_tables(text: str, root: Path = REPO) -> tuple[int, list[str]]:
+    """``(blocks, stale)``: how many ``<!-- tables.py: FOLDER ... -->`` blocks ``text`` has,
+    and the folders of those whose body differs from ``experiments/tables.py``'s output over
+    the records they name (folders relative to ``root``, the repository root)."""
+    tables = _tables_tool()
+    stale = []
+    matches = list(tables.BLOCK.finditer(text))
+    for match in matches:
+        try:
+            body = tables.block_body(match["folders"], baseline="fedavg-labeled", root=root)
+        except SystemExit as exc:  # folders that hold no setting, or several
+            stale.append(f"{match['folders']}: {exc}")
+            continue
+        if body != match["body"]:
+            stale.append(match["folders"])
+    return len(matches), stale
+
+
 def dotted_names(text: str) -> list[str]:
-    """``securefl.room.name`` references of the README (documented entry points)."""
+    """``securefl.room.name`` references of a document (documented entry points)."""
     return sorted(set(re.findall(r"\bsecurefl(?:\.[A-Za-z_]\w*)+", text)))
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Check the README's commands against the CLI.")
-    parser.add_argument("readme", nargs="?", type=Path, default=README)
+    parser = argparse.ArgumentParser(
+        description="Check the commands and tables of the README and the docs pages.")
+    parser.add_argument("paths", nargs="*", type=Path,
+                        help="documents to check (default: README.md and every docs page)")
     parser.add_argument("--run", action="store_true", help="also run the cheap ones for real")
     args = parser.parse_args(argv)
-    checked, failures = check_readme(args.readme)
+    paths = [path.resolve() for path in args.paths] or documents()
+    failed = False
+    for path in paths:
+        failed |= _check_document(path, run=args.run)
+    return 1 if failed else 0
+
+
+def _check_document(path: Path, *, run: bool) -> bool:
+    """Print the outcome of every check of one document; True if any failed."""
+    checked, failures = check_readme(path, REPO)
     for command, outcome in checked:
         print(f"ok    {command}  ({outcome})")
     for command, problem in failures:
         print(f"FAIL  {command}\n      {problem}")
-    problems = table_problems(args.readme.read_text())
+    problems = table_problems(path.read_text(), source_name(path, REPO))
+    problems += [f"{source_name(path, REPO)}: stale results table {folders} (run python "
+                 f"experiments/tables.py --readme {source_name(path, REPO)})"
+                 for folders in stale_tables(path.read_text())[1]]
     for problem in problems:
         print(f"FAIL  {problem}")
-    if args.run:
-        with tempfile.TemporaryDirectory() as scratch, _in_folder(args.readme.parent):
+    if run:
+        with tempfile.TemporaryDirectory() as scratch, _in_folder(REPO):
             for command, _ in checked:
                 if is_cheap(command):
                     try:
@@ -468,7 +534,7 @@ def main(argv: list[str] | None = None) -> int:
                     except CheckError as exc:
                         failures.append((command, str(exc)))
                         print(f"FAIL  {command} (run)\n      {exc}")
-    return 1 if failures or problems else 0
+    return bool(failures or problems)
 
 
 if __name__ == "__main__":

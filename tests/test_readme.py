@@ -1,5 +1,6 @@
-"""The README cannot rot: its commands, tables and documented names are checked against
-the code (the extraction and the checks are in :mod:`tests.readme_commands`)."""
+"""The README and the docs pages cannot rot: their commands, tables and documented names are
+checked against the code (the extraction and the checks are in :mod:`tests.readme_commands`;
+that the docs site builds, links and references included, is :mod:`tests.test_docs`)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ import pytest
 
 from tests.readme_commands import (
     README,
+    REPO,
     CheckError,
     check_command,
     check_readme,
+    documents,
     dotted_names,
     is_cheap,
     is_pytest,
@@ -20,40 +23,85 @@ from tests.readme_commands import (
     is_securefl,
     readme_commands,
     run_cheap,
+    source_name,
+    stale_tables,
     table_problems,
 )
 
+DOCUMENTS = documents()
 
-def test_every_readme_command_parses_and_validates():
-    checked, failures = check_readme(README)
+
+def _all_checked():
+    """``(checked, failures)`` over every document, each run from the repository root."""
+    checked, failures = [], []
+    for path in DOCUMENTS:
+        ok, bad = check_readme(path, REPO)
+        checked += ok
+        failures += bad
+    return checked, failures
+
+
+def test_the_documents_are_the_readme_and_every_docs_page():
+    names = {source_name(path, REPO) for path in DOCUMENTS}
+    assert {"README.md", "docs/security.md", "docs/results.md", "docs/measurements.md",
+            "docs/deployment.md", "docs/api/index.md"} <= names
+    assert all(name == "README.md" or name.startswith("docs/") for name in names)
+
+
+def test_every_documented_command_parses_and_validates():
+    checked, failures = _all_checked()
     assert not failures, "\n".join(f"{command}: {problem}" for command, problem in failures)
     commands = [command for command, _ in checked]
-    # the extraction found every kind the README uses, so the check is not vacuous
+    # the extraction found every kind the documents use, so the check is not vacuous
     assert sum(map(is_securefl, commands)) >= 10
     assert any(is_script(c) for c in commands) and any(is_pytest(c) for c in commands)
     assert any(c.words[:3] == ["securefl", "bench", "ot"] for c in commands)
+    # and it reached the docs pages, not only the README
+    assert {c.source for c in commands} >= {"README.md", "docs/reproducing.md"}
 
 
-def test_readme_tables_are_well_formed():
-    assert table_problems(README.read_text()) == []
+def test_the_readme_gives_the_quick_start_and_the_docs_build():
+    commands = [c.text for c in readme_commands(README.read_text())]
+    assert "python -m pytest -n 2" in " ".join(commands)  # the command CI runs
+    assert any("pip install -e '.[docs]'" in text and "mkdocs build --strict" in text
+               for text in commands)
 
 
-def test_readme_result_tables_are_the_records():
-    """Every results table of the README is ``experiments/tables.py``'s output over the
-    records it names: a table typed by hand, or one left behind by new records, fails."""
-    import subprocess
-    import sys
-
-    root = README.parent
-    done = subprocess.run([sys.executable, str(root / "experiments" / "tables.py"), "--readme",
-                           str(README), "--check"], capture_output=True, text=True, cwd=root)
-    assert done.returncode == 0, done.stderr
-    assert README.read_text().count("<!-- tables.py: ") >= 5
+def test_document_tables_are_well_formed():
+    problems = [problem for path in DOCUMENTS
+                for problem in table_problems(path.read_text(), source_name(path, REPO))]
+    assert problems == []
 
 
-def test_readme_dotted_names_resolve():
-    names = dotted_names(README.read_text())
+def test_result_tables_are_the_records():
+    """Every results table of the README and the docs pages is ``experiments/tables.py``'s
+    output over the records it names: a table typed by hand, or one left behind by new
+    records, fails."""
+    blocks = 0
+    for path in DOCUMENTS:
+        count, stale = stale_tables(path.read_text())
+        assert stale == [], f"{source_name(path, REPO)}: stale tables {stale}"
+        blocks += count
+    assert blocks >= 5
+    assert stale_tables(README.read_text())[0] >= 1  # the README's one results table
+
+
+def test_a_stale_results_table_is_caught():
+    text = README.read_text()
+    count, stale = stale_tables(text)
+    assert count >= 1 and stale == []
+    # one digit of the README's table changed: the check names that block
+    start = text.index("<!-- tables.py: ")
+    row = text.index("| fedprop |", start)
+    digit = next(i for i in range(row, len(text)) if text[i].isdigit())
+    altered = text[:digit] + str((int(text[digit]) + 1) % 10) + text[digit + 1:]
+    assert len(stale_tables(altered)[1]) == 1
+
+
+def test_documented_dotted_names_resolve():
+    names = sorted({name for path in DOCUMENTS for name in dotted_names(path.read_text())})
     assert "securefl.methods.hyper_parameters" in names
+    assert "securefl.methods.fedprop.FedProp" in names  # a docs page's reference
     for name in names:
         module, _, attribute = name.rpartition(".")
         try:
@@ -63,9 +111,9 @@ def test_readme_dotted_names_resolve():
         assert value is not None, name
 
 
-def test_cheap_readme_commands_run_for_real(tmp_path, monkeypatch):
-    monkeypatch.chdir(README.parent)
-    checked, _ = check_readme(README)
+def test_cheap_documented_commands_run_for_real(tmp_path, monkeypatch):
+    monkeypatch.chdir(REPO)
+    checked, _ = _all_checked()
     cheap = [c for c, _ in checked if is_cheap(c)]
     assert any("--version" in c.words for c in cheap)
     assert any(c.words[:3] == ["securefl", "bench", "ot"] for c in cheap)
@@ -122,8 +170,10 @@ def test_the_doc_check_catches_rotten_commands(tmp_path):
     assert "--alpha=2.0" in failed["securefl bench lp --alpha 2"]
     assert not any("hamming" in key for key in failed)
     assert len(failures) == 8
-    problems = table_problems(BROKEN)
+    assert all(str(command).startswith("README.md line ") for command, _ in failures)
+    problems = table_problems(BROKEN, "docs/page.md")
     assert len(problems) == 2 and "1 cells" in problems[0] and "stray" in problems[1]
+    assert all(problem.startswith("docs/page.md line ") for problem in problems)
 
 
 def test_cheap_runs_cap_the_sizes_and_write_the_json(tmp_path):

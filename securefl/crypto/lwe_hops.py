@@ -1,7 +1,7 @@
 """The LWE secure Hamming session in a fixed number of hops (relayed transports).
 
 :func:`securefl.crypto.lwe.lwe_hamming_matrix` runs every party of a session in one loop.
-Over a transport whose every hop is a message round (``docs/transport-phase2.md``) the same
+Over a transport whose every hop is a message round (``docs/method-halves.md``) the same
 session is cut into four hops; at each, every party does its part for all its pairs at
 once, with the same sans-I/O parties (:class:`~securefl.crypto.lwe.LWEParty`, the relay
 :class:`~securefl.crypto.lwe.LWEServer`) and the same messages, tags and shapes, so the

@@ -1,7 +1,7 @@
 """SHADE for one pair of parties in a fixed number of hops (relayed transports).
 
 :func:`securefl.crypto.shade.shade_pair` runs a pair in one loop, frame by frame.  Over a
-transport whose every hop is a message round (``docs/transport-phase2.md``, "SHADE over
+transport whose every hop is a message round (``docs/method-halves.md``, "SHADE over
 links") the same protocol is cut into four hops, each a batch of messages from one party
 of the pair to the other, the sender ``s`` (holds ``x``, ``(n_a, L)``) and the receiver
 ``r`` (holds ``y``, ``(n_b, L)``):

@@ -76,7 +76,7 @@ same outcome.
 API built on these pieces (a method's server half is the ``Method`` the runner drives, its
 client half a ``MethodClient``), :mod:`securefl.fl.uploads` is FedAvg's secure averaging
 as exchanges and :mod:`securefl.fl.costs` the per-round time and byte accounting;
-``docs/transport-phase2.md`` is the conversion guide.  Every client's simulation
+``docs/method-halves.md`` is the guide to writing a method.  Every client's simulation
 randomness comes from ``(seed, round, client, purpose)`` (:func:`securefl.fl.client_rng`),
 never from one stream shared by all clients in sequence, so the order in which clients run
 cannot change a result.

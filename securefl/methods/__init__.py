@@ -39,7 +39,7 @@ Server and client halves (:mod:`securefl.methods.halves`): a split method names 
 today: every method -- the FedAvg family, FedProp / FedProp+MT (CrossClientLP's parties at
 the clients), FedSemi-Pi/-MT/-D, FedAnchor and ProtoFSSL, all deployable (client halves in
 ``fedavg_clients``, ``fedprop_clients``, ``fedsemi_clients``, ``fedanchor_client``,
-``protofssl_client``); ``docs/transport-phase2.md`` is the conversion guide.
+``protofssl_client``); ``docs/method-halves.md`` is the guide to writing one.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Client halves of FedProp and FedProp+MT: CrossClientLP's client parties as steps.
 
-FedProp's round (``docs/transport-phase2.md``, "Per method") is CrossClientLP
+FedProp's round (``docs/method-halves.md``, "Per method") is CrossClientLP
 (:mod:`securefl.protocols.crossclient`, FedProp Algorithm 3) followed by FedAvg's
 ``train``.  Every CrossClientLP party a client plays runs here, at the client, on its own
 data; the server half (:class:`securefl.methods.fedprop.FedProp`) only relays, assembles

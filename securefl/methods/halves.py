@@ -72,7 +72,7 @@ state Records of its in-process transport (``"clients"``:
 (:meth:`InProcessTransport.adopt`).  The FedAvg family keeps nothing between rounds, so
 its ``"clients"`` is empty.
 
-``docs/transport-phase2.md`` is the conversion guide (what to put where, the FedAvg family
+``docs/method-halves.md`` is the guide to writing one (what to put where, the FedAvg family
 as the worked example).
 """
 

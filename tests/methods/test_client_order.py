@@ -1,5 +1,5 @@
 """Order independence: a round's result does not depend on the order in which its clients
-compute (what running them as separate parties needs; docs/transport-phase2.md step 1).
+compute (what running them as separate parties needs; docs/method-halves.md, checklist step 1).
 
 Each method runs its warm-up (if any) and two rounds twice, once with the clients of every
 round computing in the given order and once in reverse (``Method._client_order``); the
