@@ -38,6 +38,8 @@ def test_the_docs_site_builds_strictly(tmp_path):
     assert "Quick start" in home and 'href="security/"' in home  # the README, links rewritten
     crypto = (site / "api" / "crypto" / "index.html").read_text()
     assert "secure_hamming_matrix" in crypto and "shade_pair" in crypto  # from the docstrings
+    assert 'href="#securefl.crypto.bits.transpose_bits"><code>transpose_bits</code>' in crypto
+    assert not any(":func:`" in page.read_text() for page in (site / "api").rglob("*.html"))
     methods = (site / "methods" / "index.html").read_text()
     assert 'href="../api/methods/#securefl.methods.fedprop.FedProp"' in methods
     # a repository file a page links to is copied into the site
@@ -62,6 +64,7 @@ def _small_site(tmp_path: Path, page: str, readme: str) -> Path:
     config.pop("theme")  # the built-in theme: faster, and the checks are the same
     handler = config["plugins"][1]["mkdocstrings"]["handlers"]["python"]
     handler["paths"] = [str(tmp_path)]
+    handler["options"]["extensions"] = [str(REPO / "docs" / "griffe_roles.py")]
     (tmp_path / "mkdocs.yml").write_text(yaml.safe_dump(config))
     return tmp_path / "mkdocs.yml"
 
@@ -70,7 +73,16 @@ TINY = '''"""A package of the test's own (the API handler reads it, as it reads 
 
 
 class InputError(ValueError):
-    """Bad input."""
+    """Bad input; see :func:`~tiny.check`, :class:`Missing` and :func:`_private`."""
+
+
+def check(value: int) -> int:
+    """Return ``value`` if it is positive."""
+    return value
+
+
+def _private() -> None:
+    """Not in the reference."""
 '''
 
 GOOD_PAGE = """# Page
@@ -90,7 +102,11 @@ def test_the_configuration_accepts_good_links(tmp_path):
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "site" / "repository" / "figure.png").is_file()
     page = (tmp_path / "site" / "page" / "index.html").read_text()
-    assert 'src="../repository/figure.png"' in page and "Bad input." in page
+    assert 'src="../repository/figure.png"' in page and "Bad input" in page
+    # the docstring's Sphinx roles: a link where the object is rendered, else code
+    assert 'href="#tiny.check"><code>check</code></a>' in page
+    assert "<code>Missing</code>" in page and "<code>_private</code>" in page
+    assert ":func:" not in page and ":class:" not in page
 
 
 def test_the_configuration_rejects_broken_links_anchors_and_references(tmp_path):
