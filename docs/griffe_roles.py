@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from griffe import Extension, NameResolutionError, Object
+from griffe import AliasResolutionError, CyclicAliasError, Extension, NameResolutionError, Object
 
 ROLE = re.compile(r":(?:py:)?(?:func|class|mod|meth|attr|data|exc|obj|const):`(?P<tilde>~?)"
                   r"(?P<target>[\w.]+)(?:\(\))?`")
@@ -77,7 +77,7 @@ def _find(path: str, package: Object) -> Object | None:
         if member.is_alias:
             try:
                 member = member.final_target
-            except Exception:  # an alias to something outside the package
+            except (AliasResolutionError, CyclicAliasError):  # a target outside the package
                 return None
         obj = member
     return obj

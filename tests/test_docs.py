@@ -25,7 +25,7 @@ def _build(config: Path, site: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file", str(config),
          "--site-dir", str(site)],
-        capture_output=True, text=True, cwd=config.parent, timeout=600,
+        check=False, capture_output=True, text=True, cwd=config.parent, timeout=600,
         env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
     )
 
