@@ -35,18 +35,17 @@ noise, a smaller clip), never less:
   The strict default allows SHADE only: the LWE and ring-LWE backends
   (:mod:`securefl.crypto.lwe`, :mod:`securefl.crypto.rlwe`) are secure against a
   *semi-honest* encryptor and evaluator only.  A malicious evaluator that sends
-  ill-formed hints (entries ``Delta 3^t``) or answers, with the server, recovers the
+  ill-formed hints (entries ``Delta 3^t``) and answers, with the server, recovers the
   encryptor's LWE secrets and then its codes; a malicious encryptor that adds a large
   value to one column of ``C`` reads one bit of the evaluator's code per answer entry
-  while the shares stay correct almost everywhere (issue 20, attack 4; the second is
-  :mod:`tests.crypto.test_malicious_lwe`).  A defence would need zero-knowledge proofs
-  that every ``C`` row, hint and answer is well formed (short secret, bounded noise):
-  proofs of that size (``n_a (L + L')`` LWE samples per party) are far beyond this
-  toolkit.  SHADE's IKNP extension keeps the OT receiver's choice bits private even
-  against a malicious sender (:mod:`securefl.crypto.ot`), so it is the backend allowed
-  against a deviating server; ``auto`` resolves to SHADE wherever its model's choice is
-  not allowed.  A deployment that trusts its clients to follow the protocol may allow
-  ``lwe``/``rlwe`` with ``policy-hamming-backends``.
+  while the shares stay correct almost everywhere (issue 20, attack 4).  A defence
+  would need zero-knowledge proofs that every ``C`` row, hint and answer is well formed
+  (ternary secrets, bounded noise) for ``n_a (L + L')`` LWE samples per party: far
+  beyond this toolkit.  SHADE's IKNP extension keeps the OT receiver's choice bits
+  private even against a malicious sender (:mod:`securefl.crypto.ot`), so SHADE is the
+  backend allowed against a deviating server; ``auto`` resolves to SHADE wherever its
+  cost model's choice is not allowed.  A deployment that trusts its clients to follow
+  the protocol may allow ``lwe``/``rlwe`` with ``policy-hamming-backends``.
 
 A request below the policy raises :class:`~securefl.errors.ProtocolError` before the
 client computes or sends anything from its data.

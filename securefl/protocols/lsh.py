@@ -259,6 +259,8 @@ class SeedAgreementServer:
             if message.tag != TAG_PUBLIC_KEY or message.receiver != SERVER:
                 raise ProtocolError(f"unexpected message {message.tag!r} from {message.sender}")
         self.parties = [m.sender for m in messages]
+        if not messages:  # every client left (or refused) before the agreement
+            return []
         ids = np.array(self.parties, dtype=np.int32)
         keys = np.stack([m.arrays[0] for m in messages])
         signed = bool(messages) and all(len(m.arrays) == 2 for m in messages)
