@@ -32,20 +32,23 @@ noise, a smaller clip), never less:
   signed keys bind its digest, :mod:`securefl.crypto.identity`).
 
 * :meth:`PrivacyPolicy.hamming_backend` -- the secure Hamming backend this client runs.
-  The strict default allows SHADE only: the LWE and ring-LWE backends
-  (:mod:`securefl.crypto.lwe`, :mod:`securefl.crypto.rlwe`) are secure against a
-  *semi-honest* encryptor and evaluator only.  A malicious evaluator that sends
-  ill-formed hints (entries ``Delta 3^t``) and answers, with the server, recovers the
-  encryptor's LWE secrets and then its codes; a malicious encryptor that adds a large
-  value to one column of ``C`` reads one bit of the evaluator's code per answer entry
-  while the shares stay correct almost everywhere (issue 20, attack 4).  A defence
-  would need zero-knowledge proofs that every ``C`` row, hint and answer is well formed
-  (ternary secrets, bounded noise) for ``n_a (L + L')`` LWE samples per party: far
-  beyond this toolkit.  SHADE's IKNP extension keeps the OT receiver's choice bits
-  private even against a malicious sender (:mod:`securefl.crypto.ot`), so SHADE is the
-  backend allowed against a deviating server; ``auto`` resolves to SHADE wherever its
-  cost model's choice is not allowed.  A deployment that trusts its clients to follow
-  the protocol may allow ``lwe``/``rlwe`` with ``policy-hamming-backends``.
+  The strict default allows SHADE only; the LWE and ring-LWE backends
+  (:mod:`securefl.crypto.lwe`, :mod:`securefl.crypto.rlwe`) are semi-honest only.  A
+  malicious evaluator that sends ill-formed hints (entries ``Delta 3^t``) and answers,
+  with the server, recovers the encryptor's LWE secrets and then its codes; a malicious
+  encryptor that adds a large value to one column of ``C`` reads one bit of the
+  evaluator's code per answer entry while the shares stay correct almost everywhere
+  (issue 20, attack 4).  A defence would need zero-knowledge proofs that every ``C``
+  row, hint and answer is well formed (ternary secrets, bounded noise) for
+  ``n_a (L + L')`` LWE samples per party: far beyond this toolkit.  Moreover the LWE
+  pairs' X25519 keys are not yet signed (:mod:`securefl.crypto.lwe_hops`), so a
+  deviating server can stand in for a party itself.  SHADE runs on roster-signed link
+  keys, so a deviating server alone cannot take part in it; against a malicious
+  *client* SHADE is semi-honest too (:mod:`securefl.crypto.ot`: no maliciously secure
+  base OT, no KOS check), but those gaps close with standard OT techniques.  ``auto``
+  resolves to SHADE wherever its cost model's choice is not allowed.  A deployment that
+  trusts its clients and server to follow the protocol may allow ``lwe``/``rlwe`` with
+  ``policy-hamming-backends``.
 
 A request below the policy raises :class:`~securefl.errors.ProtocolError` before the
 client computes or sends anything from its data.
