@@ -138,3 +138,26 @@ def test_the_ledger_caps_the_summed_lwe_flooding_distance(tmp_path):
     assert oct(path.stat().st_mode & 0o777) == "0o600"
     mnist_round = statistical_distance([600] * 10, 4096)  # 2^-45.1 per session
     assert 2**15 < 2.0**-30 / mnist_round < 2**15.2
+
+
+def test_he_runs_in_process_only_and_a_deployment_refuses_it():
+    """HE aggregation has no exchanges: it is simulated by the in-process transport.  On any
+    other transport the server's plan refuses it (it would upload in the clear), and a
+    deployment node's strict policy refuses a run config asking for it."""
+    from types import SimpleNamespace
+
+    from securefl.errors import InputError
+    from securefl.fl.transport import Transport
+
+    class Elsewhere(Transport):
+        clients = (0, 1, 2)
+
+        def _exchange(self, step, requests, timeout):
+            raise AssertionError("an HE sum reached a client")
+
+    with pytest.raises(InputError, match="simulated in process only"):
+        uploads.refuse_simulated_backend("real", "he", Elsewhere(program="method"))
+    uploads.refuse_simulated_backend("real", "he", InProcessTransport(Uploader(), [NodeContext(0, {}, {})]))
+    method = SimpleNamespace(name="fedavg-labeled", secure="real", sum_backend="he")
+    with pytest.raises(ProtocolError, match="sum_backend='he'"):
+        node_policy({}).check_method(method)
