@@ -155,14 +155,15 @@ class PrivacyPolicy:
     @classmethod
     def for_method(cls, method: Any) -> "PrivacyPolicy":
         """The in-process simulator's policy: exactly what ``method`` is configured with
-        (mode, sum and Hamming backend -- every one for ``auto`` --, DP parameters, no DP
-        floor for a method configured without the Gaussian mechanism; any cohort a
+        (mode, sum and Hamming backend -- every one for ``auto`` or for a name the method
+        itself refuses --, DP parameters, no DP floor for a method configured without the
+        Gaussian mechanism; any cohort a
         majority threshold allows; the simulator holds the crypto seed anyway; no epsilon
         cap, the one-release-per-round rule and the LWE flooding cap still hold)."""
         noise = getattr(method, "noise_multiplier", None)
         hamming = getattr(method, "hamming_backend", "auto")
         return cls(secure=method.secure, sum_backends=(method.sum_backend,),
-                   hamming_backends=HAMMING_BACKENDS if hamming == "auto" else (hamming,),
+                   hamming_backends=(hamming,) if hamming in HAMMING_BACKENDS else HAMMING_BACKENDS,
                    min_cohort=1, dp_min_noise=float(noise) if noise is not None else 0.0,
                    dp_max_clip=getattr(method, "clip", None),
                    dp_max_delta=float(getattr(method, "dp_delta", 1e-5)), epsilon=None,
