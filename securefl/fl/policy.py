@@ -157,9 +157,9 @@ class PrivacyPolicy:
         """The in-process simulator's policy: exactly what ``method`` is configured with
         (mode, sum and Hamming backend -- every one for ``auto`` or for a name the method
         itself refuses --, DP parameters, no DP floor for a method configured without the
-        Gaussian mechanism; any cohort a
-        majority threshold allows; the simulator holds the crypto seed anyway; no epsilon
-        cap, the one-release-per-round rule and the LWE flooding cap still hold)."""
+        Gaussian mechanism; any cohort a majority threshold allows; the simulator holds
+        the crypto seed anyway; no epsilon cap, the one-release-per-round rule and the LWE
+        flooding cap still hold)."""
         noise = getattr(method, "noise_multiplier", None)
         hamming = getattr(method, "hamming_backend", "auto")
         return cls(secure=method.secure, sum_backends=(method.sum_backend,),
