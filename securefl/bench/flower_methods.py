@@ -105,7 +105,10 @@ def run(args: argparse.Namespace, progress: Progress) -> dict:
                                                     "rounds": rounds, **_medians(rounds)}}
         progress.advance(task)
     started = time.perf_counter()
-    with LocalFederation(nodes=nodes, mode=args.mode, poll=args.poll) as federation:
+    # ProtoFSSL as in the paper shares prototypes without DP: this federation's operator
+    # waives the nodes' DP floor (securefl.fl.policy), the one policy key it relaxes
+    with LocalFederation(nodes=nodes, mode=args.mode, poll=args.poll,
+                         node_config={"policy-dp-min-noise": 0}) as federation:
         record["federation_start_seconds"] = time.perf_counter() - started
         for method in methods:
             start = time.perf_counter()

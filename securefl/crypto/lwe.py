@@ -71,6 +71,15 @@ dimension and raises :class:`~securefl.errors.PlatformError` unless the result i
   ternary secret, ``sigma = 3.24``.  HE security standard (Albrecht et al. 2018,
   ternary secrets, ``sigma ~ 3.2``, 128-bit classical security) allows ``log2 q <= 109``
   for ``n = 4096`` (:data:`HE_STANDARD_128_TERNARY`): 104 is inside it.
+  *Which cost model this claim uses.*  "128 bits" is the HE standard's: the lattice
+  estimator with the ``BKZ.sieve`` cost ``2^(0.292 beta + 16.4 + log2(8d))``, in which the
+  primal attack's block size ``beta = 351`` costs 2^134.8 here.  Under the stricter
+  core-SVP model used for the NIST post-quantum schemes (``0.292 beta`` classical,
+  ``0.265 beta`` quantum; ADPS16) the same ``beta`` gives **2^102.5 classical, 2^93.0
+  quantum** -- compare with Kyber-512's 118 core-SVP bits.  The computation
+  (:func:`securefl.crypto.rlwe.primal_usvp_blocksize`, :func:`securefl.crypto.rlwe.security_bits`)
+  and the argument for the ring are in :mod:`securefl.crypto.rlwe`; plain LWE with the
+  same ``n``, ``q`` and distributions gets the same estimate.
   ``b`` also sees its own randomness and its share ``U_hi + |y_j|``.
 * *The encryptor learns nothing about Y beyond its output share.*  Without ``R`` the
   hint ``M^T Y^T`` is a low-density knapsack in the codes; with it,

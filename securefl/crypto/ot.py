@@ -111,6 +111,24 @@ whose state diverged (a party lost it, or dropped mid-setup) falls back to fresh
 never to a re-used position.  The setup state is secret (``S``: ``s`` and its chosen keys;
 ``R``: both keys of every base OT): it stays with its party, never in a message.
 
+**Against a malicious client (what this module does *not* give).**  IKNP's extension keeps
+the receiver's choices ``r`` private against a *malicious* sender -- ``S``'s whole view is
+``U``, pseudorandom whatever ``S`` does -- but only on top of base OTs that are secure
+against a malicious base-OT *receiver*, and ``S`` is that receiver.  The base OT here is
+not: ``S`` can send ``(b G, b' G)`` and learn both ``k_i^0`` and ``k_i^1``, then
+``r = U^i XOR PRG(k_i^0) XOR PRG(k_i^1)``, i.e. in SHADE the peer's code bits.  In the
+other direction, without the KOS consistency check (Keller, Orsini, Scholl 2015) a
+malicious receiver may use a different choice vector in each column of ``U``; its
+outputs then depend on bits of ``s``, and once it knows ``s`` it holds both messages of
+every correlated OT, i.e. the sender's code bits.  Neither countermeasure -- a
+maliciously secure base OT (e.g. McQuoid, Rosulek, Roy 2020's endemic OT, or a
+Chaum-Pedersen OR-proof that ``(P^0, P^1)`` is ``(bG, bT)`` or ``(bT, bG)``, both needing the
+point additions X25519's API lacks) and KOS's check -- is implemented, so SHADE, like
+every client-to-client protocol here, is secure against *semi-honest* clients only.
+What holds against a deviating *server* that no client colludes with: it relays frames
+on links keyed by roster-signed X25519 keys (:mod:`securefl.fl.links`), so it can neither
+run the OTs in a client's place nor read or alter what it relays.
+
 Why by hand: no maintained Python library offers OT; libOTe/emp-ot are C++ and not
 installable here.  Everything is vectorised over whole chunks; nothing loops per OT.
 """

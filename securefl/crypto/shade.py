@@ -39,7 +39,10 @@ uniform on its own, and the pair of shares determines only HD.  Party ``b`` sees
 own random share; it learns nothing about ``x``.  Party ``a`` sees only the IKNP
 matrix, which hides ``y`` (see :mod:`securefl.crypto.ot`), and its own random share.
 Clients learn no distances.  A party that also colludes with the server learns the
-other's share and hence HD — exactly what the server learns anyway.
+other's share and hence HD — exactly what the server learns anyway.  Against a client that
+*deviates* (a malicious OT sender cheating in the base OTs, a malicious receiver without
+KOS's consistency check) SHADE makes no claim: :mod:`securefl.crypto.ot` says what each
+can learn; a deviating server alone is stopped by the signed link keys.
 
 **Client links need integrity, not confidentiality.**  Relayed through a semi-honest
 server, the pair's frames add nothing to its view: the hello carries a public point and

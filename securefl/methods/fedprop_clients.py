@@ -13,12 +13,14 @@ round's selected clients, config ``cclp/party``):
     and ``cclp/members`` (the round's client ids in party order: this client's own id must
     be at its position), config ``round``, ``cclp/party``, ``cclp/session`` (8 bytes).  The client embeds all
     its points, V_j = f(X_j) (kept in its state until hashed), and starts the LSH seed
-    agreement (:class:`~securefl.protocols.lsh.SeedAgreementClient`: public key up; the
-    share from ``crypto_seed_for("lsh", round)``) and its links
+    agreement (:class:`~securefl.protocols.lsh.SeedAgreementClient`: public key up, signed
+    in real mode; the share from ``crypto_seed_for("lsh", round)``) and its links
     (:func:`securefl.fl.links.advertise`).  Plaintext: the share itself goes up.
 ``cclp/shares``
-    real: the relayed public keys down; the sealed seed shares up; the links' key table
-    installed.  Plaintext: all shares down; the client hashes its features and sends its
+    real: the relayed public keys down, each checked against the node's roster (signed by
+    its party's member for this session and the round's members, :mod:`securefl.protocols.lsh`:
+    a substituted, stranger's, unsigned or re-bound key is refused before any share is
+    sealed); the sealed seed shares up; the links' key table installed.  Plaintext: all shares down; the client hashes its features and sends its
     LSH codes in the clear (the placeholder computes H from them).
 ``cclp/codes`` (real)
     the relayed sealed shares down; the client derives the common seed, hashes (lines
@@ -38,6 +40,10 @@ round's selected clients, config ``cclp/party``):
     (:data:`securefl.fl.transport.SESSION_SCOPED`), so no checkpoint holds it (a resumed
     run sets the pairs up afresh).
 ``cclp/lwe/1`` .. ``cclp/lwe/3`` (real, ``hamming_backend="lwe"`` or ``"rlwe"``, instead of SHADE)
+    only where the node's policy allows the backend (the strict default allows SHADE only,
+    ``auto`` resolves by :meth:`securefl.fl.policy.PrivacyPolicy.hamming_backend`; the
+    evaluation hop is first counted against the node's LWE flooding cap,
+    :meth:`securefl.fl.policy.PrivacyLedger.serve_lwe`);
     :mod:`securefl.crypto.lwe_hops`: the LWE public key rides on ``cclp/codes``; then the
     relayed keys down and every ``C`` block and the hint ``H'`` up (slots ``cclp/lwe/in``,
     ``cclp/lwe/out``, each forward with its own end-to-end tag); the relayed ``C`` blocks
@@ -85,7 +91,8 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 from securefl.crypto import lwe_hops, shade_hops
 from securefl.crypto.channel import SERVER, Message, frame_size
 from securefl.crypto.fixed_point import FixedPoint
-from securefl.crypto.hamming import choose_backend, own_block, pair_roles
+from securefl.crypto.hamming import own_block, pair_roles
+from securefl.crypto.lwe import statistical_distance
 from securefl.crypto.ot import ReceiverSetup, SenderSetup, setup_context
 from securefl.crypto.prg import random_seed
 from securefl.crypto.rand import RandomSource
@@ -192,10 +199,13 @@ class CrossClientSteps:
         except KeyError:
             raise ProtocolError("CrossClientLP step before cclp/advertise") from None
 
-    def _agreement(self, state: Record) -> SeedAgreementClient:
-        """The seed-agreement party as stored in ``state``."""
+    def _agreement(self, state: Record, *, checked: bool = False) -> SeedAgreementClient:
+        """The seed-agreement party as stored in ``state`` (``checked``: with the node's
+        credentials, to verify the peers' keys)."""
         party = self._party(state)
-        agreement = SeedAgreementClient(party=party, session=bytes(state.config["cclp/session"]))
+        session = bytes(state.config["cclp/session"])
+        agreement = self._new_agreement(state, party, session) if checked else \
+            SeedAgreementClient(party=party, session=session)
         agreement.share = bytes(state.arrays["cclp/lsh/share"])
         if "cclp/lsh/private" in state.arrays:
             private = X25519PrivateKey.from_private_bytes(bytes(state.arrays["cclp/lsh/private"]))
@@ -204,6 +214,18 @@ class CrossClientSteps:
             agreement.peer_keys = {int(p): bytes(k) for p, k in
                                    zip(state.arrays["cclp/lsh/ids"], state.arrays["cclp/lsh/keys"])}
         return agreement
+
+    def _new_agreement(self, state: Record, party: int, session: bytes,
+                       seed: int | None = None) -> SeedAgreementClient:
+        """The seed-agreement party; in real mode its keys are signed with the node's
+        credentials for this transport session, round session and the round's members
+        (:mod:`securefl.protocols.lsh`), and peers' keys are checked the same way."""
+        if not self.real:
+            return SeedAgreementClient(party=party, session=session, seed=seed)
+        return SeedAgreementClient(
+            party=party, session=session, seed=seed, credentials=self._node.credentials(),
+            cohort=[int(m) for m in state.arrays["cclp/members"]],
+            binding=transport_session(state) + session)
 
     def _protocol_client(self, state: Record, data: LocalData) -> CrossClientLPClient:
         """The CrossClientLP client party (features are not kept: no step needs them now)."""
@@ -244,7 +266,7 @@ class CrossClientSteps:
         state.config["cclp/party"] = party
         state.config["cclp/session"] = session
         state.arrays["cclp/features"] = features
-        agreement = SeedAgreementClient(party=party, session=session,
+        agreement = self._new_agreement(state, party, session,
                                         seed=self.method.crypto_seed_for("lsh", round_index))
         if self.real:
             message = agreement.advertise()
@@ -276,7 +298,7 @@ class CrossClientSteps:
                 raise ProtocolError("cclp/shares must be (parties, 16) uint8 seed shares")
             reply.arrays["cclp/codes"] = self._hash(state, common_seed([bytes(s) for s in shares]))
             return
-        agreement = self._agreement(state)
+        agreement = self._agreement(state, checked=True)
         message = agreement.send_shares(take_message(request, SLOT_LSH))
         state.arrays["cclp/lsh/ids"] = np.array(sorted(agreement.peer_keys), dtype=np.int64)
         state.arrays["cclp/lsh/keys"] = np.stack(
@@ -289,11 +311,10 @@ class CrossClientSteps:
         party = self._party(state)
         agreement = self._agreement(state)
         codes = self._hash(state, agreement.receive_shares(take_message(request, SLOT_LSH)))
-        chosen = self.method.hamming_backend
-        if chosen == "auto":
-            sizes = np.asarray(request.arrays.get("cclp/sizes", np.zeros(0, np.int64)))
-            alive = np.asarray(request.arrays.get("cclp/alive", np.zeros(0, np.int64)))
-            chosen = choose_backend([int(sizes[p]) for p in alive], int(self.method.L))
+        sizes = np.asarray(request.arrays.get("cclp/sizes", np.zeros(0, np.int64)))
+        alive = np.asarray(request.arrays.get("cclp/alive", np.zeros(0, np.int64)))
+        chosen = self._node.policy().hamming_backend(  # the node's policy, never the request
+            self.method.hamming_backend, [int(sizes[p]) for p in alive], int(self.method.L))
         state.config["cclp/hamming-backend"] = chosen
         backend = "lwe" if chosen in ("lwe", "rlwe") else "shade"
         put_message(reply, SLOT_OWN, Message(party, SERVER, f"{backend}/own/{party}", (own_block(codes),)))
@@ -403,6 +424,9 @@ class CrossClientSteps:
         codes = state.arrays.get("cclp/codes")
         if codes is None:
             raise ProtocolError(f"client {me}: LWE step before its codes")
+        if hop and state.config.get("cclp/hamming-backend") not in ("lwe", "rlwe"):
+            raise ProtocolError(f"client {me}: an LWE hop in a session this client runs with "
+                                f"{state.config.get('cclp/hamming-backend')!r} (its policy's choice)")
         session = bytes(state.config["cclp/session"])
         prefix = "cclp/lwe/state/"
         saved = {k[len(prefix):]: v for k, v in state.arrays.items() if k.startswith(prefix)}
@@ -421,7 +445,11 @@ class CrossClientSteps:
             put_messages(reply, SLOT_LWE_OUT, lwe_hops.broadcast(
                 saved, take_messages(request, SLOT_LWE_IN), index=me, codes=codes,
                 sizes=in_session, session=session, ring=ring))
-        elif hop == 2:
+        elif hop == 2:  # the flooded answers leave here: counted against the node's cap first
+            self._node.ledger().serve_lwe(
+                session=transport_session(state) + session,
+                distance=statistical_distance(list(in_session.values()), int(self.method.L)),
+                cap=self._node.policy().lwe_max_distance)
             answers, shares = lwe_hops.evaluate(saved, take_messages(request, SLOT_LWE_IN), index=me,
                                                 codes=codes, sizes=in_session, alive=alive,
                                                 session=session, ring=ring)

@@ -5,8 +5,9 @@ a semi-honest server.  Rounds (sans-I/O: every party is a dataclass whose method
 and return :class:`~securefl.crypto.channel.Message` objects; :func:`cross_client_lp`
 moves them over a metered :class:`~securefl.crypto.channel.Network`):
 
-1. **Setup (line 1).**  X25519 key pairs; the server relays public keys; every pair
-   (j, k) derives pairwise keys; the clients agree on a common LSH seed from AES-GCM
+1. **Setup (line 1).**  X25519 key pairs, signed with Ed25519 roster identities (here a
+   throwaway roster per call); the server relays public keys; every pair (j, k) verifies
+   and derives pairwise keys; the clients agree on a common LSH seed from AES-GCM
    sealed shares (:mod:`securefl.protocols.lsh`).
 2. **LSH (lines 3-4).**  Each client hashes its features with the same L hyperplanes.
 3. **SecureHamming (line 5).**  :func:`securefl.crypto.secure_hamming_matrix` (SHADE or
@@ -90,6 +91,7 @@ import scipy.sparse as sp
 
 from securefl.crypto.channel import SERVER, Message, Network
 from securefl.crypto.fixed_point import FixedPoint
+from securefl.crypto.identity import new_federation
 from securefl.crypto.ot import OTSetups
 from securefl.crypto.prg import SEED_BYTES, expand, random_seed
 from securefl.crypto.projection import busiest_link_bytes
@@ -567,6 +569,8 @@ def cross_client_lp(
         )
     meter = _Meter(network)
     crypto_seconds = server_seconds = client_seconds = 0.0
+    # a throwaway roster signs the seed-agreement keys, as a deployment's does
+    credentials = new_federation("cross_client_lp", parties)[1] if real else [None] * parties
 
     clients = [
         CrossClientLPClient(
@@ -576,7 +580,8 @@ def cross_client_lp(
             num_classes=num_classes,
             L=int(L),
             agreement=SeedAgreementClient(
-                party=j, session=network.session, seed=seed, key_seed=crypto_seed
+                party=j, session=network.session, seed=seed, key_seed=crypto_seed,
+                credentials=credentials[j], cohort=range(parties), binding=network.session,
             ),
             private_pad_seed=(
                 random_seed()

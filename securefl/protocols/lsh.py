@@ -20,6 +20,26 @@ as one client is honest, so it cannot compute codes of guessed feature vectors, 
 what keeps H (the only thing it later receives) from being matched against candidate
 inputs.
 
+*Signed keys (against a deviating server).*  Unsigned, the agreement falls to key
+substitution: a server that relays its own X25519 key in place of every peer's opens
+every sealed share and computes the seed.  A client that holds
+:class:`~securefl.crypto.identity.Credentials` (``credentials``) therefore signs its key,
+
+    sig_j = Sign_(c_j)(F, "lsh", binding || j, C, pk_j)
+
+(:mod:`securefl.crypto.identity`: F the federation id, ``binding`` the session the
+caller names, j the party, c_j = ``cohort[j]`` its roster id, C the digest of the
+round's ``cohort`` -- the roster ids of the parties in party order, as this client was
+shown them), and :meth:`SeedAgreementClient.send_shares` verifies every relayed key
+against its own roster, its own view of the cohort and this session before it seals a
+share to it.  A key the server made, one signed by a stranger, one of another session
+or round, one relabelled to another party, one signed for another cohort (a server
+showing clients different member lists) or an unsigned one raises ProtocolError and no
+share leaves the client.  The server can still drop keys (the seed then mixes fewer
+shares, still with the client's own, so it stays pseudorandom to the server) or make the
+round fail.  Without credentials (the in-process library, every party in one process)
+keys travel unsigned and are not checked.
+
 The normals come from the AES-CTR PRG (:mod:`securefl.crypto.prg`) through Box-Muller,
 because every client must derive bit-identical hyperplanes from the seed on any machine;
 numpy's generators do not promise that across versions, AES-CTR does.
@@ -28,11 +48,14 @@ numpy's generators do not promise that across versions, AES-CTR does.
 from __future__ import annotations
 
 import hashlib
+import struct
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from securefl.crypto.channel import SERVER, Message
+from securefl.crypto.identity import SIGNATURE_BYTES, Credentials, cohort_digest
 from securefl.crypto.prg import SEED_BYTES, expand, random_seed
 from securefl.errors import InputError, ProtocolError
 from securefl.protocols.keys import KeyPair, deterministic_bytes, open_sealed, pairwise_secret, seal
@@ -40,6 +63,8 @@ from securefl.protocols.keys import KeyPair, deterministic_bytes, open_sealed, p
 TAG_PUBLIC_KEY = "lsh/public-key"
 TAG_PUBLIC_KEYS = "lsh/public-keys"
 TAG_SHARES = "lsh/seed-shares"
+KEY_PROTOCOL = "lsh"
+"""The protocol name a seed-agreement key is signed under (:mod:`securefl.crypto.identity`)."""
 
 
 def hyperplanes(seed: bytes, dim: int, L: int) -> np.ndarray:
@@ -105,7 +130,10 @@ class SeedAgreementClient:
 
     ``seed`` derives the share (so a simulation can reproduce the hyperplanes; the
     server must then not know it), ``key_seed`` the X25519 key pair (deterministic
-    transcripts in tests); ``None`` draws from the OS CSPRNG.
+    transcripts in tests); ``None`` draws from the OS CSPRNG.  ``credentials``,
+    ``cohort`` (the roster id of every party, in party order) and ``binding`` (the
+    session bytes the signatures bind) make the keys signed and checked (module
+    docstring); with ``credentials`` a cohort is required and unsigned keys are refused.
     """
 
     party: int
@@ -116,6 +144,18 @@ class SeedAgreementClient:
     share: bytes = b""
     peer_keys: dict[int, bytes] = field(default_factory=dict)
     lsh_seed: bytes | None = None
+    credentials: Credentials | None = None
+    cohort: Sequence[int] = ()
+    binding: bytes = b""
+
+    def _signing(self, party: int) -> dict:
+        """The fields a key of ``party`` is signed over, as this client sees the round."""
+        cohort = [int(c) for c in self.cohort]
+        if not 0 <= int(party) < len(cohort):
+            raise ProtocolError(f"client {self.party}: a seed-agreement key of party {party}, "
+                                f"outside the round's {len(cohort)} members")
+        return {"protocol": KEY_PROTOCOL, "context": bytes(self.binding) + struct.pack(">q", int(party)),
+                "cohort": cohort_digest(cohort)}
 
     def draw_share(self) -> bytes:
         """This client's 16-byte contribution to the seed (CSPRNG, or from ``seed``)."""
@@ -126,10 +166,19 @@ class SeedAgreementClient:
         return self.share
 
     def advertise(self) -> Message:
-        """Generate the key pair and share; send the public key to the server."""
+        """Generate the key pair and share; send the public key to the server (with its
+        signature when the client holds credentials)."""
         self.keys = KeyPair.generate(seed=self.key_seed, party=self.party)
         self.draw_share()
-        return Message(self.party, SERVER, TAG_PUBLIC_KEY, (self.keys.public_array(),))
+        if self.credentials is None:
+            return Message(self.party, SERVER, TAG_PUBLIC_KEY, (self.keys.public_array(),))
+        signing = self._signing(self.party)
+        if int(self.cohort[self.party]) != self.credentials.client:
+            raise ProtocolError(f"party {self.party} of the cohort is client {self.cohort[self.party]}, "
+                                f"not this client ({self.credentials.client})")
+        signature = self.credentials.sign(key=self.keys.public, **signing)
+        return Message(self.party, SERVER, TAG_PUBLIC_KEY,
+                       (self.keys.public_array(), np.frombuffer(signature, np.uint8).copy()))
 
     def pairwise_key(self, peer: int, label: str) -> bytes:
         """Key ``label`` shared with ``peer`` (needs the peer's public key)."""
@@ -148,8 +197,13 @@ class SeedAgreementClient:
         """Store the broadcast public keys; seal the share for every other client."""
         if message.tag != TAG_PUBLIC_KEYS:
             raise ProtocolError(f"expected {TAG_PUBLIC_KEYS!r}, got {message.tag!r}")
-        parties, publics = message.arrays
-        self.peer_keys = {int(p): bytes(k) for p, k in zip(parties, publics)}
+        parties, publics = message.arrays[:2]
+        peer_keys = {int(p): bytes(k) for p, k in zip(parties, publics)}
+        if len(peer_keys) != len(parties):
+            raise ProtocolError(f"client {self.party}: the key broadcast lists a party twice")
+        if self.credentials is not None:
+            self._verify(parties, publics, message.arrays[2:])
+        self.peer_keys = peer_keys
         if self.peer_keys.get(self.party) != self.keys.public:
             raise ProtocolError(f"server broadcast a wrong public key for client {self.party}")
         recipients = np.array([p for p in self.peer_keys if p != self.party], dtype=np.int32)
@@ -163,6 +217,16 @@ class SeedAgreementClient:
         ]
         blob = np.stack(sealed) if sealed else np.zeros((0, 0), dtype=np.uint8)
         return Message(self.party, SERVER, TAG_SHARES, (recipients, blob))
+
+    def _verify(self, parties: np.ndarray, publics: np.ndarray, rest: tuple) -> None:
+        """Every broadcast key signed by its party's roster member for this session and
+        cohort (module docstring); else ProtocolError."""
+        if len(rest) != 1 or np.shape(rest[0]) != (len(parties), SIGNATURE_BYTES):
+            raise ProtocolError(f"client {self.party}: seed-agreement keys are unsigned")
+        for party, public, signature in zip(parties, publics, rest[0]):
+            signing = self._signing(int(party))
+            self.credentials.verify(bytes(signature), sender=int(self.cohort[int(party)]),
+                                    key=bytes(public), **signing)
 
     def receive_shares(self, message: Message) -> bytes:
         """Open every relayed share and derive the common seed."""
@@ -184,7 +248,8 @@ class SeedAgreementClient:
 
 @dataclass
 class SeedAgreementServer:
-    """Server side: broadcasts public keys, relays sealed shares; never holds a secret."""
+    """Server side: broadcasts public keys (with their signatures where the clients sent
+    them), relays sealed shares; never holds a secret."""
 
     parties: list[int] = field(default_factory=list)
 
@@ -194,9 +259,13 @@ class SeedAgreementServer:
             if message.tag != TAG_PUBLIC_KEY or message.receiver != SERVER:
                 raise ProtocolError(f"unexpected message {message.tag!r} from {message.sender}")
         self.parties = [m.sender for m in messages]
+        if not messages:  # every client left (or refused) before the agreement
+            return []
         ids = np.array(self.parties, dtype=np.int32)
         keys = np.stack([m.arrays[0] for m in messages])
-        return [Message(SERVER, p, TAG_PUBLIC_KEYS, (ids, keys)) for p in self.parties]
+        signed = bool(messages) and all(len(m.arrays) == 2 for m in messages)
+        extra = (np.stack([m.arrays[1] for m in messages]),) if signed else ()
+        return [Message(SERVER, p, TAG_PUBLIC_KEYS, (ids, keys, *extra)) for p in self.parties]
 
     def relay_shares(self, messages: list[Message]) -> list[Message]:
         """Route each sealed share to its recipient (the server cannot open them)."""

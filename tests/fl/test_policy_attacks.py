@@ -95,3 +95,69 @@ def test_the_ledger_refuses_a_second_release_per_round_and_past_the_budget(tmp_p
     assert oct(path.stat().st_mode & 0o777) == "0o600"
     assert isinstance(InProcessTransport(Uploader(), [NodeContext(0, {}, {})]).nodes[0].node_config[LEDGER],
                       PrivacyLedger)
+
+
+def test_the_strict_policy_allows_shade_only_and_auto_resolves_to_it():
+    """A deployment node without ``policy-hamming-backends`` runs SHADE only: ``auto``
+    falls back to SHADE where the cost model would pick ring-LWE (FedProp's digits round,
+    5 x 121 points at L = 1024), and an explicit ``lwe``/``rlwe`` is refused."""
+    from securefl.crypto.hamming import choose_backend
+
+    digits_round = [121] * 5
+    assert choose_backend(digits_round, 1024) == "rlwe"
+    strict = node_policy({})
+    assert strict.hamming_backends == ("shade",)
+    assert strict.hamming_backend("auto", digits_round, 1024) == "shade"
+    for backend in ("lwe", "rlwe"):
+        with pytest.raises(ProtocolError, match="not allowed"):
+            strict.hamming_backend(backend, digits_round, 1024)
+    trusting = node_policy({"policy-hamming-backends": "shade,lwe,rlwe"})
+    assert trusting.hamming_backend("auto", digits_round, 1024) == "rlwe"
+    assert trusting.hamming_backend("lwe", digits_round, 1024) == "lwe"
+    with pytest.raises(Exception, match="policy-hamming-backends"):
+        node_policy({"policy-hamming-backends": "shade,paillier"})
+
+
+def test_the_ledger_caps_the_summed_lwe_flooding_distance(tmp_path):
+    """Every answered LWE session adds its statistical distance; one that would pass the
+    cap is refused, so is a second answer in one session, and the count survives a new
+    process (the file)."""
+    from securefl.crypto.lwe import STATISTICAL_BOUND, statistical_distance
+
+    assert PrivacyPolicy().lwe_max_distance == 2.0**-30
+    cap = 4 * STATISTICAL_BOUND
+    path = tmp_path / "ledger.json"
+    for s in range(4):
+        PrivacyLedger.open(path).serve_lwe(session=bytes([s]), distance=STATISTICAL_BOUND, cap=cap)
+    with pytest.raises(ProtocolError, match="second LWE evaluation"):
+        PrivacyLedger.open(path).serve_lwe(session=bytes([3]), distance=0.0, cap=None)
+    with pytest.raises(ProtocolError, match="flooding distance"):
+        PrivacyLedger.open(path).serve_lwe(session=b"next", distance=STATISTICAL_BOUND / 8, cap=cap)
+    ledger = PrivacyLedger.open(path)
+    assert len(ledger.lwe) == 4 and ledger.lwe_distance == cap
+    assert oct(path.stat().st_mode & 0o777) == "0o600"
+    mnist_round = statistical_distance([600] * 10, 4096)  # 2^-45.1 per session
+    assert 2**15 < 2.0**-30 / mnist_round < 2**15.2
+
+
+def test_he_runs_in_process_only_and_a_deployment_refuses_it():
+    """HE aggregation has no exchanges: it is simulated by the in-process transport.  On any
+    other transport the server's plan refuses it (it would upload in the clear), and a
+    deployment node's strict policy refuses a run config asking for it."""
+    from types import SimpleNamespace
+
+    from securefl.errors import InputError
+    from securefl.fl.transport import Transport
+
+    class Elsewhere(Transport):
+        clients = (0, 1, 2)
+
+        def _exchange(self, step, requests, timeout):
+            raise AssertionError("an HE sum reached a client")
+
+    with pytest.raises(InputError, match="simulated in process only"):
+        uploads.refuse_simulated_backend("real", "he", Elsewhere(program="method"))
+    uploads.refuse_simulated_backend("real", "he", InProcessTransport(Uploader(), [NodeContext(0, {}, {})]))
+    method = SimpleNamespace(name="fedavg-labeled", secure="real", sum_backend="he")
+    with pytest.raises(ProtocolError, match="sum_backend='he'"):
+        node_policy({}).check_method(method)

@@ -36,7 +36,10 @@ Taken so far (real mode only; plaintext sends nothing of it):
   message of a pair carries the X25519 base-OT setup instead of one P-256 point);
 - issue 20, every method: +220 bytes per client per secure sum (the Ed25519 signature on
   a client's SecAgg keys, 77 bytes, and its signature on the survivor list of the
-  consistency round, 143 bytes): +220 to +880 per round by the method's number of sums.
+  consistency round, 143 bytes): +220 to +880 per round by the method's number of sums;
+- issue 20, fedprop and fedprop-mt: +290 bytes per client per round (the Ed25519
+  signature on each client's LSH seed-agreement key: 64 bytes up, 3 x 64 in the relayed
+  key table down, and the frames' array headers).
 
 ``--write PATH`` records this machine to another file and ``--check PATH`` compares this
 machine with such a file, which is how a record made under one kernel path is shown to pass
