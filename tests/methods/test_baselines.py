@@ -112,7 +112,7 @@ def test_cosine_learning_rate():
 def test_registry_names_and_classes():
     assert METHOD_NAMES == ("fedprop", "fedprop-mt", "protofssl", "fedsemi-pi", "fedsemi-mt",
                             "fedsemi-d", "fedanchor", "fedavg-labeled", "fedavg-supervised",
-                            "fedavg-locallp", "fedavg-pl", "fedavg-mt", "fedavg-fixmatch")
+                            "fedavg-locallp", "fedavg-pl", "fedavg-mt", "fedavg-fixmatch", "fedmatch")
     for name in ("fedprop", "fedprop-mt", "fedavg-labeled", "fedavg-supervised",
                  "fedavg-locallp", "fedavg-pl", "fedavg-mt", "fedavg-fixmatch"):
         cls = method_class(name)

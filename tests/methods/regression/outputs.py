@@ -68,7 +68,7 @@ SEED = 3
 ROUNDS = 2
 TINY = {"clients_per_round": 3, "local_epochs": 1, "batch_size": 8, "lr": 0.05, "warmup_rounds": 1,
         "L": 256, "rounds": 5, "n_unlabeled": 10, "helpers": 2, "pretrain_epochs": 1,
-        "server_batch_size": 20, "threshold": 0.0}
+        "server_batch_size": 20, "threshold": 0.0, "confidence": 0.3, "helper_interval": 1}
 """The settings of ``tests/methods/test_client_order.py`` (each method takes a subset)."""
 MODES = ("plaintext", "real")
 SAMPLES = 16
