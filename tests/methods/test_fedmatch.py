@@ -107,7 +107,7 @@ def test_unlabeled_loss_is_the_formula_and_moves_psi_only():
 
     rest = unlabeled_loss(Nobody, model, sigma, psi, [helper], weak, strong)
     frozen = {n: s.detach() for n, s in sigma.items()}
-    assert float(rest) == pytest.approx(float(regularisation(frozen, psi, lambda_l1=1e-2, lambda_l2=0.5)))
+    assert float(rest.detach()) == pytest.approx(float(regularisation(frozen, psi, lambda_l1=1e-2, lambda_l2=0.5).detach()))
 
 
 @pytest.mark.parametrize("frozen", ["sigma", "psi"])
