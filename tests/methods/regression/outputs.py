@@ -25,7 +25,7 @@ is not this machine's: the d1acd75 record came from another kernel path (it fail
 model digest on the AMD EPYC with AVX2 that re-anchored it), and there every label digest, accuracy, byte count and privacy figure of
 every method and mode was recomputed identically, and only the weight digests differed.
 A method added later gets its entries once, with ``--add`` (only methods the file lacks, on
-the record's kernel path): ``fedavg-fixmatch``.
+the record's kernel path): ``fedavg-fixmatch``, ``fedmatch``.
 
 A protocol change that moves bytes and nothing else (fewer or more bytes on the wire, the
 same outputs) is taken with ``--accept-bytes --method NAME``, which refuses unless every
