@@ -28,6 +28,7 @@ fedavg-locallp         securefl.methods.baselines:FedAvgLocalLP    FedAvg+PL(loc
 fedavg-pl              securefl.methods.baselines:FedAvgPL         FedAvg+PL(network)
 fedavg-mt              securefl.methods.baselines:FedAvgMT         FedAvg+MT
 fedavg-fixmatch        securefl.methods.baselines:FedAvgFixMatch   FedAvg+FixMatch
+fedmatch               securefl.methods.fedmatch:FedMatch          FedMatch (labels at client)
 =====================  ==========================================  =====================
 
 fedavg-locallp, -pl and -mt are FedProp's Table 1 baselines (fedprop.md §5.1),
@@ -67,6 +68,7 @@ _REGISTRY: dict[str, tuple[str, str]] = {
     "fedavg-pl": ("securefl.methods.baselines", "FedAvgPL"),
     "fedavg-mt": ("securefl.methods.baselines", "FedAvgMT"),
     "fedavg-fixmatch": ("securefl.methods.baselines", "FedAvgFixMatch"),
+    "fedmatch": ("securefl.methods.fedmatch", "FedMatch"),
 }
 
 METHOD_NAMES: tuple[str, ...] = tuple(_REGISTRY)

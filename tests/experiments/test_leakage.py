@@ -33,7 +33,7 @@ ROUNDS = 2
 FAST = {
     "clients_per_round": 3, "local_epochs": 1, "batch_size": 8, "lr": 0.05, "L": 64,
     "warmup_rounds": 1, "pretrain_epochs": 1, "server_batch_size": 20, "rounds": 5,
-    "n_unlabeled": 10, "helpers": 2,
+    "n_unlabeled": 10, "helpers": 2, "confidence": 0.3, "helper_interval": 1,
 }
 """Tiny settings, each passed to the methods that take it."""
 

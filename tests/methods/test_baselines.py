@@ -112,7 +112,7 @@ def test_cosine_learning_rate():
 def test_registry_names_and_classes():
     assert METHOD_NAMES == ("fedprop", "fedprop-mt", "protofssl", "fedsemi-pi", "fedsemi-mt",
                             "fedsemi-d", "fedanchor", "fedavg-labeled", "fedavg-supervised",
-                            "fedavg-locallp", "fedavg-pl", "fedavg-mt", "fedavg-fixmatch")
+                            "fedavg-locallp", "fedavg-pl", "fedavg-mt", "fedavg-fixmatch", "fedmatch")
     for name in ("fedprop", "fedprop-mt", "fedavg-labeled", "fedavg-supervised",
                  "fedavg-locallp", "fedavg-pl", "fedavg-mt", "fedavg-fixmatch"):
         cls = method_class(name)
@@ -123,8 +123,8 @@ def test_registry_names_and_classes():
 
 
 def test_registry_errors_name_the_problem():
-    with pytest.raises(ConfigError, match="fedmatch"):
-        build_method("fedmatch")
+    with pytest.raises(ConfigError, match="fedmixmatch"):
+        build_method("fedmixmatch")
     with pytest.raises(ConfigError, match="learning_rate"):
         build_method("fedprop", learning_rate=0.1)
     with pytest.raises(InputError, match="secure"):

@@ -18,9 +18,11 @@ from securefl.methods import METHOD_NAMES, build_method, hyper_parameters
 
 TINY = {"clients_per_round": 3, "local_epochs": 1, "batch_size": 8, "lr": 0.05, "warmup_rounds": 1,
         "L": 256, "rounds": 5, "n_unlabeled": 10, "helpers": 2, "pretrain_epochs": 1,
-        "server_batch_size": 20, "threshold": 0.0}
+        "server_batch_size": 20, "threshold": 0.0, "confidence": 0.3, "helper_interval": 1}
 """Small settings every method accepts a subset of (FedAnchor's ``threshold=0`` puts every
-point in its fix set, so that every client trains; fedavg-pl's 0 is its default)."""
+point in its fix set, so that every client trains; fedavg-pl's 0 is its default; FedMatch's
+``confidence=0.3`` and ``helper_interval=1`` give its clients confident points and helpers in
+round 1)."""
 
 
 def _run(name, federation, order):

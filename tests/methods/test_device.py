@@ -23,6 +23,7 @@ SPIED = {
     "securefl.methods.fedsemi_clients": ("build_model", "client_rng"),
     "securefl.methods.protofssl_client": ("build_model", "client_rng"),
     "securefl.methods.fedanchor_client": ("build_model", "client_rng"),
+    "securefl.methods.fedmatch_client": ("build_model", "client_rng"),
     "securefl.methods.baselines": ("build_model",),
     "securefl.methods.common": ("build_model",),
 }

@@ -174,11 +174,11 @@ def test_fedprop_with_the_lwe_backend_reads_no_clients_data(tiny_digits):
     assert {"cclp/lwe/3"} <= set(blind.transport.stats.seconds) and "cclp/shade/1" not in blind.transport.stats.seconds
 
 
-CONVERTED = ("fedsemi-pi", "fedsemi-mt", "fedsemi-d", "fedanchor", "protofssl")
+CONVERTED = ("fedsemi-pi", "fedsemi-mt", "fedsemi-d", "fedanchor", "protofssl", "fedmatch")
 """Methods converted after the FedAvg family (issue 14, phase 2), each with the small
 settings of ``tests/methods/test_client_order.py``."""
 CONVERTED_TINY = {**TINY, "rounds": 5, "n_unlabeled": 10, "helpers": 2, "pretrain_epochs": 1,
-                  "server_batch_size": 20, "threshold": 0.0}
+                  "server_batch_size": 20, "threshold": 0.0, "confidence": 0.3, "helper_interval": 1}
 
 
 def converted_hyper(name):

@@ -25,7 +25,7 @@ is not this machine's: the d1acd75 record came from another kernel path (it fail
 model digest on the AMD EPYC with AVX2 that re-anchored it), and there every label digest, accuracy, byte count and privacy figure of
 every method and mode was recomputed identically, and only the weight digests differed.
 A method added later gets its entries once, with ``--add`` (only methods the file lacks, on
-the record's kernel path): ``fedavg-fixmatch``.
+the record's kernel path): ``fedavg-fixmatch``, ``fedmatch``.
 
 A protocol change that moves bytes and nothing else (fewer or more bytes on the wire, the
 same outputs) is taken with ``--accept-bytes --method NAME``, which refuses unless every
@@ -71,7 +71,7 @@ SEED = 3
 ROUNDS = 2
 TINY = {"clients_per_round": 3, "local_epochs": 1, "batch_size": 8, "lr": 0.05, "warmup_rounds": 1,
         "L": 256, "rounds": 5, "n_unlabeled": 10, "helpers": 2, "pretrain_epochs": 1,
-        "server_batch_size": 20, "threshold": 0.0}
+        "server_batch_size": 20, "threshold": 0.0, "confidence": 0.3, "helper_interval": 1}
 """The settings of ``tests/methods/test_client_order.py`` (each method takes a subset)."""
 MODES = ("plaintext", "real")
 SAMPLES = 16
