@@ -1,6 +1,6 @@
 """FedProp's test accuracy against the label coverage of the sampled clients, from records.
 
-    python experiments/coverage.py FOLDER [FOLDER ...]
+    python experiments/label_coverage.py FOLDER [FOLDER ...]
 
 Reads every ``results.json`` under the folders and, per folder, pools the rounds of every
 job that has ``label_coverage_by_round`` (FedProp; the simulation-only diagnostic of
@@ -37,7 +37,7 @@ def coverage_rounds(folder: Path) -> list[tuple[dict, float]]:
 def summary(rounds: list[tuple[dict, float]]) -> dict:
     """Correlation, per-count means (in %) and label-mass medians of ``rounds``."""
     if len(rounds) < 2:
-        raise SystemExit(f"coverage.py: {len(rounds)} rounds with label coverage; need 2 or more")
+        raise SystemExit(f"label_coverage.py: {len(rounds)} rounds with label coverage; need 2 or more")
     counts = np.array([c["uncovered_count"] for c, _ in rounds], dtype=float)
     accuracy = 100 * np.array([a for _, a in rounds])
     by_count = {int(k): (int((counts == k).sum()), float(accuracy[counts == k].mean()))

@@ -1,4 +1,4 @@
-"""``experiments/coverage.py``: accuracy against label coverage, on a small fixture."""
+"""``experiments/label_coverage.py``: accuracy against label coverage, on a small fixture."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "experiments" / "coverage.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "experiments" / "label_coverage.py"
 
 
 def _coverage(count, covered, uncovered):
