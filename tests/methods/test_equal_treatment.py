@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch import nn
 
-from securefl.errors import InputError
+from securefl.errors import ConfigError, InputError
 from securefl.fl import SimulationRNG
 from securefl.methods import build_method, hyper_parameters
 from securefl.methods.baselines import FedAvgMethod
@@ -150,6 +150,13 @@ def test_fedprop_warmup_in_budget_changes_the_trajectory(monkeypatch, tiny_digit
     a = torch.cat([p.flatten() for p in outside.network.parameters()])
     b = torch.cat([p.flatten() for p in inside.network.parameters()])
     assert not torch.equal(a, b)
+
+
+def test_fedprop_warmup_in_budget_is_fedprops_only():
+    """FedProp+MT keeps the paper's warm-up before its rounds: the key is refused there."""
+    assert "warmup_in_budget" not in hyper_parameters("fedprop-mt")
+    with pytest.raises(ConfigError, match="warmup_in_budget"):
+        build_method("fedprop-mt", warmup_in_budget=True)
 
 
 def test_fedprop_warmup_in_budget_is_checked(tiny_digits):
