@@ -7,17 +7,21 @@
 Reads every ``results.json`` under the given folders (default: ``experiments/results``),
 groups the runs by setting (the same configuration up to seed, methods, cryptography mode
 and threads) and prints one Markdown table per setting: the test accuracy of the round
-selected on validation, as mean ± sample standard deviation over the seeds, the
-validation and final accuracies, the selected rounds, the paired difference to
-``--baseline`` and the cost columns (:mod:`securefl.experiments.records`).  Records
+selected on validation, as mean ± sample standard deviation over the seeds, beside it the
+last round's (what a fixed-length run would report), the paired differences to
+``--baseline`` at the selected and at the last rounds (default ``fedavg-labeled``:
+labeled-only FedAvg with the augmentation every FedAvg-family method trains with, FedSemi's
+"FedAvg+" comparator), the validation accuracy, the selected rounds and the cost columns
+(:mod:`securefl.experiments.records`).  Records
 without a validation split (results schema 1) are listed on stderr and left out.
 ``--plot-dir DIR`` also writes ``DIR/<setting>-seeds.png`` for every setting run with
 more than one seed (:func:`securefl.experiments.plots.plot_seeds`).
 
 ``--readme FILE`` rewrites, in place, every block of FILE between a line
 ``<!-- tables.py: FOLDER ... -->`` and the next ``<!-- /tables.py -->``: the block becomes the
-title and table of the one setting the named folders hold (text outside the blocks is left as
-it is).  With ``--check`` nothing is written: the exit status is 1, with the stale blocks
+title and table of the one setting the named folders hold, each folder relative to FILE's own
+folder as a Markdown link is (``../experiments/results/...`` from ``docs/``); text outside the
+blocks is left as it is.  With ``--check`` nothing is written: the exit status is 1, with the stale blocks
 named, when any block differs from what the records give (``tests/test_readme.py`` runs this
 on the README, so a table typed by hand or left behind by new records fails the suite).
 """
@@ -43,16 +47,22 @@ BLOCK = re.compile(r"(<!-- tables\.py: (?P<folders>[^>]*?) -->\n)(?P<body>.*?)(<
                    re.DOTALL)
 LEGEND = (
     "Accuracies in % on the test set of the round selected by validation accuracy "
-    "(mean ± sample std over seeds where there are several); `val acc` is that round's "
-    "validation accuracy, `final acc` the last round's test accuracy, `selected round` "
-    "1-based per seed; `vs {baseline}`: mean paired difference in points (seeds higher); "
-    "seconds and MB per client per round are means."
+    "(mean ± sample std over seeds where there are several); `last-round acc` is the last "
+    "round's test accuracy; `vs {baseline}` / `last round vs {baseline}`: mean paired "
+    "difference in points at the selected / last rounds (seeds higher); `val acc` is the "
+    "selected round's validation accuracy, `selected round` 1-based per seed; seconds and MB "
+    "per client per round are means."
 )
 
 
 def block_body(folders: str, *, baseline: str, root: Path) -> str:
     """What a README block naming ``folders`` (relative to ``root``) holds."""
-    records, _ = load_records([root / folder for folder in folders.split()])
+    paths = [root / folder for folder in folders.split()]
+    missing = [str(path) for path in paths if not path.exists()]
+    if missing:
+        raise SystemExit(f"tables.py: block {folders!r} names {', '.join(missing)}, which does not "
+                         "exist (folders are relative to the Markdown file's folder)")
+    records, _ = load_records(paths)
     settings = group_settings(records)
     if len(settings) != 1:
         raise SystemExit(f"tables.py: block {folders!r} holds {len(settings)} settings; name "

@@ -60,6 +60,15 @@ lr 0.1, momentum 0.9, weight decay 2e-4, 5 clients per round, cosine decay over 
 rounds, random translations as augmentation: ``max_shift``, applied to the warm-up too).
 The paper does not state the number of warm-up rounds; ``warmup_rounds=10``.
 
+**Warm-up in the round budget** (an option, off by default): Algorithm 2 runs the warm-up
+(line 2) before its R rounds, so by default :meth:`setup` plays ``warmup_rounds`` of
+labeled-only FedAvg and a run of R rounds trains for ``warmup_rounds + R``, more than a
+method without warm-up gets (issue 21).  With ``warmup_in_budget=True`` setup plays none;
+the first ``warmup_rounds`` of the R rounds are the warm-up (labeled clients sampled as
+in setup, no CrossClientLP, the learning-rate schedule of the round index, evaluated like
+any round) and the other R - ``warmup_rounds`` are FedProp rounds: R rounds in all.
+FedProp only (FedProp+MT keeps the paper's warm-up before its rounds).
+
 Split into halves (:mod:`securefl.methods.halves`): the whole round runs on the method's
 transport.  CrossClientLP's client parties run at the clients
 (:mod:`securefl.methods.fedprop_clients`: embedding, LSH seed agreement, LSH codes, SHADE in
@@ -80,11 +89,10 @@ any transport.
 from __future__ import annotations
 
 import time
+from typing import Any, ClassVar
 
 import numpy as np
 from torch import nn
-
-from typing import Any, ClassVar
 
 from securefl.crypto.projection import seconds_at_bandwidth
 from securefl.errors import InputError
@@ -93,7 +101,12 @@ from securefl.fl.costs import RoundMeter
 from securefl.methods.base import RoundResult
 from securefl.methods.baselines import MeanTeacherRounds, PseudoLabelMethod
 from securefl.methods.crossclient_server import cross_client_round
-from securefl.methods.fedprop_clients import ROWS_BLOCK, ROWS_SURVIVORS, FedPropClient, FedPropMTClient
+from securefl.methods.fedprop_clients import (
+    ROWS_BLOCK,
+    ROWS_SURVIVORS,
+    FedPropClient,
+    FedPropMTClient,
+)
 from securefl.protocols.crossclient import HAMMING_BACKENDS
 from securefl.protocols.propagation import check_mass_options
 
@@ -113,7 +126,7 @@ class FedProp(PseudoLabelMethod):
                  warmup_rounds: int = 10, k: int = 10, alpha: float = 0.99,
                  L: int = 4096, max_shift: int | None = None, hflip: bool = False,
                  hamming_backend: str = "auto", min_label_mass: float = 0.0,
-                 mass_weighting: bool = False) -> None:
+                 mass_weighting: bool = False, warmup_in_budget: bool = False) -> None:
         super().__init__(secure=secure, seed=seed, crypto_seed=crypto_seed,
                          sum_backend=sum_backend, device=device, model=model,
                          clients_per_round=clients_per_round, local_epochs=local_epochs,
@@ -126,10 +139,34 @@ class FedProp(PseudoLabelMethod):
         self.hamming_backend = hamming_backend
         self.min_label_mass = min_label_mass
         self.mass_weighting = mass_weighting
+        self.warmup_in_budget = warmup_in_budget
 
     def _setup_extra(self) -> None:
         check_mass_options(min_label_mass=self.min_label_mass, mass_weighting=self.mass_weighting)
-        super()._setup_extra()
+        if not isinstance(self.warmup_in_budget, bool):
+            raise InputError("warmup_in_budget", self.warmup_in_budget, "must be true or false")
+        if not self.warmup_in_budget:
+            super()._setup_extra()
+            return
+        if not isinstance(self.warmup_rounds, (int, np.integer)) or self.warmup_rounds < 0:
+            raise InputError("warmup_rounds", self.warmup_rounds, "must be an integer >= 0")
+        in_budget, self.warmup_rounds = self.warmup_rounds, 0
+        try:  # the parent's checks, without its warm-up rounds: run_round plays them
+            super()._setup_extra()
+        finally:
+            self.warmup_rounds = in_budget
+
+    def _budget_warmup(self) -> bool:
+        """Whether the next round is one of the warm-up rounds counted in the budget."""
+        return self.warmup_in_budget and self.rounds_done < self.warmup_rounds
+
+    def _sample(self) -> np.ndarray:
+        """A warm-up round's clients are drawn as in setup's warm-up (labeled clients only)."""
+        if not self._budget_warmup():
+            return super()._sample()
+        labeled = np.asarray(self.federation.labeled_clients)
+        count = min(self.clients_per_round, len(labeled))
+        return np.sort(self.rng.numpy.choice(labeled, size=count, replace=False))
 
     def _feature_model(self) -> nn.Module:
         return self.network
@@ -138,8 +175,13 @@ class FedProp(PseudoLabelMethod):
         """CrossClientLP among the selected clients over the transport
         (:func:`~securefl.methods.crossclient_server.cross_client_round`: the clients embed,
         hash and run their parties; the server relays, assembles H, solves and forwards);
-        each client's rows of the padded total travel in its ``train`` request."""
+        each client's rows of the padded total travel in its ``train`` request.  A warm-up
+        round of the budget (``warmup_in_budget``) has no CrossClientLP: labeled-only FedAvg."""
         self._check_protocol()
+        if self._budget_warmup():
+            self._phase(f"warm-up round {self.rounds_done + 1}/{self.warmup_rounds} (labeled only, "
+                        "in the budget)")
+            return {"crypto_seconds": 0.0, "protocol_bytes": 0.0, "warmup": True}
         members = [int(k) for k in selected]
         self._phase(f"CrossClientLP ({self.secure})")
         meter = RoundMeter(self.transport, members)
@@ -184,6 +226,7 @@ class FedProp(PseudoLabelMethod):
         """A round, with its projection onto real links (:class:`RoundResult`)."""
         self._round_link_bytes = 0
         self._cclp_costs = {}
+        warmup = self._budget_warmup()
         cpu_start = time.process_time()
         result = super().run_round(round_index)
         extra = self._cclp_costs
@@ -195,7 +238,7 @@ class FedProp(PseudoLabelMethod):
             result.participation = {**(result.participation or {}), "crossclient": extra["participation"]}
         link_bytes = self._round_link_bytes + result.bytes_model_per_client / 2
         result.seconds_at_bandwidth = seconds_at_bandwidth(time.process_time() - cpu_start, link_bytes)
-        result.label_mass_median = self._label_mass_median()
+        result.label_mass_median = None if warmup else self._label_mass_median()
         return result
 
     def _label_mass_median(self) -> float | None:

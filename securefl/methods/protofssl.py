@@ -78,6 +78,17 @@ without a crypto seed, never the simulation seed (:mod:`securefl.methods.base`).
 prototypes are summed with :func:`securefl.crypto.secure_sum` (``secure="real"``) or its
 bit-identical plaintext oracle, so both modes produce identical pseudo-labels.
 
+**Augmentation** (an option; off by default, as in the paper, whose clients need "zero
+data augmentation", §4.3): ``max_shift = s`` translates every episode image (support,
+query and unlabeled, one draw per image from the client's round generator) by up to ``s``
+pixels before the embedding, the translation the FedAvg family trains with
+(:func:`securefl.methods.common.translation`); ``max_shift=None`` picks that family's
+default (2 pixels on images of side >= 28, none on the 8x8 digits).  It serves equal
+treatment in comparisons (issue 21): set ``max_shift = None`` to give ProtoFSSL the
+same augmentation as the FedAvg rows.  The prototypes a client shares and the global
+prototypes are computed from un-augmented images; with ``max_shift = 0`` nothing is
+drawn, so the paper's runs are unchanged bit for bit.
+
 **Server half and client half** (:mod:`securefl.methods.halves`).  The class here is the
 server half: sampling, helper selection and the prototype relay (:class:`PrototypeStore`),
 the model average, the global prototypes and the privacy accounting; it reads only public
@@ -175,6 +186,7 @@ class ProtoFSSL(Method):
         min_class_count: int = 1,
         dp_delta: float = 1e-5,
         norm: str = "none",
+        max_shift: int | None = 0,
     ) -> None:
         super().__init__(secure=secure, seed=seed, crypto_seed=crypto_seed, sum_backend=sum_backend, device=device)
         self.model = model
@@ -199,6 +211,7 @@ class ProtoFSSL(Method):
         self.min_class_count = min_class_count
         self.dp_delta = dp_delta
         self.norm = norm
+        self.max_shift = max_shift
 
     # ------------------------------------------------------------------ setup
     def _validate(self) -> None:
@@ -225,6 +238,9 @@ class ProtoFSSL(Method):
             raise InputError("noise_multiplier", self.noise_multiplier, "needs clip and excludes noise_std")
         if not (isinstance(self.dp_delta, float) and 0 < self.dp_delta < 1):
             raise InputError("dp_delta", self.dp_delta, "must be a float in (0, 1)")
+        if self.max_shift is not None and (isinstance(self.max_shift, bool) or not isinstance(
+                self.max_shift, (int, np.integer)) or self.max_shift < 0):
+            raise InputError("max_shift", self.max_shift, "must be a non-negative integer or None")
 
     def setup(self, federation: Any, *, transport: Transport | None = None) -> None:
         """Build the global embedding network and connect to ``transport`` (default: in

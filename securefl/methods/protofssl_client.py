@@ -10,7 +10,8 @@ Steps (one exchange each):
     and the model's secure-sum parameters (:class:`securefl.fl.uploads.UploadPlan`).  The
     client builds the architecture from its keywords and its data's shape, loads the
     vector, continues its RMSprop state from its state Record and runs ``local_epochs``
-    episodes drawn from ``client_rng(seed, round, client)`` (:func:`local_update`) -- bit
+    episodes drawn from ``client_rng(seed, round, client)`` (:func:`local_update`; with
+    ``max_shift`` their images are translated first, from the same generator) -- bit
     for bit the update the simulator made -- then uploads its model weighted by |D_i|
     (secure-sum round 0 in real mode).  Without the Gaussian release
     (``noise_multiplier``) it also sends the prototypes of its labeled data under its
@@ -57,6 +58,7 @@ from securefl.fl import SimulationRNG, client_rng, group_sums, load_model_vector
 from securefl.fl.costs import COMPUTE, CRYPTO
 from securefl.fl.training import prox_term
 from securefl.fl.transport import NodeContext, Record
+from securefl.methods.common import translation
 from securefl.methods.halves import REPORT, LocalData, MethodClient
 from securefl.methods.prototypical import (
     class_prototypes,
@@ -161,12 +163,14 @@ def local_update(method, network: torch.nn.Module, optimizer: torch.optim.Optimi
     pseudo: list[np.ndarray] = []
     positions: list[np.ndarray] = []
     y_np = y_l.cpu().numpy()
+    augment = translation(tuple(x_l.shape[1:]), method.max_shift, rng.torch)
     for _ in range(method.local_epochs):
         support, _, query, unlabeled = split_episode(
             y_np, len(x_u), num_classes=num_classes, n_support=method.n_support,
             n_query=method.n_query, n_unlabeled=method.n_unlabeled, rng=rng.numpy)
         use_unlabeled = bool(helpers) and unlabeled.size > 0
-        z = network(torch.cat([x_l[support], x_l[query]] + ([x_u[unlabeled]] if use_unlabeled else [])))
+        images = torch.cat([x_l[support], x_l[query]] + ([x_u[unlabeled]] if use_unlabeled else []))
+        z = network(images if augment is None else augment(images))
         z_s, z_q = z[: len(support)], z[len(support) : len(support) + len(query)]
         protos, present = class_prototypes(z_s, y_l[support], num_classes)
         query_logits = prototype_logits(z_q, protos, present, distance=method.distance)

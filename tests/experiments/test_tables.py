@@ -75,15 +75,18 @@ def test_tables_report_validation_selected_means(records, tmp_path, capsys, monk
     assert code == 0
     # FedProp: rounds 3 and 2 are selected on validation (test 85 and 95), not the test
     # maxima (90, 95); labeled-only FedAvg: round 1 at both seeds (80, 85)
-    assert "| fedprop | 90.00 ± 7.07 | 77.50 ± 3.54 | 86.50 ± 2.12 | 3, 2 |" in out
-    assert "| fedavg-labeled | 82.50 ± 3.54 | 55.00 ± 7.07 | 60.00 ± 0.00 | 1, 1 |" in out
-    assert "| +7.50 (2 of 2 higher) |" in out
+    # beside the selected round's test accuracy: the last round's, and both paired gaps
+    # (selected: 85 - 80, 95 - 85; last: 85 - 60, 88 - 60)
+    assert ("| fedprop | 90.00 ± 7.07 | 86.50 ± 2.12 | +7.50 (2 of 2 higher) | "
+            "+26.50 (2 of 2 higher) | 77.50 ± 3.54 | 3, 2 |") in out
+    assert "| fedavg-labeled | 82.50 ± 3.54 | 60.00 ± 0.00 | – | – | 55.00 ± 7.07 | 1, 1 |" in out
+    assert "| test acc % | last-round acc % | vs fedavg-labeled | last round vs fedavg-labeled |" in out
     assert "tiny: digits, 3 rounds, 2 seeds (0, 1); rounds = 3" in out
     assert "tiny: digits, 1 round, 1 seed (0); rounds = 1" in out
     # the same seed with other secrets is never averaged with (or flagged against) seed 0
     assert "secrets = 'crypto seed 5'" in out and "secrets = 'from the OS, per run'" in out
-    assert "| fedprop | 95.00 | 80.00 | 88.00 | 2 |" in out and "disagree" not in out
-    assert "| fedprop | 50.00 | 50.00 | 50.00 | 1 |" in out
+    assert "| fedprop | 95.00 | 88.00 | – | – | 80.00 | 2 |" in out and "disagree" not in out
+    assert "| fedprop | 50.00 | 50.00 | – | – | 50.00 | 1 |" in out
     assert "old" in err and "securefl.run/1" in err and "99.00" not in out
     assert (tmp_path / "plots" / "tiny-seeds.png").read_bytes()[:4] == b"\x89PNG"
 
