@@ -36,6 +36,7 @@ from __future__ import annotations
 from securefl.errors import InputError
 from securefl.fl.sum_backends import he, plaintext, secagg
 from securefl.fl.sum_backends.base import CONTRIBUTE, SimulatedSum, SumBackend, SumOutcome, SumSpec
+from securefl.fl.transport import Record
 
 # ----------------------------------------------------------------------------- registry
 
@@ -66,6 +67,13 @@ def get(name: str, *, parameter: str = "backend", secure: bool | None = None) ->
     return backend
 
 
+def clear(state: Record) -> None:
+    """Forget every sum in progress in a client's ``state``, of every backend (a new
+    contributing step starts afresh)."""
+    for backend in _REGISTRY.values():
+        backend.clear(state)
+
+
 def names(*, secure: bool | None = None) -> tuple[str, ...]:
     """Registered backend names in registration order (``secure``: only that kind)."""
     return tuple(n for n, b in _REGISTRY.items() if secure is None or b.secure == secure)
@@ -74,5 +82,5 @@ def names(*, secure: bool | None = None) -> tuple[str, ...]:
 for _backend in (secagg.SecAgg(), he.HE(), plaintext.Plaintext()):
     register(_backend)
 
-__all__ = ["CONTRIBUTE", "SimulatedSum", "SumBackend", "SumOutcome", "SumSpec", "get", "names",
+__all__ = ["CONTRIBUTE", "SimulatedSum", "SumBackend", "SumOutcome", "SumSpec", "clear", "get", "names",
            "register", "unregister"]

@@ -75,6 +75,15 @@ class SumOutcome:
     server_cpu_seconds: float = 0.0
     exchanges: list[Exchange] = field(default_factory=list)
 
+    @property
+    def dropped(self) -> dict[str, tuple[int, ...]]:
+        """Who dropped at which round, over all sums (a client dropping from any)."""
+        merged: dict[str, set[int]] = {}
+        for result in self.sums.values():
+            for round_name, clients in result.dropped.items():
+                merged.setdefault(round_name, set()).update(clients)
+        return {k: tuple(sorted(v)) for k, v in merged.items()}
+
 
 class SumBackend(ABC):
     """A secure-sum backend (module docstring).  Class attributes:
