@@ -52,13 +52,13 @@ from pathlib import Path
 from typing import Any
 
 from securefl.errors import ConfigError, InputError, ProtocolError
+from securefl.fl.sum_backends import names as sum_backend_names
 
 POLICY = "policy"
 """In-process node config entry: a :class:`PrivacyPolicy` object."""
 LEDGER = "privacy-ledger"
 """Node config entry: a :class:`PrivacyLedger` (in process) or the path of its JSON file."""
 MODES = ("real", "plaintext")
-BACKENDS = ("secagg", "he")
 
 
 @dataclass(frozen=True)
@@ -78,8 +78,9 @@ class PrivacyPolicy:
         if self.secure not in MODES:
             raise InputError("policy-secure", self.secure, f"must be one of {MODES}")
         backends = tuple(self.sum_backends)
-        if not backends or any(b not in BACKENDS for b in backends):
-            raise InputError("policy-sum-backends", self.sum_backends, f"must be some of {BACKENDS}")
+        if not backends or any(b not in sum_backend_names(secure=True) for b in backends):
+            raise InputError("policy-sum-backends", self.sum_backends,
+                             f"must be some of {sum_backend_names(secure=True)}")
         object.__setattr__(self, "sum_backends", backends)
         if not isinstance(self.min_cohort, int) or isinstance(self.min_cohort, bool) or self.min_cohort < 1:
             raise InputError("policy-min-cohort", self.min_cohort, "must be a positive integer")
@@ -95,7 +96,8 @@ class PrivacyPolicy:
         """The policy of an in-process node that names none: any mode and backend, any
         cohort a majority threshold allows, no DP floor or cap beyond the one-release-per-
         round rule (the simulator runs every party; deployments use the strict defaults)."""
-        return cls(secure="plaintext", sum_backends=BACKENDS, min_cohort=1, dp_min_noise=1e-9,
+        return cls(secure="plaintext", sum_backends=sum_backend_names(secure=True), min_cohort=1,
+                   dp_min_noise=1e-9,
                    dp_max_delta=1.0, epsilon=None, allow_crypto_seed=True)
 
     @classmethod
