@@ -35,7 +35,14 @@ from __future__ import annotations
 
 from securefl.errors import InputError
 from securefl.fl.sum_backends import he, plaintext, secagg
-from securefl.fl.sum_backends.base import CONTRIBUTE, SimulatedSum, SumBackend, SumOutcome, SumSpec
+from securefl.fl.sum_backends.base import (
+    CONTRIBUTE,
+    SimulatedSum,
+    SumBackend,
+    SumOutcome,
+    SumResult,
+    SumSpec,
+)
 from securefl.fl.transport import Record
 
 # ----------------------------------------------------------------------------- registry
@@ -82,5 +89,5 @@ def names(*, secure: bool | None = None) -> tuple[str, ...]:
 for _backend in (secagg.SecAgg(), he.HE(), plaintext.Plaintext()):
     register(_backend)
 
-__all__ = ["CONTRIBUTE", "SimulatedSum", "SumBackend", "SumOutcome", "SumSpec", "clear", "get", "names",
+__all__ = ["CONTRIBUTE", "SimulatedSum", "SumBackend", "SumOutcome", "SumResult", "SumSpec", "clear", "get", "names",
            "register", "unregister"]

@@ -7,7 +7,7 @@ import time
 from abc import ABC
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -16,8 +16,12 @@ from securefl.crypto.identity import CREDENTIALS, Credentials
 from securefl.crypto.secagg import SurvivorPlan
 from securefl.errors import InputError, ProtocolError
 from securefl.fl.engine import StepTable
+from securefl.fl.secure_sum_steps import SumResult
 from securefl.fl.state_codec import load, save
 from securefl.fl.transport import Exchange, InProcessTransport, NodeContext, Record, Transport
+
+if TYPE_CHECKING:
+    from securefl.fl.policy import PrivacyPolicy
 
 CONTRIBUTE = "sum/contribute"
 """The simulator's step that produces each client's vector (round 0 rides on its reply)."""
@@ -62,13 +66,11 @@ class SimulatedSum:
 
 @dataclass
 class SumOutcome:
-    """What :meth:`SumBackend.collect` returns, per sum ``name`` in ``sums``: an object
-    with ``total`` (ring), ``survivors`` (client ids), ``dropped`` (round -> clients),
-    ``bytes_sent`` (client -> bytes), ``bytes_received`` (party -> bytes, ``SERVER``
-    included) and ``server_bytes_sent``; plus who failed, the server's CPU seconds of this
-    thread, wall and process-CPU seconds, and the exchanges run."""
+    """What :meth:`SumBackend.collect` returns: per sum name a :class:`SumResult` (ring
+    ``total``, ``survivors``, ``dropped`` per round, bytes); who failed, the server's CPU
+    seconds of this thread, its wall and process-CPU seconds, and the exchanges run."""
 
-    sums: dict[str, Any]
+    sums: dict[str, SumResult]
     failed: dict[int, str]
     server_seconds: float
     server_wall_seconds: float = 0.0
@@ -109,7 +111,7 @@ class SumBackend(ABC):
     # ------------------------------------------------------------------ client side
 
     def contribute(self, state: Record, reply: Record, *, name: str, spec: SumSpec, index: int,
-                   encoded: np.ndarray, credentials: Credentials | None, policy: Any,
+                   encoded: np.ndarray, credentials: Credentials | None, policy: PrivacyPolicy,
                    seed: bytes | None = None) -> None:
         """Client ``index``'s round 0 of sum ``name``: its message for ``encoded`` (ring
         vector of ``spec``) into ``reply``, what it must remember into ``state``."""

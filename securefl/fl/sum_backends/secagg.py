@@ -15,7 +15,7 @@ by the simulator, for cost comparisons.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
@@ -24,6 +24,9 @@ from securefl.crypto.secagg import SecAggConfig
 from securefl.fl import secure_sum_steps
 from securefl.fl.sum_backends.base import CONTRIBUTE, SumBackend, SumOutcome, SumSpec
 from securefl.fl.transport import Exchange, Record, Transport
+
+if TYPE_CHECKING:
+    from securefl.fl.policy import PrivacyPolicy
 
 
 def config_of(spec: SumSpec) -> SecAggConfig:
@@ -42,7 +45,7 @@ class SecAgg(SumBackend):
     round_steps: ClassVar[tuple[str, ...]] = (CONTRIBUTE, *secure_sum_steps.STEPS[:3])
 
     def contribute(self, state: Record, reply: Record, *, name: str, spec: SumSpec, index: int,
-                   encoded: np.ndarray, credentials: Credentials | None, policy: Any,
+                   encoded: np.ndarray, credentials: Credentials | None, policy: PrivacyPolicy,
                    seed: bytes | None = None) -> None:
         secure_sum_steps.start(state, reply, index=index, config=config_of(spec), encoded=encoded,
                                credentials=credentials, policy=policy, name=name, seed=seed)
