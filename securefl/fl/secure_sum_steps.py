@@ -22,15 +22,21 @@ under ``secagg/<name>/party/`` in the client's state Record.  The later rounds o
 share the four exchanges.
 
 Client side: :func:`start` (round 0 of sum ``name``) and :func:`answer` (rounds 1-3 of
-every sum whose message the request carries) rebuild each :class:`SecAggClient` from the
-state Record (:mod:`securefl.fl.state_codec`), run it, and store it back; after the last
-round its state is removed.  Server side: :func:`aggregate_steps` runs rounds 1-3 and the
-unmasking of every sum.
+every sum whose message the request carries) rebuild each :class:`SecAggClient` (a typed
+dataclass) from the state Record (:mod:`securefl.fl.state_codec`), run it, and store it
+back; after the last round its state is removed.  Server side: :func:`steps` are the
+rounds 1-3 as :class:`~securefl.fl.engine.Step`\ s over the typed server state
+:class:`Aggregation` (one :class:`SumSession` per sum), and :func:`aggregate_steps` is
+:func:`open_aggregation`, :func:`securefl.fl.engine.drive` of those steps, and
+:func:`finish` (the unmasking).  This is the only loop of the protocol: the in-process
+simulator (:func:`securefl.crypto.secure_sum`, ``securefl bench secagg``; backend
+``secagg`` of :mod:`securefl.fl.sum_backends`) drives the same steps on the in-process
+transport.
 
 **Bytes.**  Each sum's ``bytes_sent[client]`` counts the messages the client sent in it as
 :func:`securefl.crypto.channel.frame_size` frames -- exactly what the in-process
-:func:`securefl.crypto.secure_sum` meters on its network for the same protocol run, so a
-method's protocol-byte accounting does not depend on the transport.  What the transport
+:func:`securefl.crypto.secure_sum` reports for the same protocol run (it runs these very
+steps), so a method's protocol-byte accounting does not depend on the transport.  What the transport
 itself moves (Record payloads) is metered separately in ``transport.stats``.
 
 Dropouts: a client that does not answer an exchange (timeout) or raises (its error is
