@@ -25,7 +25,7 @@ Client side: :func:`start` (round 0 of sum ``name``) and :func:`answer` (rounds 
 every sum whose message the request carries) rebuild each :class:`SecAggClient` (a typed
 dataclass) from the state Record (:mod:`securefl.fl.state_codec`), run it, and store it
 back; after the last round its state is removed.  Server side: :func:`steps` are the
-rounds 1-3 as :class:`~securefl.fl.engine.Step`\ s over the typed server state
+rounds 1-3 as engine steps (:class:`~securefl.fl.engine.Step`) over the typed server state
 :class:`Aggregation` (one :class:`SumSession` per sum), and :func:`aggregate_steps` is
 :func:`open_aggregation`, :func:`securefl.fl.engine.drive` of those steps, and
 :func:`finish` (the unmasking).  This is the only loop of the protocol: the in-process

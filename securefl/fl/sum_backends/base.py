@@ -28,6 +28,9 @@ CONTRIBUTE = "sum/contribute"
 SPEC = "sum/spec/"
 SEED = "sum-seed"
 """Simulator node config: the seed of the node's reproducible protocol randomness."""
+AUTHENTICATED = "sum-authenticated"
+"""Simulator node config: whether the node signs its keys (``credentials[u]``, whose roster
+id must be ``u``) or runs the unauthenticated semi-honest variant."""
 
 
 @dataclass(frozen=True)
@@ -198,10 +201,10 @@ class _SimulatedClient(StepTable):
 
 
 def _credentials(node: NodeContext) -> Credentials | None:
-    return node.credentials() if node.node_config.get("authenticated") else None
+    return node.credentials() if node.node_config.get(AUTHENTICATED) else None
 
 
-class _Abort(InProcessTransport):
+class _AbortingTransport(InProcessTransport):
     """The simulator's transport: a client's error aborts the sum with that exception."""
 
     def _exchange(self, step: str, requests: dict[int, Record], timeout: float | None) -> Exchange:
@@ -222,20 +225,19 @@ def _simulate(backend: SumBackend, encoded: Sequence[np.ndarray], *, plan: Survi
     if plan.neighbours is not None and not backend.neighbours:
         raise InputError("neighbours", plan.neighbours,
                          f"the {backend.name} backend has no neighbour graph")
-    members = tuple(range(n)) if credentials is None else tuple(c.client for c in credentials)
-    spec = replace(backend.new_spec(members, threshold=plan.threshold,
+    spec = replace(backend.new_spec(range(n), threshold=plan.threshold,
                                     dim=int(np.asarray(encoded[0]).size), modulus_bits=modulus_bits),
                    session=session, neighbours=plan.neighbours)
     if credentials is None:
         spec = replace(spec, cohort=b"")
     half = _SimulatedClient(backend, n)
-    nodes = [NodeContext(u, {"authenticated": credentials is not None,
+    nodes = [NodeContext(u, {AUTHENTICATED: credentials is not None,
                              **({} if credentials is None else {CREDENTIALS: credentials[u]}),
                              **({} if seed is None else {SEED: seed})}, {}, np.asarray(encoded[u]))
              for u in range(n)]
     dropouts = {u: backend.round_steps[r] for u, r in enumerate(plan.drop_round)
                 if r < len(backend.round_steps)}
-    transport = _Abort(half, nodes, dropouts=dropouts)
+    transport = _AbortingTransport(half, nodes, dropouts=dropouts)
     request = Record()
     save(spec, request, SPEC)
     first = transport.exchange(CONTRIBUTE, {u: request for u in range(n)})
