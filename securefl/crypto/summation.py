@@ -4,8 +4,8 @@
                scale=None, clip=None, modulus_bits=None, neighbours=None) -> SecureSumResult
 
 ``backend`` names a secure-sum backend of the registry :mod:`securefl.fl.sum_backends`
-(:func:`securefl.fl.sum_backends.names`), whose :meth:`~securefl.fl.sum_backends.SumBackend.simulate`
-runs every client and the server in this process.  ``backend="secagg"`` runs the
+(:func:`securefl.fl.sum_backends.names`), whose
+:meth:`~securefl.fl.sum_backends.SumBackend.simulate` runs every client and the server in this process.  ``backend="secagg"`` runs the
 four-round protocol of Bonawitz et al. 2017 (:mod:`securefl.crypto.secagg`) as a
 deployment runs it: the exchanges of :mod:`securefl.fl.secure_sum_steps` driven by
 :func:`securefl.fl.engine.drive` on an :class:`~securefl.fl.transport.InProcessTransport`
@@ -14,7 +14,8 @@ deployment runs it: the exchanges of :mod:`securefl.fl.secure_sum_steps` driven 
 (:mod:`securefl.crypto.he`; another trust model: one client colluding with the server
 reads every input).  ``backend="plaintext"`` is their oracle: the same fixed-point
 encoding (:mod:`securefl.crypto.fixed_point`), the same dropout semantics and the same
-sum in Z_(2^k), without masks.  For the same arguments every registered backend returns a **bit-identical** total or raises the same error (class and parameter): each
+sum in Z_(2^k), without masks.  For the same arguments every registered backend returns a
+**bit-identical** total or raises the same error (class and parameter): each
 validates in one order (arguments, every input's encoding, then the dropout pattern),
 and a property test runs them all on degenerate inputs (zero-length vectors, which sum
 to an empty total, one client, threshold edges, integer and float dtypes).  Dropouts:

@@ -322,7 +322,8 @@ def open_aggregation(configs: SecAggConfig | Mapping[str, SecAggConfig],
     state = Aggregation(sums, dict(first.failed))
     _take(state, first)
     for session in sums.values():
-        session.dropped["advertise"] = tuple(c for c in session.clients if c not in session.answered)
+        session.dropped["advertise"] = tuple(c for c in session.clients
+                                             if c not in session.answered)
     return state
 
 
@@ -375,7 +376,8 @@ def _take(state: Aggregation, exchange: Exchange) -> None:
                 continue
             message = take_message(reply, slot_up(name))
             if message.sender != session.index_of.get(client):
-                state.failed[client] = f"ProtocolError: client {client} sent as index {message.sender}"
+                state.failed[client] = (f"ProtocolError: client {client} sent as index "
+                                        f"{message.sender}")
                 continue
             state.clock.run(session.server.handle, message)
             size = frame_size(message)

@@ -17,12 +17,13 @@ exactly as :func:`securefl.fl.aggregate` computes it in process, bit for bit:
   of the step that produced the vectors (:func:`upload` puts the advertise messages in
   it, :meth:`~securefl.fl.sum_backends.SumBackend.contribute`);
   :meth:`UploadPlan.collect` runs the backend's remaining exchanges for all names at
-  once (:meth:`~securefl.fl.sum_backends.SumBackend.collect`).  The server learns each sum over the survivors and who dropped, nothing else.
+  once (:meth:`~securefl.fl.sum_backends.SumBackend.collect`).  The server learns each
+  sum over the survivors and who dropped, nothing else.
 * ``secure="plaintext"``: the placeholder.  Clients upload ``v_k`` and ``w_k`` in the
   clear (``upload/<name>`` arrays, ``upload/weight``) and the server sums them with the
   plaintext oracle (:func:`securefl.fl.aggregate`).  It protects nothing.
-* ``secure="real"`` with a backend that runs no exchanges (``he``): simulated in process only.  No HE exchanges
-  exist yet, so clients upload as in plaintext mode to the *simulator*, which runs the
+* ``secure="real"`` with a backend that runs no exchanges (``he``): simulated in process
+  only.  No HE exchanges exist yet, so clients upload as in plaintext mode to the *simulator*, which runs the
   HE protocol with every party in its own process (:func:`securefl.fl.aggregate`,
   backend ``he``): the cost figures are the protocol's, the privacy is not a
   deployment's.  :meth:`UploadPlan.collect` refuses it on any transport other than
@@ -187,7 +188,8 @@ class UploadPlan:
         plan = cls(secure, sum_backend, members, {str(k): int(v) for k, v in dims.items()}, t)
         if exchanged(secure, sum_backend):
             bits = FixedPoint(len(members)).modulus_bits
-            plan.specs = {name: backend.new_spec(members, threshold=t, dim=dim + 1, modulus_bits=bits)
+            plan.specs = {name: backend.new_spec(members, threshold=t, dim=dim + 1,
+                                                 modulus_bits=bits)
                           for name, dim in plan.dims.items()}
         return plan
 

@@ -54,7 +54,8 @@ class Additive(SumBackend):
         sums = {}
         for name, spec in specs.items():
             group = [int(c) for c in members[name]]
-            alive = [c for c in group if f"additive/{name}" in first.replies.get(c, Record()).arrays]
+            alive = [c for c in group
+                     if f"additive/{name}" in first.replies.get(c, Record()).arrays]
             if len(alive) < spec.threshold:
                 raise DropoutError(f"{len(alive)} of {len(group)} contributed to {name!r}")
             vectors = [first.replies[c].arrays[f"additive/{name}"] for c in alive]
@@ -126,7 +127,8 @@ class _Uploader(StepTable):
                           **dict.fromkeys(sum_backends.get("secagg").client_steps, _answer)}
 
 
-def _transport(backend: str, vectors: dict[int, dict[str, np.ndarray]], **extra) -> InProcessTransport:
+def _transport(backend: str, vectors: dict[int, dict[str, np.ndarray]],
+               **extra) -> InProcessTransport:
     policy = PrivacyPolicy(secure="real", sum_backends=(backend,), min_cohort=2)
     nodes = [NodeContext(c, {"secure": "real", "sum-backend": backend, "policy": policy, **extra},
                          {}, vectors[c]) for c in sorted(vectors)]
@@ -162,7 +164,8 @@ def test_a_registered_backend_runs_group_sums_with_members_of_their_own(additive
     plan = group_sums.GroupSumPlan.new(secure="real", sum_backend=NAME,
                                        groups={"a": (0, 1, 2), "b": (1, 2, 3)},
                                        dims={"a": 3, "b": 2}, weighted=False)
-    first = transport.exchange("upload", {c: Record(config=plan.request_config(c)) for c in range(4)})
+    first = transport.exchange("upload", {c: Record(config=plan.request_config(c))
+                                          for c in range(4)})
     outcome = plan.collect(transport, first)
     assert outcome.totals["a"].tolist() == [6.0] * 3 and outcome.totals["b"].tolist() == [13.0] * 2
     assert outcome.survivors == {"a": (0, 1, 2), "b": (1, 2, 3)}

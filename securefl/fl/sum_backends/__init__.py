@@ -89,5 +89,6 @@ def names(*, secure: bool | None = None) -> tuple[str, ...]:
 for _backend in (secagg.SecAgg(), he.HE(), plaintext.Plaintext()):
     register(_backend)
 
-__all__ = ["CONTRIBUTE", "SimulatedSum", "SumBackend", "SumOutcome", "SumResult", "SumSpec", "clear", "get", "names",
+__all__ = ["CONTRIBUTE", "SimulatedSum", "SumBackend", "SumOutcome", "SumResult", "SumSpec",
+           "clear", "get", "names",
            "register", "unregister"]

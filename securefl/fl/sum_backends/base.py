@@ -179,7 +179,8 @@ class _SimulatedClient(StepTable):
             self.errors[node.partition] = exc
             raise
         finally:
-            self.clock[node.partition] += np.array([time.perf_counter(), time.process_time()]) - begin
+            now = np.array([time.perf_counter(), time.process_time()])
+            self.clock[node.partition] += now - begin
 
     def _contribute(self, request: Record, state: Record, node: NodeContext) -> Record:
         def work() -> Record:
@@ -225,8 +226,9 @@ def _simulate(backend: SumBackend, encoded: Sequence[np.ndarray], *, plan: Survi
     if plan.neighbours is not None and not backend.neighbours:
         raise InputError("neighbours", plan.neighbours,
                          f"the {backend.name} backend has no neighbour graph")
-    spec = replace(backend.new_spec(range(n), threshold=plan.threshold,
-                                    dim=int(np.asarray(encoded[0]).size), modulus_bits=modulus_bits),
+    dim = int(np.asarray(encoded[0]).size)
+    spec = replace(backend.new_spec(range(n), threshold=plan.threshold, dim=dim,
+                                    modulus_bits=modulus_bits),
                    session=session, neighbours=plan.neighbours)
     if credentials is None:
         spec = replace(spec, cohort=b"")
