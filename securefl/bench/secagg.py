@@ -1,13 +1,17 @@
 """Secure aggregation of N clients' D-entry vectors, with dropouts: pairwise masks or HE.
 
-All clients and the server run in this process over the metered channel.  Inputs are
+All clients and the server run in this process: the backend's simulator
+(:meth:`securefl.fl.sum_backends.SumBackend.simulate`; for ``secagg`` the exchanges a
+deployment runs, driven on the in-process transport, each client's party saved into and
+rebuilt from its state between rounds), so the figures are the deployed code path's.  Inputs are
 random ``--input-bits``-bit integers summed in Z_(2^modulus_bits); a fraction
 ``--dropout`` of the clients (chosen at random) drops at ``--drop-round`` (default
 ``masked_input``: after sharing keys, before sending the input, which is the worst case
 for pairwise masking: the server must rebuild every dropped client's masks).
-``--backend secagg`` runs Bonawitz et al.'s protocol (:mod:`securefl.crypto.secagg`),
-``--backend he`` BFV homomorphic aggregation (:mod:`securefl.crypto.he`); the same
-inputs, encoding and dropouts, verified against the plaintext sum.
+``--backend`` names a secure backend of the registry (:mod:`securefl.fl.sum_backends`):
+``secagg`` runs Bonawitz et al.'s protocol (:mod:`securefl.crypto.secagg`), ``he`` BFV
+homomorphic aggregation (:mod:`securefl.crypto.he`); the same inputs, encoding and
+dropouts, verified against the plaintext sum.
 
 Reported: wall seconds of the secure and plaintext sums, the server's own seconds and
 the per-client seconds (round handlers only, transport excluded) as wall time and as
@@ -29,19 +33,18 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import secrets
 import time
 
 import numpy as np
 from rich.progress import Progress
 
 from securefl.crypto.channel import SERVER
-from securefl.crypto.he import MAX_CLIENTS, run_he
 from securefl.crypto.identity import new_federation
-from securefl.crypto.secagg import ROUNDS, plan_survivors, run_secagg
+from securefl.crypto.secagg import ROUNDS, plan_survivors
 from securefl.crypto.summation import make_encoding, secure_sum
 from securefl.errors import DropoutError, InputError
-
-BACKENDS = ("secagg", "he")
+from securefl.fl import sum_backends
 
 ANCHOR = {
     "source": "Bonawitz et al. 2017, CCS, Sec. 7 (single-threaded Java): 500 clients x 100K entries",
@@ -52,7 +55,8 @@ ANCHOR = {
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """CLI options of ``securefl bench secagg``."""
-    parser.add_argument("--backend", default="secagg", help=f"secure sum: {' | '.join(BACKENDS)}")
+    parser.add_argument("--backend", default="secagg",
+                        help=f"secure sum: {' | '.join(sum_backends.names(secure=True))}")
     parser.add_argument("--clients", type=int, default=100, help="number of clients N")
     parser.add_argument("--dim", type=int, default=10_000, help="entries per client vector D")
     parser.add_argument("--dropout", type=float, default=0.0, help="fraction of clients that drop")
@@ -89,9 +93,8 @@ def _dropped(args: argparse.Namespace) -> int:
 
 def validate(args: argparse.Namespace) -> None:
     """Check every flag before any work; a bad one raises :class:`InputError` naming it."""
-    if args.backend not in BACKENDS:
-        raise InputError("--backend", args.backend, f"must be one of {', '.join(BACKENDS)}")
-    top = MAX_CLIENTS if args.backend == "he" else None
+    backend = sum_backends.get(args.backend, parameter="--backend", secure=True)
+    top = backend.max_clients
     if args.clients < 1 or (top is not None and args.clients > top):
         raise InputError(
             "--clients", args.clients, f"must be in 1..{top}" if top else "must be >= 1"
@@ -106,9 +109,9 @@ def validate(args: argparse.Namespace) -> None:
         raise InputError(
             "--input-bits", args.input_bits, f"must be in 1..{args.modulus_bits} (--modulus-bits)"
         )
-    if args.neighbours is not None and args.backend == "he":
+    if args.neighbours is not None and not backend.neighbours:
         raise InputError(
-            "--neighbours", args.neighbours, "only --backend secagg has a neighbour graph"
+            "--neighbours", args.neighbours, f"--backend {args.backend} has no neighbour graph"
         )
     threshold = _threshold(args)
     try:
@@ -116,7 +119,7 @@ def validate(args: argparse.Namespace) -> None:
     except InputError as exc:  # the protocol's own rules on t and k, named as flags
         raise InputError(f"--{exc.parameter}", exc.value, exc.problem) from None
     dropped = _dropped(args)
-    summed_drops = args.backend == "secagg" or ROUNDS.index(args.drop_round) < ROUNDS.index(
+    summed_drops = backend.needs_unmaskers or ROUNDS.index(args.drop_round) < ROUNDS.index(
         "unmask"
     )
     if summed_drops and args.clients - dropped < threshold:
@@ -131,12 +134,13 @@ def validate(args: argparse.Namespace) -> None:
 def run(args: argparse.Namespace, progress: Progress | None) -> dict:
     """Run the chosen secure sum and the plaintext sum, verify them, return the JSON record."""
     validate(args)
+    backend = sum_backends.get(args.backend)
     n, dim, k = args.clients, args.dim, args.modulus_bits
     threshold = _threshold(args)
     rng = np.random.default_rng(args.seed)
     dropped = sorted(int(u) for u in rng.choice(n, size=_dropped(args), replace=False))
     dropouts = {u: args.drop_round for u in dropped}
-    plan = plan_survivors(n, threshold, dropouts, args.neighbours, check=args.backend == "secagg")
+    plan = plan_survivors(n, threshold, dropouts, args.neighbours, check=backend.needs_unmaskers)
     input_dtype = (
         np.uint16 if args.input_bits <= 16 else np.uint32 if args.input_bits <= 32 else np.uint64
     )
@@ -152,13 +156,12 @@ def run(args: argparse.Namespace, progress: Progress | None) -> dict:
     start = time.perf_counter()
     encoding = make_encoding(inputs, modulus_bits=k)
     encoded = [encoding.encode(x) for x in inputs]
-    protocol = run_he if args.backend == "he" else run_secagg
     # long-term identities exist before any protocol run: made outside the timed section
     begin_keys = time.perf_counter()
     credentials = new_federation("bench", n)[1] if args.authenticated else None
     start += time.perf_counter() - begin_keys
-    extra = {"consistency": bool(args.authenticated)} if args.backend == "secagg" else {}
-    outcome = protocol(encoded, plan=plan, modulus_bits=k, credentials=credentials, **extra)
+    outcome = backend.simulate(encoded, plan=plan, modulus_bits=k, session=secrets.token_bytes(16),
+                               credentials=credentials)
     seconds = time.perf_counter() - start
     if progress is not None:
         progress.advance(task)
@@ -210,8 +213,7 @@ def run(args: argparse.Namespace, progress: Progress | None) -> dict:
         "load_average_before": load_before,
         "load_average_after": load_after,
     }
-    if args.backend == "he":
-        record.update(_he_roles(outcome))
+    record.update(outcome.extra)
     key = f"{args.dropout:.1f}"
     if n == 500 and dim == 100_000 and key in ANCHOR["server_seconds"] and args.neighbours is None:
         anchor_server = ANCHOR["server_seconds"][key]
@@ -237,14 +239,10 @@ def _plain_ok(plan) -> bool:
     return True
 
 
-def _costs(outcome, n: int, dim: int, input_bits: int) -> dict:
+def _costs(outcome: sum_backends.SimulatedSum, n: int, dim: int, input_bits: int) -> dict:
     """Seconds, CPU seconds and bytes per party of one protocol run."""
-    stats = outcome.network.stats
-    sent = np.array([stats[u].bytes_sent if u in stats else 0 for u in range(n)], dtype=np.float64)
-    received = np.array(
-        [stats[u].bytes_received if u in stats else 0 for u in range(n)], dtype=np.float64
-    )
-    server = stats[SERVER]
+    sent = np.array([outcome.bytes_sent.get(u, 0) for u in range(n)], dtype=np.float64)
+    received = np.array([outcome.bytes_received.get(u, 0) for u in range(n)], dtype=np.float64)
     return {
         "server_seconds": outcome.server_seconds,
         "server_cpu_seconds": outcome.server_cpu_seconds,
@@ -253,28 +251,14 @@ def _costs(outcome, n: int, dim: int, input_bits: int) -> dict:
         "client_cpu_seconds_mean": float(outcome.client_cpu_seconds.mean()),
         "client_cpu_seconds_median": float(np.median(outcome.client_cpu_seconds)),
         "client_cpu_seconds_max": float(outcome.client_cpu_seconds.max()),
-        "bytes_total": int(outcome.network.bytes_total()),
+        "bytes_total": int(sum(outcome.bytes_sent.values())),
         "bytes_per_client": float(sent.mean()),
         "bytes_per_client_median": float(np.median(sent)),
         "bytes_max_client": int(sent.max()),
         "bytes_received_per_client": float(received.mean()),
         "bytes_received_max_client": int(received.max()),
-        "bytes_server": int(server.bytes_sent),
-        "bytes_server_received": int(server.bytes_received),
+        "bytes_server": int(outcome.bytes_sent.get(SERVER, 0)),
+        "bytes_server_received": int(outcome.bytes_received.get(SERVER, 0)),
         "expansion_factor": float(sent.max()) / (dim * input_bits / 8),
         "expansion_factor_median": float(np.median(sent)) / (dim * input_bits / 8),
-    }
-
-
-def _he_roles(outcome) -> dict:
-    """The two clients with extra work in HE: the key dealer and the decryptor."""
-    stats = outcome.network.stats
-    return {
-        "dealer": outcome.dealer,
-        "dealer_cpu_seconds": float(outcome.client_cpu_seconds[outcome.dealer]),
-        "dealer_bytes_sent": int(stats[outcome.dealer].bytes_sent),
-        "decryptor": outcome.decryptor,
-        "decryptor_cpu_seconds": float(outcome.client_cpu_seconds[outcome.decryptor]),
-        "decryptor_bytes_received": int(stats[outcome.decryptor].bytes_received),
-        "key_distribution_bytes": outcome.key_bytes,
     }

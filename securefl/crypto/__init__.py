@@ -42,7 +42,6 @@ _EXPORTS: dict[str, str] = {
     "SecAggClient": "secagg",
     "SecAggServer": "secagg",
     "SecAggConfig": "secagg",
-    "run_secagg": "secagg",
     "plan_survivors": "secagg",
     "HEClient": "he",
     "HEServer": "he",

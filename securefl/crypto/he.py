@@ -666,8 +666,9 @@ class HEServer:
 
 @dataclass(frozen=True)
 class HEOutcome:
-    """Result of :func:`run_he`, shaped like :class:`~securefl.crypto.secagg.SecAggOutcome`
-    plus the dealer, the decryptor and the bytes of the key distribution."""
+    """Result of :func:`run_he`: ring total, survivors, bytes, wall and CPU seconds per party
+    (as :class:`securefl.fl.sum_backends.SimulatedSum`) plus the dealer, the decryptor and
+    the bytes of the key distribution."""
 
     total: np.ndarray
     survivors: tuple[int, ...]

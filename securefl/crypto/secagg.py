@@ -1,8 +1,10 @@
 """Secure aggregation with double masking and dropout recovery (Bonawitz et al. 2017).
 
 Parties are sans-I/O dataclasses: :class:`SecAggClient` and :class:`SecAggServer` take
-:class:`~securefl.crypto.channel.Message` objects and return the next ones;
-:func:`run_secagg` moves them over a metered :class:`~securefl.crypto.channel.Network`.
+:class:`~securefl.crypto.channel.Message` objects and return the next ones; the one loop
+that moves them is :func:`securefl.fl.engine.drive` over the exchanges of
+:mod:`securefl.fl.secure_sum_steps`, on any transport (the in-process simulator,
+:func:`securefl.crypto.secure_sum`, is that driver on the in-process transport).
 
 Protocol (semi-honest variant, Fig. 4 of the paper), ring Z_R with R = 2^k:
 
@@ -102,7 +104,7 @@ few survivors at any round -> DropoutError, no output; any malformed, tampered,
 misaddressed, out-of-round or replayed message -> ProtocolError.
 
 Masks come only from AES-CTR keyed by X25519/HKDF outputs and CSPRNG seeds (never numpy
-or Mersenne Twister).  ``seed`` in :func:`run_secagg` replaces the OS CSPRNG by a
+or Mersenne Twister).  ``seed`` of :func:`securefl.crypto.secure_sum` (:func:`party_rng`) replaces the OS CSPRNG by a
 per-party AES-CTR stream for reproducible tests.
 
 Why by hand: no maintained Python package implements this protocol; the pieces (X25519,
@@ -117,7 +119,6 @@ import itertools
 import math
 import secrets
 import struct
-import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -131,7 +132,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from securefl.crypto import prg, shamir
-from securefl.crypto.channel import SERVER, Message, Network
+from securefl.crypto.channel import SERVER, Message
 from securefl.crypto.fixed_point import container_dtype, ring_mask
 from securefl.crypto.identity import SIGNATURE_BYTES, Credentials, cohort_digest
 from securefl.errors import DropoutError, InputError, ProtocolError
@@ -992,94 +993,3 @@ class SecAggServer:
                 raise ProtocolError(f"share reconstruction failed: {exc}") from None
             out.update({int(wanted[m]): data[i].tobytes() for i, m in enumerate(members)})
         return out
-
-
-# --------------------------------------------------------------------------- runner
-
-
-@dataclass(frozen=True)
-class SecAggOutcome:
-    """Result of :func:`run_secagg`: ring total, survivors, bytes, wall and CPU seconds."""
-
-    total: np.ndarray
-    survivors: tuple[int, ...]
-    bytes_sent: dict[int, int]
-    server_seconds: float
-    client_seconds: np.ndarray
-    server_cpu_seconds: float
-    client_cpu_seconds: np.ndarray
-    network: Network = field(repr=False)
-
-
-def run_secagg(
-    encoded: Sequence[np.ndarray],
-    *,
-    plan: SurvivorPlan,
-    modulus_bits: int,
-    seed: int | bytes | None = None,
-    credentials: Sequence[Credentials] | None = None,
-    consistency: bool = False,
-) -> SecAggOutcome:
-    """Run all parties in-process over a metered :class:`Network`.
-
-    ``encoded`` are the clients' ring vectors (container dtype of ``modulus_bits``);
-    ``plan`` says which client skips which round (clients of ``plan.alive[r]`` send
-    their round-r message).  ``credentials``: one per client (index u plays
-    ``credentials[u].client`` of their roster) for the authenticated protocol, ``None``
-    for the unauthenticated semi-honest variant; ``consistency`` adds the consistency
-    round (needs ``credentials``; the clients that unmask sign U3 first; what
-:func:`securefl.crypto.secure_sum` and every transport run).  Raises
-    :class:`DropoutError` from the parties themselves when too few survive.
-    """
-    n = len(encoded)
-    if plan.n != n:
-        raise InputError("plan", plan, f"is for {plan.n} clients, got {n} inputs")
-    if credentials is not None and len(credentials) != n:
-        raise InputError("credentials", len(credentials), f"need one per client ({n})")
-    session = party_rng(seed, SERVER - 1)(16)
-    cohort = tuple(c.client for c in credentials) if credentials is not None else ()
-    config = SecAggConfig(session, n, plan.threshold, int(np.asarray(encoded[0]).size), modulus_bits,
-                          plan.neighbours, cohort=cohort_digest(cohort) if cohort else b"",
-                          consistency=consistency)
-    network = Network()
-    clients = [SecAggClient(u, config, np.asarray(encoded[u]), party_rng(seed, u),
-                            None if credentials is None else credentials[u]) for u in range(n)]
-    server = SecAggServer(config, cohort)
-    client_seconds = np.zeros((n, 2))
-    server_seconds = np.zeros(2)
-    inbox: dict[int, Message] = {}
-    steps = (0, 1, 2, 3, 3) if consistency else range(len(ROUNDS))  # 3 twice: sign U3, unmask
-    for r in steps:
-        for u in plan.alive[r]:
-            start = _clock()
-            reply = clients[u].advertise() if r == 0 else clients[u].handle(inbox.pop(u))
-            client_seconds[u] += _clock() - start
-            network.send(reply)
-            received = network.receive(SERVER, u, reply.tag)
-            start = _clock()
-            server.handle(received)
-            server_seconds += _clock() - start
-        start = _clock()
-        outgoing = server.close_round()
-        server_seconds += _clock() - start
-        inbox = {}
-        for message in outgoing:
-            network.send(message)
-            inbox[message.receiver] = network.receive(message.receiver, SERVER, message.tag)
-    return SecAggOutcome(
-        server.total,
-        server.survivors,
-        network.bytes_sent(),
-        float(server_seconds[0]),
-        client_seconds[:, 0],
-        float(server_seconds[1]),
-        client_seconds[:, 1],
-        network,
-    )
-
-
-def _clock() -> np.ndarray:
-    """(wall seconds, CPU seconds of this process): parties run one after another, so the
-    process CPU time of a party's step (its worker threads included) is what it would spend
-    on a machine of its own; wall time on the shared test machine includes waiting."""
-    return np.array([time.perf_counter(), time.process_time()])

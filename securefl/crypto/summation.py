@@ -3,15 +3,19 @@
     secure_sum(inputs, *, threshold, backend="secagg", seed=None, dropouts=None,
                scale=None, clip=None, modulus_bits=None, neighbours=None) -> SecureSumResult
 
-``backend="secagg"`` runs the four-round protocol of Bonawitz et al. 2017
-(:mod:`securefl.crypto.secagg`) with every client and the server in this process,
-messages crossing a metered :class:`~securefl.crypto.channel.Network`.
+``backend`` names a secure-sum backend of the registry :mod:`securefl.fl.sum_backends`
+(:func:`securefl.fl.sum_backends.names`), whose
+:meth:`~securefl.fl.sum_backends.SumBackend.simulate` runs every client and the server in this process.  ``backend="secagg"`` runs the
+four-round protocol of Bonawitz et al. 2017 (:mod:`securefl.crypto.secagg`) as a
+deployment runs it: the exchanges of :mod:`securefl.fl.secure_sum_steps` driven by
+:func:`securefl.fl.engine.drive` on an :class:`~securefl.fl.transport.InProcessTransport`
+(each client's party saved into and rebuilt from its state Record between rounds).
 ``backend="he"`` adds BFV ciphertexts under a key the clients share and the server lacks
 (:mod:`securefl.crypto.he`; another trust model: one client colluding with the server
 reads every input).  ``backend="plaintext"`` is their oracle: the same fixed-point
 encoding (:mod:`securefl.crypto.fixed_point`), the same dropout semantics and the same
-sum in Z_(2^k), without masks.  For the same arguments every backend of :data:`BACKENDS`
-returns a **bit-identical** total or raises the same error (class and parameter): each
+sum in Z_(2^k), without masks.  For the same arguments every registered backend returns a
+**bit-identical** total or raises the same error (class and parameter): each
 validates in one order (arguments, every input's encoding, then the dropout pattern),
 and a property test runs them all on degenerate inputs (zero-length vectors, which sum
 to an empty total, one client, threshold edges, integer and float dtypes).  Dropouts:
@@ -75,13 +79,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from securefl.crypto.channel import SERVER
-from securefl.crypto.fixed_point import DEFAULT_MODULUS_BITS, DEFAULT_SCALE, FixedPoint, ring_sum
-from securefl.crypto.he import run_he
+from securefl.crypto.fixed_point import DEFAULT_MODULUS_BITS, DEFAULT_SCALE, FixedPoint
 from securefl.crypto.identity import new_federation
-from securefl.crypto.secagg import ROUNDS, plan_survivors, run_secagg
+from securefl.crypto.secagg import ROUNDS, party_rng, plan_survivors
 from securefl.errors import InputError
-
-BACKENDS = ("secagg", "he", "plaintext")
+from securefl.fl import sum_backends
 
 
 @dataclass(frozen=True)
@@ -179,13 +181,12 @@ def secure_sum(
         raise InputError("authenticated", authenticated, "must be True or False")
     arrays = _check_inputs(inputs)
     n, dim = len(arrays), arrays[0].size
-    if backend not in BACKENDS:
-        raise InputError("backend", backend, f"must be one of {BACKENDS}")
+    sum_backend = sum_backends.get(backend)
     encoding = make_encoding(arrays, scale=scale, clip=clip, modulus_bits=modulus_bits)
     # Every backend validates in one order (arguments, then every input's encoding, then
     # the dropout pattern), so they raise the same error on the same call.  The plaintext
     # oracle checks the dropout pattern itself; the protocol's own parties detect it (and
-    # raise the same DropoutError) when backend == "secagg".
+    # raise the same DropoutError) in a secure backend.
     plan = plan_survivors(n, threshold, dropouts, neighbours, check=False)
     client_seconds, client_cpu = np.zeros(n), np.zeros(n)
     encoded = []
@@ -194,24 +195,16 @@ def secure_sum(
         encoded.append(encoding.encode(x, name=f"inputs[{i}]"))
         client_seconds[i] += time.perf_counter() - start
         client_cpu[i] += time.thread_time() - start_cpu
-    if backend == "plaintext":
-        plan.check()
-        start, start_cpu = time.perf_counter(), time.thread_time()
-        ring_total = ring_sum([encoded[i] for i in plan.summed], encoding.modulus_bits)
-        server_seconds = time.perf_counter() - start
-        server_cpu = time.thread_time() - start_cpu
-        bytes_sent = {SERVER: 0, **{i: int(encoded[i].nbytes) for i in plan.summed}}
-    else:
-        run = run_secagg if backend == "secagg" else run_he
-        credentials = new_federation("secure-sum", n)[1] if authenticated else None
-        extra = {"consistency": authenticated} if backend == "secagg" else {}
-        outcome = run(encoded, plan=plan, modulus_bits=encoding.modulus_bits, seed=seed,
-                      credentials=credentials, **extra)
-        ring_total = outcome.total
-        server_seconds, server_cpu = outcome.server_seconds, outcome.server_cpu_seconds
-        client_seconds += outcome.client_seconds
-        client_cpu += outcome.client_cpu_seconds
-        bytes_sent = outcome.bytes_sent
+    raw_seed = None if seed is None else seed if isinstance(seed, bytes) else str(int(seed)).encode()
+    credentials = new_federation("secure-sum", n)[1] if authenticated and sum_backend.secure else None
+    outcome = sum_backend.simulate(encoded, plan=plan, modulus_bits=encoding.modulus_bits,
+                                   session=party_rng(raw_seed, SERVER - 1)(16), seed=raw_seed,
+                                   credentials=credentials)
+    ring_total = outcome.total
+    server_seconds, server_cpu = outcome.server_seconds, outcome.server_cpu_seconds
+    client_seconds += outcome.client_seconds
+    client_cpu += outcome.client_cpu_seconds
+    bytes_sent = outcome.bytes_sent
     total = encoding.decode(ring_total)
     abs_sum = float(sum(np.abs(arrays[i]).astype(np.float64).sum() for i in plan.summed)) if not encoding.integer else 0.0
     client_bytes = [bytes_sent.get(i, 0) for i in range(n)]

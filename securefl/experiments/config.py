@@ -65,6 +65,7 @@ from pathlib import Path
 from typing import Any
 
 from securefl.errors import ConfigError
+from securefl.fl import sum_backends
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -75,7 +76,6 @@ DEFAULT_CONFIG = Path(__file__).with_name("default.toml")
 """The digits default configuration (package data)."""
 
 SECURE_CHOICES = ("real", "plaintext", "both")
-AGGREGATION_CHOICES = ("secagg", "he")
 TOP_LEVEL_KEYS = {
     "name", "description", "methods", "secure", "aggregation", "rounds", "seed", "crypto_seed",
     "threads", "device", "eval_every", "dataset", "partition", "hyper",
@@ -281,9 +281,10 @@ def config_from_dict(raw: dict[str, Any], *, source: str | None = None) -> Exper
     if secure not in SECURE_CHOICES:
         raise ConfigError(f"secure={secure!r}: must be one of {', '.join(SECURE_CHOICES)}")
     aggregation = raw.get("aggregation", "secagg")
-    if aggregation not in AGGREGATION_CHOICES:
+    if aggregation not in sum_backends.names(secure=True):
         raise ConfigError(
-            f"aggregation={aggregation!r}: must be one of {', '.join(AGGREGATION_CHOICES)} "
+            f"aggregation={aggregation!r}: must be one of "
+            f"{', '.join(sum_backends.names(secure=True))} "
             "(the secure-sum backend of real mode)"
         )
     rounds = _int(raw.get("rounds", 10), "rounds", minimum=1)

@@ -40,6 +40,7 @@ import torch
 from torch import nn
 
 from securefl.errors import InputError
+from securefl.fl import sum_backends
 
 StateDict = Mapping[str, torch.Tensor]
 
@@ -110,15 +111,15 @@ def model_bytes(model: nn.Module) -> int:
     return 4 * sum(v.numel() for v in model.state_dict().values() if torch.is_floating_point(v))
 
 
-SUM_BACKENDS = ("secagg", "he")
-"""The :func:`securefl.crypto.secure_sum` backends a real-mode aggregation may use."""
+SUM_BACKENDS = sum_backends.names(secure=True)
+"""The secure backends built in (:mod:`securefl.fl.sum_backends`); checks ask the registry."""
 
 
 def secure_backend(secure: str, sum_backend: str = "secagg") -> str:
     """The :func:`securefl.crypto.secure_sum` backend for a ``secure`` mode: ``sum_backend``
-    (``"secagg"`` or ``"he"``) when real, the plaintext oracle otherwise."""
-    if sum_backend not in SUM_BACKENDS:
-        raise InputError("sum_backend", sum_backend, f"must be one of {SUM_BACKENDS}")
+    (a secure backend of :mod:`securefl.fl.sum_backends`) when real, the plaintext oracle
+    otherwise."""
+    sum_backends.get(sum_backend, parameter="sum_backend", secure=True)
     if secure == "real":
         return sum_backend
     if secure == "plaintext":

@@ -10,16 +10,17 @@ the raw sums (not the average: FedSemi divides a layer's delta sum by the *teach
 total weight), bit for bit what :func:`securefl.fl.secure_weighted_sum` returns in process
 for the same inputs:
 
-* ``secure="real"``, ``sum_backend="secagg"``: each name is one secure sum of
-  :mod:`securefl.fl.secure_sum_steps` among its own members, in the fixed point of
+* ``secure="real"`` with a deployable backend of :mod:`securefl.fl.sum_backends`
+  (``secagg``: :mod:`securefl.fl.secure_sum_steps`): each name is one secure sum among its
+  own members, in the fixed point of
   :func:`securefl.crypto.secure_sum` for that many parties (the same encoding, ring total
   and decode).  Round 0 rides on the reply of the step that produced the vectors
-  (:func:`contribute`); :meth:`GroupSumPlan.collect` runs the three remaining exchanges
-  for every name at once (:func:`securefl.fl.secure_sum_steps.aggregate_steps` with one
-  member list per sum).
+  (:func:`contribute`); :meth:`GroupSumPlan.collect` runs the backend's remaining
+  exchanges for every name at once (its
+  :meth:`~securefl.fl.sum_backends.SumBackend.collect` with one member list per sum).
 * ``secure="plaintext"``: the placeholder.  Clients put ``v_k`` (``sums/<name>``) and
   ``w_k`` (``sums/weight``) in the clear; the server sums them with the plaintext oracle.
-* ``secure="real"``, ``sum_backend="he"``: simulated in process only, as
+* ``secure="real"`` with a backend that runs no exchanges (``he``): simulated in process only, as
   :mod:`securefl.fl.uploads` (clients upload to the simulator, which runs the HE
   protocol); :meth:`GroupSumPlan.collect` refuses it on any other transport.
 
@@ -63,34 +64,21 @@ import numpy as np
 
 from securefl.crypto.fixed_point import FixedPoint
 from securefl.crypto.identity import Credentials
-from securefl.fl.policy import PrivacyPolicy
-from securefl.crypto.secagg import SecAggConfig
 from securefl.errors import DropoutError, InputError, ProtocolError
-from securefl.fl import secure_sum_steps
+from securefl.fl import secure_sum_steps, sum_backends
 from securefl.fl.costs import CRYPTO
+from securefl.fl.policy import PrivacyPolicy
+from securefl.fl.sum_backends import SumSpec
 from securefl.fl.transport import Exchange, Record, Transport
-from securefl.fl.uploads import refuse_simulated_backend
+from securefl.fl.uploads import check_mode, exchanged, refuse_simulated_backend
 
 PREFIX = "sums/"
 WEIGHT = "sums/weight"
 _MEMBERS = re.compile(r"sums/([a-z0-9][a-z0-9_-]*)/members\Z")
-MODES = ("real", "plaintext")
-BACKENDS = ("secagg", "he")
 
 
 def _key(name: str, field_name: str) -> str:
     return f"{PREFIX}{name}/{field_name}"
-
-
-def _check_mode(secure: str, sum_backend: str) -> None:
-    if secure not in MODES:
-        raise InputError("secure", secure, f"must be one of {MODES}")
-    if sum_backend not in BACKENDS:
-        raise InputError("sum_backend", sum_backend, f"must be one of {BACKENDS}")
-
-
-def _masked(secure: str, sum_backend: str) -> bool:
-    return secure == "real" and sum_backend == "secagg"
 
 
 # ----------------------------------------------------------------------------- client
@@ -111,14 +99,14 @@ def contribute(reply: Record, state: Record, request: Record, *, secure: str, su
     on cryptography.  ``vectors`` must name exactly the sums the request asks for;
     ``credentials`` (the node's own) sign the secure sums' keys and ``policy`` (the node's
     own) bounds each sum's cohort and threshold (both required in real secagg mode)."""
-    _check_mode(secure, sum_backend)
+    backend = check_mode(secure, sum_backend)
     asked = requested(request)
     if set(asked) != set(vectors):
         raise ProtocolError(f"the request asks for sums {sorted(asked)}, the client contributes "
                             f"{sorted(vectors)}")
-    secure_sum_steps.clear(state)
+    sum_backends.clear(state)
     w = None if weight is None else np.float64(weight)
-    if not _masked(secure, sum_backend):
+    if not exchanged(secure, sum_backend):
         for name, vector in vectors.items():
             reply.arrays[f"{PREFIX}{name}"] = np.asarray(vector, dtype=np.float64)
         if w is not None:
@@ -140,11 +128,10 @@ def contribute(reply: Record, state: Record, request: Record, *, secure: str, su
         encoding = FixedPoint(members)
         payload = (np.asarray(vector, dtype=np.float64) if w is None else
                    np.append(np.asarray(vector, dtype=np.float64) * w, w))
-        config = SecAggConfig(session, members, threshold, payload.size, encoding.modulus_bits,
-                              cohort=cohort, consistency=True)
-        secure_sum_steps.start(state, reply, index=index, config=config, credentials=credentials,
-                               policy=policy,
-                               encoded=encoding.encode(payload, name=name), name=name)
+        spec = SumSpec(session, members, threshold, payload.size, encoding.modulus_bits, cohort)
+        backend.contribute(state, reply, name=name, spec=spec, index=index,
+                           encoded=encoding.encode(payload, name=name), credentials=credentials,
+                           policy=policy)
     return time.perf_counter() - start
 
 
@@ -174,8 +161,8 @@ class GroupSumOutcome:
 @dataclass
 class GroupSumPlan:
     """One step's sums: per name its members (secure-aggregation index order), length and
-    threshold (a majority of its members), and in real secagg mode a fresh
-    :class:`SecAggConfig`; ``weighted=False``: plain sums of the members' vectors (no
+    threshold (a majority of its members), and when the sums run as exchanges a fresh
+    :class:`~securefl.fl.sum_backends.SumSpec`; ``weighted=False``: plain sums of the members' vectors (no
     weight entry).  Build with :meth:`new`."""
 
     secure: str
@@ -183,14 +170,14 @@ class GroupSumPlan:
     groups: dict[str, tuple[int, ...]]
     dims: dict[str, int]
     thresholds: dict[str, int]
-    configs: dict[str, SecAggConfig] = field(default_factory=dict)
+    specs: dict[str, SumSpec] = field(default_factory=dict)
     weighted: bool = True
 
     @classmethod
     def new(cls, *, secure: str, sum_backend: str, groups: Mapping[str, Sequence[int]],
-            dims: Mapping[str, int], weighted: bool = True) -> "GroupSumPlan":
+            dims: Mapping[str, int], weighted: bool = True) -> GroupSumPlan:
         """``groups``: name -> its members; ``dims``: name -> length of its vector."""
-        _check_mode(secure, sum_backend)
+        backend = check_mode(secure, sum_backend)
         if set(groups) != set(dims) or not groups:
             raise InputError("groups", sorted(groups), f"need one length per sum (dims {sorted(dims)})")
         members = {}
@@ -206,10 +193,11 @@ class GroupSumPlan:
         plan = cls(secure, sum_backend, members, {str(k): int(v) for k, v in dims.items()}, thresholds,
                    weighted=bool(weighted))
         extra = 1 if plan.weighted else 0
-        if _masked(secure, sum_backend):
-            plan.configs = {name: secure_sum_steps.new_config(clients, threshold=thresholds[name],
-                                                              dim=plan.dims[name] + extra)
-                            for name, clients in members.items()}
+        if exchanged(secure, sum_backend):
+            plan.specs = {name: backend.new_spec(clients, threshold=thresholds[name],
+                                                 dim=plan.dims[name] + extra,
+                                                 modulus_bits=FixedPoint(len(clients)).modulus_bits)
+                          for name, clients in members.items()}
         return plan
 
     def request_config(self, client: int) -> dict[str, Any]:
@@ -222,16 +210,16 @@ class GroupSumPlan:
             config[_key(name, "members")] = len(clients)
             config[_key(name, "index")] = clients.index(int(client))
             config[_key(name, "threshold")] = self.thresholds[name]
-            if name in self.configs:
-                config[_key(name, "session")] = self.configs[name].session
-                config[_key(name, "cohort")] = self.configs[name].cohort
+            if name in self.specs:
+                config[_key(name, "session")] = self.specs[name].session
+                config[_key(name, "cohort")] = self.specs[name].cohort
         return config
 
     def collect(self, transport: Transport, first: Exchange, *,
                 timeout: float | None = None) -> GroupSumOutcome:
-        """The sums, from ``first`` (the contributing step's exchange) and, in real secagg
-        mode, the four secure-sum exchanges that follow."""
-        if self.configs:
+        """The sums, from ``first`` (the contributing step's exchange) and, when the sums run
+        as exchanges, the backend's exchanges that follow."""
+        if self.specs:
             return self._collect_masked(transport, first, timeout)
         refuse_simulated_backend(self.secure, self.sum_backend, transport)
         return self._collect_plain(first)
@@ -279,8 +267,8 @@ class GroupSumPlan:
 
     def _collect_masked(self, transport: Transport, first: Exchange,
                         timeout: float | None) -> GroupSumOutcome:
-        outcome = secure_sum_steps.aggregate_steps(transport, self.configs, self.groups, first,
-                                                   timeout=timeout)
+        outcome = sum_backends.get(self.sum_backend).collect(transport, self.specs, self.groups,
+                                                             first, timeout=timeout)
         totals, weights, survivors, overhead, payload, sent = {}, {}, {}, {}, {}, {}
         extra = 1 if self.weighted else 0
         for name, result in outcome.sums.items():

@@ -88,13 +88,13 @@ from pathlib import Path
 from typing import Any
 
 from securefl.errors import ConfigError, InputError, ProtocolError
+from securefl.fl.sum_backends import names as sum_backend_names
 
 POLICY = "policy"
 """In-process node config entry: a :class:`PrivacyPolicy` object."""
 LEDGER = "privacy-ledger"
 """Node config entry: a :class:`PrivacyLedger` (in process) or the path of its JSON file."""
 MODES = ("real", "plaintext")
-BACKENDS = ("secagg", "he")
 HAMMING_BACKENDS = ("shade", "lwe", "rlwe")
 """Secure Hamming backends a policy can allow (``auto`` is resolved, never allowed as such)."""
 LWE_MAX_DISTANCE = 2.0**-30
@@ -120,8 +120,9 @@ class PrivacyPolicy:
         if self.secure not in MODES:
             raise InputError("policy-secure", self.secure, f"must be one of {MODES}")
         backends = tuple(self.sum_backends)
-        if not backends or any(b not in BACKENDS for b in backends):
-            raise InputError("policy-sum-backends", self.sum_backends, f"must be some of {BACKENDS}")
+        if not backends or any(b not in sum_backend_names(secure=True) for b in backends):
+            raise InputError("policy-sum-backends", self.sum_backends,
+                             f"must be some of {sum_backend_names(secure=True)}")
         object.__setattr__(self, "sum_backends", backends)
         hamming = tuple(self.hamming_backends)
         if not hamming or any(b not in HAMMING_BACKENDS for b in hamming):
@@ -148,9 +149,9 @@ class PrivacyPolicy:
         cohort a majority threshold allows, no DP floor or cap beyond the one-release-per-
         round rule (the simulator runs every party; deployments use the strict defaults);
         the LWE flooding cap stays."""
-        return cls(secure="plaintext", sum_backends=BACKENDS, hamming_backends=HAMMING_BACKENDS,
-                   min_cohort=1, dp_min_noise=0.0, dp_max_delta=1.0, epsilon=None,
-                   allow_crypto_seed=True)
+        return cls(secure="plaintext", sum_backends=sum_backend_names(secure=True),
+                   hamming_backends=HAMMING_BACKENDS, min_cohort=1, dp_min_noise=0.0,
+                   dp_max_delta=1.0, epsilon=None, allow_crypto_seed=True)
 
     @classmethod
     def for_method(cls, method: Any) -> "PrivacyPolicy":

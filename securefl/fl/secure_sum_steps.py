@@ -22,15 +22,21 @@ under ``secagg/<name>/party/`` in the client's state Record.  The later rounds o
 share the four exchanges.
 
 Client side: :func:`start` (round 0 of sum ``name``) and :func:`answer` (rounds 1-3 of
-every sum whose message the request carries) rebuild each :class:`SecAggClient` from the
-state Record (:mod:`securefl.fl.state_codec`), run it, and store it back; after the last
-round its state is removed.  Server side: :func:`aggregate_steps` runs rounds 1-3 and the
-unmasking of every sum.
+every sum whose message the request carries) rebuild each :class:`SecAggClient` (a typed
+dataclass) from the state Record (:mod:`securefl.fl.state_codec`), run it, and store it
+back; after the last round its state is removed.  Server side: :func:`steps` are the
+rounds 1-3 as engine steps (:class:`~securefl.fl.engine.Step`) over the typed server state
+:class:`Aggregation` (one :class:`SumSession` per sum), and :func:`aggregate_steps` is
+:func:`open_aggregation`, :func:`securefl.fl.engine.drive` of those steps, and
+:func:`finish` (the unmasking).  This is the only loop of the protocol: the in-process
+simulator (:func:`securefl.crypto.secure_sum`, ``securefl bench secagg``; backend
+``secagg`` of :mod:`securefl.fl.sum_backends`) drives the same steps on the in-process
+transport.
 
 **Bytes.**  Each sum's ``bytes_sent[client]`` counts the messages the client sent in it as
 :func:`securefl.crypto.channel.frame_size` frames -- exactly what the in-process
-:func:`securefl.crypto.secure_sum` meters on its network for the same protocol run, so a
-method's protocol-byte accounting does not depend on the transport.  What the transport
+:func:`securefl.crypto.secure_sum` reports for the same protocol run (it runs these very
+steps), so a method's protocol-byte accounting does not depend on the transport.  What the transport
 itself moves (Record payloads) is metered separately in ``transport.stats``.
 
 Dropouts: a client that does not answer an exchange (timeout) or raises (its error is
@@ -57,19 +63,34 @@ from __future__ import annotations
 
 import re
 import secrets
+import struct
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
-from securefl.crypto.channel import frame_size
+from securefl.crypto.channel import SERVER, frame_size
 from securefl.crypto.identity import Credentials, cohort_digest
-from securefl.crypto.secagg import SecAggClient, SecAggConfig, SecAggServer
+from securefl.crypto.secagg import RandomBytes, SecAggClient, SecAggConfig, SecAggServer, party_rng
 from securefl.errors import InputError, ProtocolError
-from securefl.fl.policy import PrivacyPolicy
+from securefl.fl.engine import Step, drive
 from securefl.fl.state_codec import load, save
-from securefl.fl.transport import Exchange, Record, Transport, has_message, put_message, take_message
+from securefl.fl.transport import (
+    Exchange,
+    Record,
+    Transport,
+    has_message,
+    put_message,
+    take_message,
+)
+
+if TYPE_CHECKING:
+    from securefl.fl.policy import PrivacyPolicy
+
+T = TypeVar("T")
 
 STEPS = ("secagg/keys", "secagg/ciphertexts", "secagg/survivors", "secagg/signatures")
 """Exchanges after the one that carries the advertise message."""
@@ -107,29 +128,35 @@ def _check_name(name: str) -> str:
 
 
 def start(state: Record, reply: Record, *, index: int, config: SecAggConfig,
-          encoded: np.ndarray, credentials: Credentials, policy: PrivacyPolicy,
-          name: str = DEFAULT) -> None:
+          encoded: np.ndarray, credentials: Credentials | None, policy: PrivacyPolicy,
+          name: str = DEFAULT, seed: bytes | None = None) -> None:
     """Round 0 of sum ``name`` at client ``index``: a new party for ``encoded`` that signs
     its keys with ``credentials`` (the node's own); its advertise message goes in
-    ``reply``.  ``config.cohort`` must be set: a deployment's sums are authenticated;
-    the cohort size and threshold the request set must satisfy the node's ``policy``
-    (:meth:`~securefl.fl.policy.PrivacyPolicy.check_cohort`), else ProtocolError and
-    nothing is sent."""
+    ``reply``.  The cohort size and threshold the request set must satisfy the node's
+    ``policy`` (:meth:`~securefl.fl.policy.PrivacyPolicy.check_cohort`), else ProtocolError
+    and nothing is sent.  With ``credentials``, ``config.cohort`` and the consistency round
+    must be set: a deployment's sums are authenticated.  ``credentials=None`` runs the
+    unauthenticated semi-honest variant, which only the in-process simulator asks for (its
+    own client code, never a request, decides; :mod:`securefl.fl.sum_backends`).
+    ``seed``: the simulator's reproducible randomness (:func:`party_rng`), else the OS
+    CSPRNG."""
     _check_name(name)
     policy.check_cohort(config.clients, config.threshold)
-    if len(config.cohort) != 32 or not config.consistency:
+    if credentials is not None and (len(config.cohort) != 32 or not config.consistency):
         raise ProtocolError(f"sum {name!r}: a secure sum without a cohort digest or without the "
                             "consistency round is refused")
     clear(state, name)
-    party = SecAggClient(index, config, np.asarray(encoded), rng=secrets.token_bytes,
+    party = SecAggClient(index, config, np.asarray(encoded), rng=_rng(seed, index, 0),
                          credentials=credentials)
     put_message(reply, slot_up(name), party.advertise())
     save(party, state, _party(name), skip=("rng", "credentials"))
 
 
-def answer(request: Record, state: Record, reply: Record, *, credentials: Credentials) -> None:
+def answer(request: Record, state: Record, reply: Record, *, credentials: Credentials | None,
+           seed: bytes | None = None) -> None:
     """Rounds 1-3: each server message in ``request`` -> that sum's answer in ``reply``
-    (``credentials``: the node's own, to verify the peers' signed keys)."""
+    (``credentials``: the node's own, to verify the peers' signed keys; ``None`` and
+    ``seed`` as :func:`start`)."""
     names = sorted(m.group(1) for key in request.config if (m := _DOWN.match(key)))
     if not names:
         raise ProtocolError("secure-sum step without a secure-sum message")
@@ -137,11 +164,23 @@ def answer(request: Record, state: Record, reply: Record, *, credentials: Creden
         prefix = _party(name)
         if f"{prefix}stage#" not in state.config:
             raise ProtocolError(f"secure-sum step of {name!r} without that secure sum in progress")
-        party = load(SecAggClient, state, prefix, rng=secrets.token_bytes, credentials=credentials)
+        stage = int(state.config[f"{prefix}stage"])
+        index = int(state.config[f"{prefix}index"])
+        party = load(SecAggClient, state, prefix, rng=_rng(seed, index, stage),
+                     credentials=credentials)
         put_message(reply, slot_up(name), party.handle(take_message(request, slot_down(name))))
         clear(state, name)
         if party.stage < len(STEPS) + 1:
             save(party, state, prefix, skip=("rng", "credentials"))
+
+
+def _rng(seed: bytes | None, index: int, stage: int) -> RandomBytes:
+    """Party ``index``'s randomness at ``stage``: the OS CSPRNG, or (``seed``) an AES-CTR
+    stream of its own per stage, so that a party rebuilt from its state never draws the
+    same bytes twice."""
+    if seed is None:
+        return secrets.token_bytes
+    return party_rng(seed + struct.pack(">i", stage), index)
 
 
 def clear(state: Record, name: str | None = None) -> None:
@@ -157,25 +196,80 @@ def clear(state: Record, name: str | None = None) -> None:
 
 
 @dataclass
+class ServerClock:
+    """The server's time in the secure-sum handlers: CPU seconds of this thread (``thread``,
+    what a method's cost accounting reports), wall seconds and process CPU seconds (mask
+    removal's worker threads included; what the benchmark reports)."""
+
+    thread: float = 0.0
+    wall: float = 0.0
+    cpu: float = 0.0
+
+    def run(self, work: Callable[..., T], *args: object) -> T:
+        """``work(*args)``, its time added to the clock."""
+        begin = (time.thread_time(), time.perf_counter(), time.process_time())
+        try:
+            return work(*args)
+        finally:
+            self.thread += time.thread_time() - begin[0]
+            self.wall += time.perf_counter() - begin[1]
+            self.cpu += time.process_time() - begin[2]
+
+
+@dataclass
+class SumSession:
+    """Server state of one named sum: its :class:`SecAggServer`, the client playing each
+    index, who answered the last step, who dropped at which round, and the frame bytes
+    each party sent and received in it (:func:`securefl.crypto.channel.frame_size`)."""
+
+    server: SecAggServer
+    clients: tuple[int, ...]
+    index_of: dict[int, int]
+    sent: dict[int, int]
+    received: dict[int, int]
+    answered: set[int] = field(default_factory=set)
+    addressed: set[int] = field(default_factory=set)
+    server_sent: int = 0
+    dropped: dict[str, tuple[int, ...]] = field(default_factory=dict)
+
+
+@dataclass
+class Aggregation:
+    """Server state of one :func:`aggregate_steps` call, threaded through :func:`steps` by
+    :func:`securefl.fl.engine.drive`."""
+
+    sums: dict[str, SumSession]
+    failed: dict[int, str]
+    clock: ServerClock = field(default_factory=ServerClock)
+    client_seconds: dict[int, float] = field(default_factory=dict)
+    exchanges: list[Exchange] = field(default_factory=list)
+
+
+@dataclass
 class SumResult:
     """One secure sum: the ring ``total`` over ``survivors`` (client ids), who dropped at
-    which protocol round, and the frame bytes each client sent in it."""
+    which protocol round, the frame bytes each client sent in it, the frame bytes each party
+    received (``SERVER`` included) and the bytes the server sent."""
 
     total: np.ndarray
     survivors: tuple[int, ...]
     dropped: dict[str, tuple[int, ...]]
     bytes_sent: dict[int, int]
+    bytes_received: dict[int, int] = field(default_factory=dict)
+    server_bytes_sent: int = 0
 
 
 @dataclass
 class SecureSumOutcome:
-    """Every sum of one :func:`aggregate_steps` call and what the steps cost."""
+    """Every sum of one :func:`aggregate_steps` call and what the steps cost
+    (``server_seconds``: CPU of the server's thread; ``clock``: all three clocks)."""
 
     sums: dict[str, SumResult]
     failed: dict[int, str]
     server_seconds: float
     client_seconds: dict[int, float] = field(default_factory=dict)
     exchanges: list[Exchange] = field(default_factory=list)
+    clock: ServerClock = field(default_factory=ServerClock)
 
     def _only(self) -> SumResult:
         if len(self.sums) != 1:
@@ -210,77 +304,108 @@ def new_config(members: Sequence[int], *, threshold: int, dim: int, modulus_bits
                         cohort=cohort_digest([int(c) for c in members]), consistency=True)
 
 
+def open_aggregation(configs: SecAggConfig | Mapping[str, SecAggConfig],
+                     members: Sequence[int] | Mapping[str, Sequence[int]],
+                     first: Exchange) -> Aggregation:
+    """The server state after ``first`` (the exchange whose replies hold every sum's round
+    0): one :class:`SumSession` per sum, the advertise messages absorbed.  ``configs`` and
+    ``members`` as :func:`aggregate_steps`."""
+    if isinstance(configs, SecAggConfig):
+        configs = {DEFAULT: configs}
+    sums = {}
+    for name, config in configs.items():
+        group = tuple(int(c) for c in (members[name] if isinstance(members, Mapping) else members))
+        sums[_check_name(name)] = SumSession(
+            SecAggServer(config, group if config.cohort else ()), group,
+            {c: i for i, c in enumerate(group)}, {c: 0 for c in group},
+            {**{c: 0 for c in group}, SERVER: 0})
+    state = Aggregation(sums, dict(first.failed))
+    _take(state, first)
+    for session in sums.values():
+        session.dropped["advertise"] = tuple(c for c in session.clients
+                                             if c not in session.answered)
+    return state
+
+
+def steps(state: Aggregation) -> Iterator[Step[Aggregation]]:
+    """Rounds 1-3 of every sum as :class:`~securefl.fl.engine.Step`\\ s: ``keys``,
+    ``ciphertexts``, ``survivors`` and, where a sum runs the consistency round,
+    ``signatures``."""
+    consistency = any(s.server.config.consistency for s in state.sums.values())
+    for step in STEPS if consistency else STEPS[:-1]:
+        yield Step(step, _requests, partial(_collect, step=step))
+
+
+def _requests(state: Aggregation) -> dict[int, Record]:
+    """Close the round of every sum; its messages go into their clients' requests."""
+    requests: dict[int, Record] = {}
+    for name, session in state.sums.items():
+        outgoing = state.clock.run(session.server.close_round)
+        session.addressed = set()
+        for message in outgoing:
+            client = session.clients[message.receiver]
+            put_message(requests.setdefault(client, Record()), slot_down(name), message)
+            size = frame_size(message)
+            session.received[client] += size
+            session.server_sent += size
+            session.addressed.add(client)
+    return requests
+
+
+def _collect(state: Aggregation, exchange: Exchange, *, step: str) -> None:
+    """Absorb the replies of ``step``; an addressed client that did not answer a sum
+    dropped from it at the step's protocol round (:data:`ROUND_OF_STEP`)."""
+    state.exchanges.append(exchange)
+    state.failed.update(exchange.failed)
+    _take(state, exchange)
+    round_name = ROUND_OF_STEP[step]  # two steps of the unmask round: union
+    for session in state.sums.values():
+        late = set(session.dropped.get(round_name, ())) | (session.addressed - session.answered)
+        session.dropped[round_name] = tuple(sorted(late))
+
+
+def _take(state: Aggregation, exchange: Exchange) -> None:
+    """Hand every sum's message in ``exchange``'s replies to that sum's server."""
+    for session in state.sums.values():
+        session.answered = set()
+    for client, reply in sorted(exchange.replies.items()):
+        state.client_seconds[client] = (state.client_seconds.get(client, 0.0)
+                                        + exchange.client_seconds.get(client, 0.0))
+        for name, session in state.sums.items():
+            if not has_message(reply, slot_up(name)):
+                continue
+            message = take_message(reply, slot_up(name))
+            if message.sender != session.index_of.get(client):
+                state.failed[client] = (f"ProtocolError: client {client} sent as index "
+                                        f"{message.sender}")
+                continue
+            state.clock.run(session.server.handle, message)
+            size = frame_size(message)
+            session.sent[client] += size
+            session.received[SERVER] += size
+            session.answered.add(client)
+
+
+def finish(state: Aggregation) -> SecureSumOutcome:
+    """Unmask every sum (the last server step) and report it."""
+    for session in state.sums.values():
+        state.clock.run(session.server.close_round)
+    sums = {name: SumResult(s.server.total, tuple(s.clients[i] for i in s.server.survivors),
+                            s.dropped, dict(s.sent), dict(s.received), s.server_sent)
+            for name, s in state.sums.items()}
+    return SecureSumOutcome(sums, state.failed, state.clock.thread, state.client_seconds,
+                            state.exchanges, state.clock)
+
+
 def aggregate_steps(transport: Transport, configs: SecAggConfig | Mapping[str, SecAggConfig],
                     members: Sequence[int] | Mapping[str, Sequence[int]], first: Exchange, *,
                     timeout: float | None = None) -> SecureSumOutcome:
     """Run rounds 1-3 of every sum after ``first`` (whose replies hold their round 0) and
-    unmask.  ``configs``: one config (the sum :data:`DEFAULT`) or ``{name: config}``;
-    ``members[i]`` is the client playing secure-aggregation index ``i`` in every sum, or
-    ``members`` is ``{name: clients}`` where the sums have members of their own (FedSemi's
-    per-layer sums among a layer's uploaders; :mod:`securefl.fl.group_sums`).
-    """
-    if isinstance(configs, SecAggConfig):
-        configs = {DEFAULT: configs}
-    groups = ({name: [int(c) for c in members[name]] for name in configs}
-              if isinstance(members, Mapping) else {name: [int(c) for c in members] for name in configs})
-    client_of = {name: dict(enumerate(group)) for name, group in groups.items()}
-    index_of = {name: {c: i for i, c in mapping.items()} for name, mapping in client_of.items()}
-    servers = {_check_name(name): SecAggServer(config, tuple(groups[name]) if config.cohort else ())
-               for name, config in configs.items()}
-    seconds = 0.0
-    client_seconds: dict[int, float] = {}
-    failed = dict(first.failed)
-    sent = {name: {c: 0 for c in groups[name]} for name in servers}
-    answered = {name: set() for name in servers}
-    dropped = {name: {} for name in servers}
-
-    def take(exchange: Exchange) -> None:
-        nonlocal seconds
-        for name in servers:
-            answered[name] = set()
-        for client, reply in sorted(exchange.replies.items()):
-            client_seconds[client] = client_seconds.get(client, 0.0) + \
-                exchange.client_seconds.get(client, 0.0)
-            for name, server in servers.items():
-                if not has_message(reply, slot_up(name)):
-                    continue
-                message = take_message(reply, slot_up(name))
-                if message.sender != index_of[name].get(client):
-                    failed[client] = f"ProtocolError: client {client} sent as index {message.sender}"
-                    continue
-                begin = time.thread_time()
-                server.handle(message)
-                seconds += time.thread_time() - begin
-                sent[name][client] += frame_size(message)
-                answered[name].add(client)
-
-    take(first)
-    for name in servers:
-        dropped[name]["advertise"] = tuple(c for c in groups[name] if c not in answered[name])
-    exchanges = []
-    for step in STEPS:
-        requests: dict[int, Record] = {}
-        for name, server in servers.items():
-            begin = time.thread_time()
-            outgoing = server.close_round()
-            seconds += time.thread_time() - begin
-            for message in outgoing:
-                put_message(requests.setdefault(client_of[name][message.receiver], Record()),
-                            slot_down(name), message)
-        exchange = transport.exchange(step, requests, timeout=timeout)
-        exchanges.append(exchange)
-        failed.update(exchange.failed)
-        take(exchange)
-        for name in servers:
-            addressed = {c for c, r in requests.items() if has_message(r, slot_down(name))}
-            round_name = ROUND_OF_STEP[step]  # two steps of the unmask round: union
-            late = set(dropped[name].get(round_name, ())) | (addressed - answered[name])
-            dropped[name][round_name] = tuple(sorted(late))
-    for server in servers.values():
-        begin = time.thread_time()
-        server.close_round()
-        seconds += time.thread_time() - begin
-    sums = {name: SumResult(server.total, tuple(client_of[name][i] for i in server.survivors),
-                            dropped[name], dict(sent[name]))
-            for name, server in servers.items()}
-    return SecureSumOutcome(sums, failed, seconds, client_seconds, exchanges)
+    unmask: :func:`open_aggregation`, :func:`steps` driven by
+    :func:`securefl.fl.engine.drive`, :func:`finish`.  ``configs``: one config (the sum
+    :data:`DEFAULT`) or ``{name: config}``; ``members[i]`` is the client playing
+    secure-aggregation index ``i`` in every sum, or ``members`` is ``{name: clients}`` where
+    the sums have members of their own (FedSemi's per-layer sums among a layer's uploaders;
+    :mod:`securefl.fl.group_sums`)."""
+    state = open_aggregation(configs, members, first)
+    return finish(drive(transport, steps(state), state, timeout=timeout))

@@ -15,7 +15,11 @@ bytes                          ``uint8`` array
 numpy array                    array
 X25519 private key             its 32 raw bytes (``uint8`` array)
 tuple / list                   each element under ``<name>/<i>``
-dict with int keys             ``<name>#keys`` (int64) and each value under ``<name>/<key>``
+dict with int keys             ``<name>#keys`` (int64) and, when every value is an array
+                               of one shape and dtype, all of them stacked as one array
+                               ``<name>``; when every value is a tuple of byte strings of one
+                               length and count, one ``uint8`` array ``<name>`` (keys x count
+                               x length); otherwise each value under ``<name>/<key>``
 dataclass in :data:`NESTED`    each field under ``<name>/<field>``
 =============================  ======================================================
 
@@ -92,10 +96,19 @@ def _put(record: Record, name: str, value: Any) -> None:
         keys = list(value)
         if not all(isinstance(k, (int, np.integer)) and not isinstance(k, bool) for k in keys):
             raise InputError(name, keys, "only dicts with integer keys can be stored")
-        record.config[kind] = "dict"
         record.arrays[f"{name}#keys"] = np.array(keys, dtype=np.int64)
-        for k in keys:
-            _put(record, f"{name}/{int(k)}", value[k])
+        values = [value[k] for k in keys]
+        if _same_arrays(values):
+            record.config[kind] = "dict:arrays"
+            record.arrays[name] = np.stack(values)
+        elif _same_byte_tuples(values):
+            record.config[kind] = "dict:bytes"
+            record.arrays[name] = np.frombuffer(b"".join(b"".join(v) for v in values), np.uint8
+                                                ).reshape(len(values), len(values[0]), -1).copy()
+        else:
+            record.config[kind] = "dict"
+            for k in keys:
+                _put(record, f"{name}/{int(k)}", value[k])
     elif dataclasses.is_dataclass(value) and type(value).__name__ in NESTED:
         record.config[kind] = f"dataclass:{type(value).__name__}"
         for f in dataclasses.fields(value):
@@ -123,6 +136,14 @@ def _get(record: Record, name: str) -> Any:
             return tuple(items) if container == "tuple" else items
         if kind == "dict":
             return {int(k): _get(record, f"{name}/{int(k)}") for k in record.arrays[f"{name}#keys"]}
+        if kind == "dict:arrays":
+            stacked = record.arrays[name]
+            return {int(k): np.array(stacked[i], copy=True)
+                    for i, k in enumerate(record.arrays[f"{name}#keys"])}
+        if kind == "dict:bytes":
+            stacked = np.asarray(record.arrays[name], dtype=np.uint8)
+            return {int(k): tuple(row.tobytes() for row in stacked[i])
+                    for i, k in enumerate(record.arrays[f"{name}#keys"])}
         if kind.startswith("dataclass:"):
             cls = NESTED[kind.split(":", 1)[1]]
             return cls(**{f.name: _get(record, f"{name}/{f.name}")
@@ -130,3 +151,19 @@ def _get(record: Record, name: str) -> Any:
     except KeyError as missing:
         raise ProtocolError(f"client state incomplete: {missing} missing") from None
     raise ProtocolError(f"client state: unknown kind {kind!r} for {name!r}")
+
+
+def _same_arrays(values: list[Any]) -> bool:
+    """Whether ``values`` are arrays of one shape and plain dtype (stored stacked)."""
+    return bool(values) and all(isinstance(v, np.ndarray) for v in values) and len(
+        {(v.shape, v.dtype.str) for v in values}) == 1 and not values[0].dtype.hasobject
+
+
+def _same_byte_tuples(values: list[Any]) -> bool:
+    """Whether ``values`` are non-empty tuples of byte strings, all of one count and one
+    non-zero length (stored as one uint8 array)."""
+    if not values or not all(isinstance(v, tuple) and v for v in values):
+        return False
+    width = len(values[0][0])
+    return width > 0 and all(len(v) == len(values[0]) and all(
+        isinstance(b, bytes) and len(b) == width for b in v) for v in values)

@@ -9,18 +9,21 @@ round (FedAvg: ``model``; FedAvg+MT: ``model`` and ``teacher``), the vector
 
 exactly as :func:`securefl.fl.aggregate` computes it in process, bit for bit:
 
-* ``secure="real"``, ``sum_backend="secagg"``: each name is one secure sum of
-  :mod:`securefl.fl.secure_sum_steps` in fixed point (:class:`~securefl.crypto.FixedPoint`
+* ``secure="real"`` with a deployable backend of :mod:`securefl.fl.sum_backends`
+  (``secagg``: the exchanges of :mod:`securefl.fl.secure_sum_steps`): each name is one
+  secure sum in fixed point (:class:`~securefl.crypto.FixedPoint`
   with the parties and defaults of :func:`securefl.crypto.secure_sum`, so the same
   encoding, the same ring total, the same decoded average).  Round 0 rides on the reply
   of the step that produced the vectors (:func:`upload` puts the advertise messages in
-  it); :meth:`UploadPlan.collect` runs the three remaining exchanges for all names at
-  once.  The server learns each sum over the survivors and who dropped, nothing else.
+  it, :meth:`~securefl.fl.sum_backends.SumBackend.contribute`);
+  :meth:`UploadPlan.collect` runs the backend's remaining exchanges for all names at
+  once (:meth:`~securefl.fl.sum_backends.SumBackend.collect`).  The server learns each
+  sum over the survivors and who dropped, nothing else.
 * ``secure="plaintext"``: the placeholder.  Clients upload ``v_k`` and ``w_k`` in the
   clear (``upload/<name>`` arrays, ``upload/weight``) and the server sums them with the
   plaintext oracle (:func:`securefl.fl.aggregate`).  It protects nothing.
-* ``secure="real"``, ``sum_backend="he"``: simulated in process only.  No HE exchanges
-  exist yet, so clients upload as in plaintext mode to the *simulator*, which runs the
+* ``secure="real"`` with a backend that runs no exchanges (``he``): simulated in process
+  only.  No HE exchanges exist yet, so clients upload as in plaintext mode to the *simulator*, which runs the
   HE protocol with every party in its own process (:func:`securefl.fl.aggregate`,
   backend ``he``): the cost figures are the protocol's, the privacy is not a
   deployment's.  :meth:`UploadPlan.collect` refuses it on any transport other than
@@ -57,11 +60,11 @@ import numpy as np
 
 from securefl.crypto.fixed_point import FixedPoint
 from securefl.crypto.identity import Credentials
-from securefl.fl.policy import PrivacyPolicy
-from securefl.crypto.secagg import SecAggConfig
 from securefl.errors import DropoutError, InputError, ProtocolError
-from securefl.fl import secure_sum_steps
+from securefl.fl import secure_sum_steps, sum_backends
 from securefl.fl.costs import CRYPTO
+from securefl.fl.policy import PrivacyPolicy
+from securefl.fl.sum_backends import SumSpec
 from securefl.fl.transport import Exchange, InProcessTransport, Record, Transport
 
 PLAIN = "upload/"
@@ -72,18 +75,19 @@ THRESHOLD = "upload/threshold"
 SESSION = "upload/session/"
 COHORT = "upload/cohort"
 MODES = ("real", "plaintext")
-BACKENDS = ("secagg", "he")
 
 
-def _check_mode(secure: str, sum_backend: str) -> None:
+def check_mode(secure: str, sum_backend: str) -> sum_backends.SumBackend:
+    """The backend of a ``secure`` mode and ``sum_backend`` (a secure backend of the
+    registry); a bad value: InputError naming it."""
     if secure not in MODES:
         raise InputError("secure", secure, f"must be one of {MODES}")
-    if sum_backend not in BACKENDS:
-        raise InputError("sum_backend", sum_backend, f"must be one of {BACKENDS}")
+    return sum_backends.get(sum_backend, parameter="sum_backend", secure=True)
 
 
-def _masked(secure: str, sum_backend: str) -> bool:
-    return secure == "real" and sum_backend == "secagg"
+def exchanged(secure: str, sum_backend: str) -> bool:
+    """Whether the sums run as the backend's exchanges (real mode, a deployable backend)."""
+    return secure == "real" and check_mode(secure, sum_backend).deployable
 
 
 # ----------------------------------------------------------------------------- client
@@ -97,10 +101,10 @@ def upload(reply: Record, state: Record, request: Record, *, secure: str, sum_ba
     spent on cryptography (encoding and secure-sum round 0).  ``credentials`` (the node's
     own) sign the secure sums' keys and ``policy`` (the node's own) bounds the cohort and
     threshold the request may set; both required in real secagg mode."""
-    _check_mode(secure, sum_backend)
-    secure_sum_steps.clear(state)
+    backend = check_mode(secure, sum_backend)
+    sum_backends.clear(state)
     w = np.float64(weight)
-    if not _masked(secure, sum_backend):
+    if not exchanged(secure, sum_backend):
         for name, vector in vectors.items():
             reply.arrays[f"{PLAIN}{name}"] = np.asarray(vector, dtype=np.float64)
         reply.config[WEIGHT] = float(w)
@@ -121,25 +125,26 @@ def upload(reply: Record, state: Record, request: Record, *, secure: str, sum_ba
     encoding = FixedPoint(members)
     for name, vector in vectors.items():
         payload = np.append(np.asarray(vector, dtype=np.float64) * w, w)
-        config = SecAggConfig(sessions[name], members, threshold, payload.size, encoding.modulus_bits,
-                              cohort=cohort, consistency=True)
-        secure_sum_steps.start(state, reply, index=index, config=config, credentials=credentials,
-                               policy=policy,
-                               encoded=encoding.encode(payload, name=name), name=name)
+        spec = SumSpec(sessions[name], members, threshold, payload.size, encoding.modulus_bits,
+                       cohort)
+        backend.contribute(state, reply, name=name, spec=spec, index=index,
+                           encoded=encoding.encode(payload, name=name), credentials=credentials,
+                           policy=policy)
     return time.perf_counter() - start
 
 
 # ----------------------------------------------------------------------------- server
 
 
-
 def refuse_simulated_backend(secure: str, sum_backend: str, transport: Transport) -> None:
-    """A real sum that runs no exchanges (``sum_backend="he"``, simulated by the in-process
+    """A real sum whose backend runs no exchanges (``he``, simulated by the in-process
     transport) is refused on any other transport: a deployment would otherwise upload in the
     clear.  Shared by :class:`UploadPlan` and :class:`securefl.fl.group_sums.GroupSumPlan`."""
     if secure == "real" and not isinstance(transport, InProcessTransport):
         raise InputError("sum_backend", sum_backend,
-                         "is simulated in process only; on a deployment use 'secagg'")
+                         "is simulated in process only; on a deployment use one of "
+                         f"{tuple(n for n in sum_backends.names(secure=True) if sum_backends.get(n).deployable)}")
+
 
 @dataclass
 class UploadOutcome:
@@ -156,23 +161,24 @@ class UploadOutcome:
 
 @dataclass
 class UploadPlan:
-    """One round's upload: members (in secure-aggregation index order), threshold and, in
-    real secagg mode, one fresh :class:`SecAggConfig` per name.  Build with :meth:`new`."""
+    """One round's upload: members (in secure-aggregation index order), threshold and, when
+    the sums run as exchanges, one fresh :class:`~securefl.fl.sum_backends.SumSpec` per name.
+    Build with :meth:`new`."""
 
     secure: str
     sum_backend: str
     members: tuple[int, ...]
     dims: dict[str, int]
     threshold: int
-    configs: dict[str, SecAggConfig] = field(default_factory=dict)
+    specs: dict[str, SumSpec] = field(default_factory=dict)
 
     @classmethod
     def new(cls, *, secure: str, sum_backend: str, members: Sequence[int],
-            dims: Mapping[str, int], threshold: int | None = None) -> "UploadPlan":
+            dims: Mapping[str, int], threshold: int | None = None) -> UploadPlan:
         """``dims``: name -> length of the vector (the sums carry one entry more, the
         weight); ``threshold``: default a majority of the members (as
         :func:`securefl.fl.aggregate`)."""
-        _check_mode(secure, sum_backend)
+        backend = check_mode(secure, sum_backend)
         members = tuple(int(c) for c in members)
         if not members or len(set(members)) != len(members):
             raise InputError("members", members, "must be distinct clients, at least one")
@@ -180,27 +186,29 @@ class UploadPlan:
             secure_sum_steps.slot_up(name)
         t = len(members) // 2 + 1 if threshold is None else int(threshold)
         plan = cls(secure, sum_backend, members, {str(k): int(v) for k, v in dims.items()}, t)
-        if _masked(secure, sum_backend):
-            plan.configs = {name: secure_sum_steps.new_config(members, threshold=t, dim=dim + 1)
-                            for name, dim in plan.dims.items()}
+        if exchanged(secure, sum_backend):
+            bits = FixedPoint(len(members)).modulus_bits
+            plan.specs = {name: backend.new_spec(members, threshold=t, dim=dim + 1,
+                                                 modulus_bits=bits)
+                          for name, dim in plan.dims.items()}
         return plan
 
     def request_config(self, client: int) -> dict[str, Any]:
-        """What the upload step's request to ``client`` carries (real secagg: the sums'
+        """What the upload step's request to ``client`` carries (sums run as exchanges: their
         public parameters; otherwise nothing)."""
-        if not self.configs:
+        if not self.specs:
             return {}
         config: dict[str, Any] = {MEMBERS: len(self.members), INDEX: self.members.index(int(client)),
                                   THRESHOLD: self.threshold,
-                                  COHORT: next(iter(self.configs.values())).cohort}
-        config.update({f"{SESSION}{name}": c.session for name, c in self.configs.items()})
+                                  COHORT: next(iter(self.specs.values())).cohort}
+        config.update({f"{SESSION}{name}": c.session for name, c in self.specs.items()})
         return config
 
     def collect(self, transport: Transport, first: Exchange, *,
                 timeout: float | None = None) -> UploadOutcome:
-        """The averages, from ``first`` (the upload step's exchange) and, in real secagg
-        mode, the four secure-sum exchanges that follow."""
-        if self.configs:
+        """The averages, from ``first`` (the upload step's exchange) and, when the sums run
+        as exchanges, the backend's exchanges that follow."""
+        if self.specs:
             return self._collect_masked(transport, first, timeout)
         refuse_simulated_backend(self.secure, self.sum_backend, transport)
         return self._collect_plain(first)
@@ -232,8 +240,9 @@ class UploadPlan:
 
     def _collect_masked(self, transport: Transport, first: Exchange,
                         timeout: float | None) -> UploadOutcome:
-        outcome = secure_sum_steps.aggregate_steps(transport, self.configs, self.members, first,
-                                                   timeout=timeout)
+        backend = sum_backends.get(self.sum_backend)
+        outcome = backend.collect(transport, self.specs, {name: self.members for name in self.specs},
+                                  first, timeout=timeout)
         encoding = FixedPoint(len(self.members))
         averages, protocol_bytes = {}, 0.0
         survivors: set[int] | None = None

@@ -302,12 +302,10 @@ def test_he_authenticated_sum_is_exact_and_refuses_too_few_signed_inputs():
 
 
 def test_the_consistency_round_sums_exactly_and_survives_dropouts():
-    from securefl.crypto.secagg import plan_survivors, run_secagg
+    from securefl.crypto import secure_sum
 
-    _, credentials = new_federation("fed", N)
     values = _values()
-    plan = plan_survivors(N, T, {1: "masked_input", 4: "unmask"})
-    outcome = run_secagg(values, plan=plan, modulus_bits=64, credentials=credentials, consistency=True)
+    outcome = secure_sum(values, threshold=T, dropouts={1: "masked_input", 4: "unmask"})
     assert outcome.survivors == (0, 2, 3, 4)
     assert np.array_equal(outcome.total, sum(values[u] for u in (0, 2, 3, 4)) & np.uint64(2**64 - 1))
 

@@ -26,7 +26,8 @@ from securefl.crypto.secagg import (
     collusion_tolerance,
     party_rng,
 )
-from securefl.crypto.summation import BACKENDS, secure_sum
+from securefl.crypto.summation import secure_sum
+from securefl.fl.sum_backends import names
 from securefl.errors import DropoutError, InputError, ProtocolError
 
 DIM = 16
@@ -116,7 +117,7 @@ def test_threshold_at_most_half_is_refused_because_two_survivor_lists_unmask_a_l
 
 @pytest.mark.parametrize("n, t", [(4, 2), (3, 1), (2, 1), (6, 3), (7, 3), (5, 0), (5, 6), (3, True)])
 def test_every_backend_refuses_thresholds_outside_half_to_n(n, t):
-    for backend in BACKENDS:
+    for backend in names():
         with pytest.raises(InputError, match="threshold"):
             secure_sum([np.arange(3, dtype=np.int64)] * n, threshold=t, backend=backend)
         with pytest.raises(InputError, match="threshold"):

@@ -1,7 +1,7 @@
 """Every ``secure_sum`` backend agrees on degenerate inputs: the same result or the same error.
 
-The backends are read from :data:`securefl.crypto.summation.BACKENDS`, so a backend added
-there is held to the same contract without editing this file.  Two documented differences
+The backends are read from the registry (:func:`securefl.fl.sum_backends.names`), so a
+backend registered is held to the same contract without editing this file.  Two documented differences
 of ``he`` (:mod:`securefl.crypto.summation`) are the only exceptions, and each is checked
 exactly: it has no neighbour graph (``neighbours=`` is refused, naming the keyword), and it
 finishes where pairwise masking stops for want of unmasking clients, with the exact sum of
@@ -13,7 +13,8 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from securefl.crypto.fixed_point import ring_sum
-from securefl.crypto.summation import BACKENDS, make_encoding, secure_sum
+from securefl.crypto.summation import make_encoding, secure_sum
+from securefl.fl.sum_backends import names
 from securefl.errors import InputError, SecureFLError
 
 DTYPES = [np.float64, np.float32, np.int64, np.int8, np.uint8, np.uint64]
@@ -54,7 +55,7 @@ def _outcome(backend, inputs, kwargs):
 @given(degenerate_cases())
 def test_backends_agree_on_degenerate_inputs(case):
     inputs, kwargs = case
-    outcomes = {backend: _outcome(backend, inputs, kwargs) for backend in BACKENDS}
+    outcomes = {backend: _outcome(backend, inputs, kwargs) for backend in names()}
     event(str(outcomes["plaintext"][:2]))
     oracle = outcomes["plaintext"]
     for backend, outcome in outcomes.items():
@@ -72,14 +73,14 @@ def test_backends_agree_on_degenerate_inputs(case):
 
 def test_zero_length_vectors_sum_to_an_empty_total_in_every_backend():
     # Issue 10: TypeError in "secagg", [] in "plaintext".
-    for backend in BACKENDS:
+    for backend in names():
         for dtype in (np.float64, np.int64):
             result = secure_sum([np.ones(0, dtype=dtype)] * 3, threshold=2, backend=backend)
             assert result.total.shape == (0,) and result.survivors == (0, 1, 2)
 
 
 def test_one_client_and_threshold_one():
-    for backend in BACKENDS:
+    for backend in names():
         assert secure_sum([np.arange(3.0)], threshold=1, backend=backend).total.tolist() == [0.0, 1.0, 2.0]
         try:
             secure_sum([np.arange(3.0)] * 3, threshold=1, backend=backend)
