@@ -477,7 +477,8 @@ def _tables_tool():  # type: ignore[no-untyped-def]
 def stale_tables(text: str, root: Path = REPO) -> tuple[int, list[str]]:
     """``(blocks, stale)``: how many ``<!-- tables.py: FOLDER ... -->`` blocks ``text`` has,
     and the folders of those whose body differs from ``experiments/tables.py``'s output over
-    the records they name (folders relative to ``root``, the repository root)."""
+    the records they name (folders relative to ``root``, the folder of the document that
+    holds the blocks, as ``experiments/tables.py --readme FILE`` reads them)."""
     tables = _tables_tool()
     stale = []
     matches = list(tables.BLOCK.finditer(text))

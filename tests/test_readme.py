@@ -79,7 +79,7 @@ def test_result_tables_are_the_records():
     records, fails."""
     blocks = 0
     for path in DOCUMENTS:
-        count, stale = stale_tables(path.read_text())
+        count, stale = stale_tables(path.read_text(), root=path.parent)
         assert stale == [], f"{source_name(path, REPO)}: stale tables {stale}"
         blocks += count
     assert blocks >= 5
