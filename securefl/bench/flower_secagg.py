@@ -11,7 +11,7 @@ client shares keys with every other) with the same Shamir threshold ``--threshol
   fixed point scale 2^32, AES-CTR masks, Shamir over F_(2^61-1), vectorised); CPU
   seconds and bytes from its report.
 * **Flower**: ``SecAggPlusWorkflow`` (server) and ``secaggplus_mod`` (client) of flwr
-  1.41 with ``num_shares=N``, ``reconstruction_threshold=t``, ``max_weight=1`` (every
+  1.42 with ``num_shares=N``, ``reconstruction_threshold=t``, ``max_weight=1`` (every
   client weighs 1, so no precision is lost to weight scaling) and Flower's default
   quantisation (clip 8, 2^22 levels, masks mod 2^32), driven through an in-memory
   ``Grid`` that hands every message to the addressed client's mod (no network, no

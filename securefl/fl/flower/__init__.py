@@ -1,6 +1,6 @@
 """securefl on Flower: the transport, the Flower app and local deployment.
 
-Needs the ``flower`` extra (``pip install 'securefl[flower]'``, pinning flwr 1.41.0);
+Needs the ``flower`` extra (``pip install 'securefl[flower]'``, pinning flwr 1.42.0);
 nothing outside this package imports flwr.
 
 - :class:`FlowerTransport` (``grid_transport``): exchanges as Flower messages.
