@@ -152,6 +152,8 @@ the project's AES-CTR PRG.
 from __future__ import annotations
 
 import hashlib
+import secrets
+import struct
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -169,6 +171,8 @@ from threadpoolctl import threadpool_limits
 from securefl.crypto import kernels, linalg, prg, rlwe
 from securefl.crypto.channel import SERVER, Message, Network
 from securefl.crypto.hamming import SHARE_BITS, HammingResult, check_codes, own_block, pair_roles, server_reconstruct
+from securefl.crypto.identity import SIGNATURE_BYTES, Credentials, Identity, Roster
+from securefl.crypto.lwe_keys import KeyBinding
 from securefl.crypto.rand import RandomSource
 from securefl.errors import InputError, ProtocolError
 
@@ -431,6 +435,7 @@ class LWEParty:
     sizes: dict[int, int]
     session: bytes
     rng: RandomSource
+    binding: KeyBinding | None = None
     ring: bool = False
     device: str = "cpu"
     _seed: bytes = field(default=b"", repr=False)
@@ -465,20 +470,38 @@ class LWEParty:
         return buffer[:size].reshape(shape)
 
     def public_key(self) -> Message:
-        """Round 0: draw this session's randomness; broadcast the X25519 public key."""
+        """Round 0: draw this session's randomness; broadcast the X25519 public key, signed
+        for this session and cohort (:mod:`securefl.crypto.lwe_keys`)."""
+        binding = self._binding()
         self._seed = self.rng.bytes(prg.SEED_BYTES)
         self._private = X25519PrivateKey.from_private_bytes(self.rng.bytes(32))
         raw = self._private.public_key().public_bytes_raw()
         self._public[self.index] = raw
-        return Message(self.index, SERVER, f"lwe/key/{self.index}", (np.frombuffer(raw, dtype=np.uint8),))
+        signature = binding.sign(self.index, raw)
+        return Message(self.index, SERVER, f"lwe/key/{self.index}",
+                       (np.frombuffer(raw, dtype=np.uint8), np.frombuffer(signature, dtype=np.uint8)))
+
+    def _binding(self) -> KeyBinding:
+        if self.binding is None:
+            raise InputError("binding", None, f"party {self.index}: LWE keys are signed; give the "
+                             "party a KeyBinding (its credentials, the cohort, the session)")
+        return self.binding
 
     def receive_keys(self, messages: list[Message]) -> None:
-        """The other parties' public keys (relayed): derive ``M``'s seed and the pair keys."""
+        """The other parties' public keys (relayed): each signature checked against the
+        roster before the key is used; then ``M``'s seed and the pair keys."""
+        binding = self._binding()
         for message in messages:
             kind, peer, _ = _parse(message.tag)
             if kind != "key" or peer == self.index or peer not in self.sizes or message.receiver != self.index:
                 raise ProtocolError(f"party {self.index}: unexpected key message {message.tag!r}")
-            (key,) = _expect(message, [((32,), np.uint8)], f"public key of party {peer}")
+            if peer in self._public:
+                raise ProtocolError(f"party {self.index}: second key of party {peer}")
+            if len(message.arrays) == 1:
+                raise ProtocolError(f"party {self.index}: the key of party {peer} is unsigned")
+            key, signature = _expect(message, [((32,), np.uint8), ((SIGNATURE_BYTES,), np.uint8)],
+                                     f"public key of party {peer}")
+            binding.verify(peer, key.tobytes(), signature.tobytes())
             self._public[peer] = key.tobytes()
         if set(self._public) != set(self.sizes):
             raise ProtocolError(f"party {self.index}: missing public keys of {sorted(set(self.sizes) - set(self._public))}")
@@ -662,12 +685,17 @@ class LWEParty:
         response = np.ascontiguousarray(top.astype(np.uint32).reshape(n_peer, n_own, 1).view(np.uint8)[..., :3])
         weights = self.codes.sum(axis=1, dtype=np.int64)
         self._shares[peer] = ((u_hi + weights[None, :]) & ((1 << SHARE_BITS) - 1)).astype(np.uint16)
-        sealed = self._pair[peer].seal.encrypt(self._response_nonce(self.index, peer), response.tobytes(), self.session)
+        sealed = self._pair[peer].seal.encrypt(self.answer_nonce(self.index, peer), response.tobytes(), self.session)
         return Message(self.index, peer, "lwe/D", (np.frombuffer(sealed, dtype=np.uint8),))
 
-    @staticmethod
-    def _response_nonce(evaluator: int, encryptor: int) -> bytes:
-        return hashlib.sha256(f"securefl/lwe/D/{evaluator}->{encryptor}".encode()).digest()[:12]
+    def answer_nonce(self, evaluator: int, encryptor: int) -> bytes:
+        """The AES-GCM nonce of the answer ``D`` of ``evaluator`` to ``encryptor``: SHA-256 of
+        the session and both parties' public keys (12 bytes).  The keys are drawn afresh for
+        every session and each answer is made once per session (the evaluation hop runs
+        once, :mod:`securefl.crypto.lwe_hops`), so no (key, nonce) ever seals two answers."""
+        transcript = (b"securefl/lwe/D/" + self.session + struct.pack(">qq", evaluator, encryptor)
+                      + self._public[evaluator] + self._public[encryptor])
+        return hashlib.sha256(transcript).digest()[:12]
 
     def decrypt(self, message: Message) -> None:
         """Round 4 (encryptor): open ``D``, ``t = D' - 2^72 S H'_top + theta``, share ``floor(t / Delta) + |x|``."""
@@ -679,7 +707,7 @@ class LWEParty:
         n_own, n_peer = self.codes.shape[0], self.sizes[peer]
         (sealed,) = _expect(message, [((3 * n_own * n_peer + 16,), np.uint8)], f"answer of party {peer}")
         try:
-            opened = self._pair[peer].seal.decrypt(self._response_nonce(peer, self.index), sealed.tobytes(), self.session)
+            opened = self._pair[peer].seal.decrypt(self.answer_nonce(peer, self.index), sealed.tobytes(), self.session)
         except InvalidTag:
             raise ProtocolError(f"party {self.index}: answer of party {peer} fails its AES-GCM tag") from None
         response = np.zeros((n_own, n_peer, 4), dtype=np.uint8)
@@ -759,6 +787,14 @@ class _Meter:
         self.kinds[kind if message.sender != SERVER else f"relay/{kind}"] += self.network.send(message)
 
 
+def _throwaway_credentials(parties: list[int]) -> dict[int, Credentials]:
+    """Each party's credentials in a federation made for one in-process session (roster
+    client id = party index), so the simulator signs and checks keys as a deployment does."""
+    identities = {p: Identity.generate(p) for p in parties}
+    roster = Roster(f"lwe-session-{secrets.token_hex(4)}", {p: i.public for p, i in identities.items()})
+    return {p: Credentials(i, roster) for p, i in identities.items()}
+
+
 def _session(
     codes: dict[int, np.ndarray],
     pairs: list[tuple[int, int]],
@@ -773,6 +809,7 @@ def _session(
     meter = _Meter(network)
     sizes = {p: c.shape[0] for p, c in codes.items()}
     server = LWEServer(pairs=tuple(pairs), parties=tuple(sorted(codes)))
+    credentials = _throwaway_credentials(sorted(codes))
     parties = {
         p: LWEParty(
             index=p,
@@ -782,6 +819,7 @@ def _session(
             sizes=sizes,
             session=network.session,
             rng=rng.child(f"party{p}"),
+            binding=KeyBinding(credentials[p], {q: q for q in codes}, network.session),
             ring=ring,
             device=device,
         )

@@ -415,12 +415,15 @@ class CrossClientSteps:
         sent = received = 0
         ring = state.config["cclp/hamming-backend"] == "rlwe"
         if hop == 0:
-            put_message(reply, SLOT_LWE_KEY, lwe_hops.start(saved, index=me, codes=codes,
-                                                            session=session, rng=RandomSource()))
+            roster = [int(m) for m in state.arrays["cclp/members"]]
+            put_message(reply, SLOT_LWE_KEY, lwe_hops.start(
+                saved, index=me, codes=codes, session=session, rng=RandomSource(),
+                credentials=self._node.credentials(), clients={p: roster[p] for p in alive},
+                context=transport_session(state) + b"|" + session))
         elif hop == 1:
             put_messages(reply, SLOT_LWE_OUT, lwe_hops.broadcast(
                 saved, take_messages(request, SLOT_LWE_IN), index=me, codes=codes,
-                sizes=in_session, session=session, ring=ring))
+                sizes=in_session, session=session, credentials=self._node.credentials(), ring=ring))
         elif hop == 2:
             answers, shares = lwe_hops.evaluate(saved, take_messages(request, SLOT_LWE_IN), index=me,
                                                 codes=codes, sizes=in_session, alive=alive,
