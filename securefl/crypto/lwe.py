@@ -22,7 +22,9 @@ from a session seed ``SHA-256(session || every party's X25519 public key)``.
 **Protocol** (one pair; :class:`LWEParty` are the sans-I/O parties, :class:`LWEServer`
 the relay, all frames over the metered, MACed :class:`~securefl.crypto.channel.Network`):
 
-0. Every party broadcasts an X25519 public key (the server relays it).  Each pair derives
+0. Every party broadcasts an X25519 public key, signed with its roster identity for the
+   session and cohort and checked by every peer before use (:mod:`securefl.crypto.lwe_keys`;
+   in process each session makes its own throwaway roster).  Each pair derives
    ``K_ab = HKDF(X25519(sk_a, pk_b))``: a MAC key for end-to-end tags on relayed
    broadcasts and an AES-GCM key for the answer ``D``.
 1. ``a`` broadcasts ``C = S M^T + E + Delta [-2X | 0]`` (``n_a x K``; ``S`` ternary
@@ -170,7 +172,7 @@ from threadpoolctl import threadpool_limits
 
 from securefl.crypto import kernels, linalg, prg, rlwe
 from securefl.crypto.channel import SERVER, Message, Network
-from securefl.crypto.hamming import SHARE_BITS, HammingResult, check_codes, own_block, pair_roles, server_reconstruct
+from securefl.crypto.hamming_shares import SHARE_BITS, HammingResult, check_codes, own_block, pair_roles, server_reconstruct
 from securefl.crypto.identity import SIGNATURE_BYTES, Credentials, Identity, Roster
 from securefl.crypto.lwe_keys import KeyBinding
 from securefl.crypto.rand import RandomSource

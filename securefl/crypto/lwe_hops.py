@@ -52,7 +52,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from securefl.crypto.channel import SERVER, Message
-from securefl.crypto.hamming import pair_roles
+from securefl.crypto.hamming_shares import pair_roles
 from securefl.crypto.identity import Credentials
 from securefl.crypto.lwe import LWEParty, LWEServer, check_exact_products, check_session
 from securefl.crypto.lwe_keys import KeyBinding

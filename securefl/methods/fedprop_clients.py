@@ -38,8 +38,9 @@ round's selected clients, config ``cclp/party``):
     (:data:`securefl.fl.transport.SESSION_SCOPED`), so no checkpoint holds it (a resumed
     run sets the pairs up afresh).
 ``cclp/lwe/1`` .. ``cclp/lwe/3`` (real, ``hamming_backend="lwe"`` or ``"rlwe"``, instead of SHADE)
-    :mod:`securefl.crypto.lwe_hops`: the LWE public key rides on ``cclp/codes``; then the
-    relayed keys down and every ``C`` block and the hint ``H'`` up (slots ``cclp/lwe/in``,
+    :mod:`securefl.crypto.lwe_hops`: the LWE public key rides on ``cclp/codes``, signed for
+    the transport and round sessions and the live members (:mod:`securefl.crypto.lwe_keys`);
+    then the relayed keys down (each checked against the node's roster) and every ``C`` block and the hint ``H'`` up (slots ``cclp/lwe/in``,
     ``cclp/lwe/out``, each forward with its own end-to-end tag); the relayed ``C`` blocks
     down, the answers ``D`` up in sealed batches to their encryptors and the evaluator's
     shares; the relayed hints and answers down, the encryptor's shares up.  State: the
