@@ -41,7 +41,8 @@ from securefl.crypto.hamming_shares import (
     pair_roles,
     server_reconstruct,
 )
-from securefl.crypto.lwe import ELEMENT_BYTES, LWE_DIMENSION, RERANDOMISATION, lwe_hamming_matrix
+from securefl.crypto.lwe import ELEMENT_BYTES, LWE_DIMENSION, RERANDOMISATION
+from securefl.crypto.lwe_hops import lwe_hamming_matrix
 from securefl.crypto.ot import OTSetups
 from securefl.crypto.rand import random_source
 from securefl.crypto.shade import shade_hamming_matrix

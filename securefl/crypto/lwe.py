@@ -154,12 +154,9 @@ the project's AES-CTR PRG.
 from __future__ import annotations
 
 import hashlib
-import secrets
 import struct
-import time
-from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
+from typing import Iterator
 
 import numpy as np
 from cryptography.exceptions import InvalidTag
@@ -168,12 +165,11 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
-from threadpoolctl import threadpool_limits
 
 from securefl.crypto import kernels, linalg, prg, rlwe
-from securefl.crypto.channel import SERVER, Message, Network
-from securefl.crypto.hamming_shares import SHARE_BITS, HammingResult, check_codes, own_block, pair_roles, server_reconstruct
-from securefl.crypto.identity import SIGNATURE_BYTES, Credentials, Identity, Roster
+from securefl.crypto.channel import SERVER, Message
+from securefl.crypto.hamming_shares import SHARE_BITS, pair_roles
+from securefl.crypto.identity import SIGNATURE_BYTES
 from securefl.crypto.lwe_keys import KeyBinding
 from securefl.crypto.rand import RandomSource
 from securefl.errors import InputError, ProtocolError
@@ -368,7 +364,8 @@ def _blocks(length: int) -> list[tuple[int, int]]:
 
 
 def progress_total(parties: int, length: int) -> int:
-    """Units of work :func:`lwe_hamming_matrix` reports through ``progress``: one per broadcast
+    """Units of work the in-process session (:func:`securefl.crypto.lwe_hops.lwe_hamming_matrix`)
+    reports through ``progress``: one per broadcast
     (each block of ``C``, each hint) and one per pair's answer."""
     pairs = [pair_roles(a, b) for a in range(parties) for b in range(a + 1, parties)]
     encryptors, evaluators = {a for a, _ in pairs}, {b for _, b in pairs}
@@ -759,227 +756,3 @@ class LWEServer:
             raise ProtocolError(f"server: broadcast {message.tag!r} must carry one tag per recipient {recipients}")
         *planes, tags = message.arrays
         return [Message(SERVER, peer, message.tag, (*planes, tags[i])) for i, peer in enumerate(recipients)]
-
-
-@dataclass
-class _Meter:
-    """CPU seconds per party and per phase, and bytes per message kind, of one session.
-
-    Phases: ``fixed`` (each party's ``C`` and hint: the products with ``M``, once per
-    session whatever the pairs) and ``per_pair`` (evaluating ``C Y'^T``, answering and
-    decrypting ``D - S H'``: once per pair)."""
-
-    network: Network
-    cpu: dict[int, float] = field(default_factory=lambda: defaultdict(float))
-    phases: dict[str, float] = field(default_factory=lambda: defaultdict(float))
-    kinds: dict[str, int] = field(default_factory=lambda: defaultdict(int))
-
-    def run(self, party: int, step: Callable, *args, phase: str | None = None, **kwargs):
-        start = time.process_time()
-        try:
-            return step(*args, **kwargs)
-        finally:
-            spent = time.process_time() - start
-            self.cpu[party] += spent
-            if phase is not None:
-                self.phases[phase] += spent
-
-    def send(self, message: Message) -> None:
-        kind = message.tag.split("/")[1]
-        self.kinds[kind if message.sender != SERVER else f"relay/{kind}"] += self.network.send(message)
-
-
-def _throwaway_credentials(parties: list[int]) -> dict[int, Credentials]:
-    """Each party's credentials in a federation made for one in-process session (roster
-    client id = party index), so the simulator signs and checks keys as a deployment does."""
-    identities = {p: Identity.generate(p) for p in parties}
-    roster = Roster(f"lwe-session-{secrets.token_hex(4)}", {p: i.public for p, i in identities.items()})
-    return {p: Credentials(i, roster) for p, i in identities.items()}
-
-
-def _session(
-    codes: dict[int, np.ndarray],
-    pairs: list[tuple[int, int]],
-    *,
-    rng: RandomSource,
-    network: Network,
-    progress: Callable[[int], None] | None,
-    ring: bool = False,
-    device: str = "cpu",
-) -> tuple[dict[int, LWEParty], _Meter]:
-    """Run rounds 0-4 for the ``(encryptor, evaluator)`` ``pairs``; the parties end holding their shares."""
-    meter = _Meter(network)
-    sizes = {p: c.shape[0] for p, c in codes.items()}
-    server = LWEServer(pairs=tuple(pairs), parties=tuple(sorted(codes)))
-    credentials = _throwaway_credentials(sorted(codes))
-    parties = {
-        p: LWEParty(
-            index=p,
-            codes=c,
-            encrypts_for=server.recipients("C", p),
-            evaluates_for=server.recipients("H", p),
-            sizes=sizes,
-            session=network.session,
-            rng=rng.child(f"party{p}"),
-            binding=KeyBinding(credentials[p], {q: q for q in codes}, network.session),
-            ring=ring,
-            device=device,
-        )
-        for p, c in codes.items()
-    }
-
-    def broadcast(message: Message) -> list[Message]:
-        meter.send(message)
-        received = network.receive(SERVER, message.sender, message.tag)
-        forwards = meter.run(SERVER, server.relay, received)
-        for forward in forwards:
-            meter.send(forward)
-        return [network.receive(f.receiver, SERVER, f.tag) for f in forwards]
-
-    keys: dict[int, list[Message]] = defaultdict(list)
-    for p, party in parties.items():
-        for delivered in broadcast(meter.run(p, party.public_key)):
-            keys[delivered.receiver].append(delivered)
-    for p, party in parties.items():
-        meter.run(p, party.receive_keys, keys[p])
-    streamed: set[int] = set()
-    for p, party in parties.items():
-        stream = party.broadcasts()
-        while True:
-            message = meter.run(p, next, stream, None, phase="fixed")
-            if message is None:
-                break
-            for delivered in broadcast(message):
-                meter.run(delivered.receiver, parties[delivered.receiver].absorb, delivered, phase="per_pair")
-            if progress is not None:
-                progress(1)
-        streamed.add(p)
-        # Answer every pair whose two broadcasts are complete, so that hints and running
-        # products do not pile up over the session.
-        for encryptor, evaluator in pairs:
-            if p in (encryptor, evaluator) and {encryptor, evaluator} <= streamed:
-                response = meter.run(evaluator, parties[evaluator].answer, encryptor, phase="per_pair")
-                meter.send(response)
-                delivered = network.receive(encryptor, evaluator, response.tag)
-                meter.run(encryptor, parties[encryptor].decrypt, delivered, phase="per_pair")
-                if progress is not None:
-                    progress(1)
-    return parties, meter
-
-
-def lwe_hamming_matrix(
-    parties: list[np.ndarray],
-    *,
-    rng: RandomSource,
-    workers: int,
-    network: Network,
-    progress: Callable[[int], None] | None = None,
-    ring: bool = False,
-    device: str = "cpu",
-) -> HammingResult:
-    """All-pairs LWE Hamming matrix on checked codes (the ``"lwe"`` backend of
-    :func:`securefl.crypto.secure_hamming_matrix`, which validates the arguments; with
-    ``ring`` the ``"rlwe"`` backend, :mod:`securefl.crypto.rlwe`).
-
-    For every pair ``a < b`` the encryptor is given by
-    :func:`~securefl.crypto.hamming.pair_roles`; each party broadcasts its ``C`` and its
-    hint once, answers each of its encryptors once, and sends its shares and own block
-    to the server, which reconstructs.  ``workers`` threads run the products on the torch
-    ``device`` (``"cpu"``, ``"cuda"``, ...), after the exactness self-test on that device
-    (:func:`check_exact_products`).
-    """
-    start = time.perf_counter()
-    sizes = [p.shape[0] for p in parties]
-    length = parties[0].shape[1]
-    check_session(sizes, length, ring=ring)
-    linalg.resolve_device(device)
-    pairs = [pair_roles(a, b) for a in range(len(parties)) for b in range(a + 1, len(parties))]
-    with threadpool_limits(limits=workers, user_api="blas"), linalg.torch_threads(workers):
-        if pairs:
-            check_exact_products(ring=ring, device=device)
-        states, meter = _session(dict(enumerate(parties)), pairs, rng=rng, network=network, progress=progress,
-                                 ring=ring, device=device)
-        for a in range(len(parties)):
-            for b in range(a + 1, len(parties)):
-                encryptor, evaluator = pair_roles(a, b)
-                for party, peer in ((encryptor, evaluator), (evaluator, encryptor)):
-                    share = meter.run(party, states[party].share, peer)
-                    oriented = share if encryptor == a else share.T
-                    meter.send(Message(party, SERVER, f"lwe/share/{a}-{b}", (np.ascontiguousarray(oriented),)))
-        for index, codes in enumerate(parties):
-            meter.send(Message(index, SERVER, f"lwe/own/{index}", (meter.run(index, own_block, codes),)))
-        matrix = meter.run(SERVER, server_reconstruct, network, sizes, length, prefix="lwe")
-    return HammingResult(
-        matrix=matrix,
-        bytes_sent={**{p: 0 for p in range(len(parties))}, SERVER: 0, **network.bytes_sent()},
-        bytes_received={party: s.bytes_received for party, s in network.stats.items()},
-        backend="rlwe" if ring else "lwe",
-        seconds=time.perf_counter() - start,
-        offsets=tuple(np.cumsum([0, *sizes])[:-1].tolist()),
-        cpu_seconds_by_party=dict(meter.cpu),
-        bytes_by_message=dict(meter.kinds),
-        cpu_seconds_by_phase={"fixed": meter.phases["fixed"], "per_pair": meter.phases["per_pair"]},
-    )
-
-
-def lwe_pair(
-    x: np.ndarray,
-    y: np.ndarray,
-    *,
-    network: Network | None = None,
-    encryptor: int = 0,
-    evaluator: int = 1,
-    rng: RandomSource | None = None,
-    workers: int = 1,
-    ring: bool = False,
-    device: str = "cpu",
-) -> tuple[np.ndarray, np.ndarray]:
-    """LWE between ``encryptor`` (holds ``x``, ``(n_a, L)``) and ``evaluator`` (holds ``y``, ``(n_b, L)``).
-
-    Returns the encryptor's and the evaluator's ``(n_a, n_b)`` uint16 shares; their sum
-    mod 2^16 is ``HD(x_i, y_j)``.  The broadcasts go through the server's relay on
-    ``network`` as in a full session.  ``ring`` selects the ring-structured ``M``
-    (:mod:`securefl.crypto.rlwe`), ``device`` the torch device of the products.
-    """
-    x, y = check_codes([x, y])
-    if encryptor == evaluator or SERVER in (encryptor, evaluator):
-        raise InputError("evaluator", evaluator, f"must differ from encryptor={encryptor} and the server")
-    check_session([x.shape[0], y.shape[0]], x.shape[1], ring=ring)
-    network = network if network is not None else Network()
-    with threadpool_limits(limits=workers, user_api="blas"), linalg.torch_threads(workers):
-        check_exact_products(ring=ring, device=device)
-        states, _ = _session(
-            {encryptor: x, evaluator: y},
-            [(encryptor, evaluator)],
-            rng=rng if rng is not None else RandomSource(),
-            network=network,
-            progress=None,
-            ring=ring,
-            device=device,
-        )
-    return states[encryptor].share(evaluator), states[evaluator].share(encryptor)
-
-
-def lwe_one_vs_many(
-    many: np.ndarray, one: np.ndarray, *, network: Network | None = None, rng: RandomSource | None = None
-) -> tuple[np.ndarray, np.ndarray]:
-    """LWE of one code ``one`` (``(L,)``, the evaluator's) against ``many`` (``(n, L)``, encrypted).
-
-    Returns the encryptor's and the evaluator's ``(n,)`` uint16 shares of ``HD(many[i], one)``.
-    """
-    one = np.asarray(one)
-    if one.ndim != 1:
-        raise InputError("one", one, "must be a single (L,) code")
-    encrypted, evaluated = lwe_pair(many, one[None, :], network=network, rng=rng)
-    return encrypted[:, 0], evaluated[:, 0]
-
-
-def lwe_distance(
-    x: np.ndarray, y: np.ndarray, *, network: Network | None = None, rng: RandomSource | None = None
-) -> tuple[int, int]:
-    """LWE for one pair of ``(L,)`` codes: the two parties' shares of ``HD(x, y)`` mod 2^16."""
-    x = np.asarray(x)
-    if x.ndim != 1:
-        raise InputError("x", x, "must be a single (L,) code")
-    encrypted, evaluated = lwe_one_vs_many(x[None, :], y, network=network, rng=rng)
-    return int(encrypted[0]), int(evaluated[0])
