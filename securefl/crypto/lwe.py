@@ -518,9 +518,11 @@ class LWEParty:
                 "ids": np.array(ids, dtype=np.int64),
                 "keys": np.stack([np.frombuffer(self._public[p], np.uint8) for p in ids])}
 
-    def restore(self, saved: dict[str, np.ndarray], *, keys: bool = True) -> None:
+    def restore(self, saved: dict[str, np.ndarray], *, keys: bool = True,
+                stage: str = "broadcast") -> None:
         """Resume from :meth:`saved`: the seed and private key, and with ``keys`` the
-        public keys and every key derivation of :meth:`receive_keys`, redone."""
+        public keys and every key derivation of :meth:`receive_keys`, redone, for the
+        ``stage`` the party resumes at (:meth:`_prepare`)."""
         try:
             self._seed = bytes(np.asarray(saved["seed"], np.uint8))
             self._private = X25519PrivateKey.from_private_bytes(bytes(np.asarray(saved["private"], np.uint8)))
@@ -532,9 +534,9 @@ class LWEParty:
             if set(self._public) != set(self.sizes):
                 raise ProtocolError(f"party {self.index}: saved public keys of {sorted(self._public)}, "
                                     f"session of {sorted(self.sizes)}")
-            self._derive()
+            self._derive(stage)
 
-    def _derive(self) -> None:
+    def _derive(self, stage: str = "broadcast") -> None:
         """``M``'s seed and the pair keys from the public keys; then :meth:`_prepare`."""
         transcript = self.session + b"".join(self._public[p] for p in sorted(self._public))
         domain = rlwe.SEED_DOMAIN if self.ring else b"securefl/lwe/M/"
@@ -549,17 +551,22 @@ class LWEParty:
                 algorithm=hashes.SHA256(), length=32, salt=self.session, info=f"securefl/lwe/pair/{low}-{high}".encode()
             ).derive(shared)
             self._pair[peer] = _PairKeys(mac=keys[:16], seal=AESGCM(keys[16:]))
-        self._prepare()
+        self._prepare(stage)
 
-    def _prepare(self) -> None:
-        """Draw ``S`` (encryptor) and ``R`` (evaluator); ``Y' = [Y | R]``; zero the running
+    def _prepare(self, stage: str) -> None:
+        """What ``stage`` needs: for ``"broadcast"`` (:meth:`broadcasts`) all of it, for
+        ``"evaluate"`` (:meth:`absorb` of ``C``, :meth:`answer`) ``Y'`` and the running
+        products, for ``"decrypt"`` (:meth:`absorb` of hints, :meth:`decrypt`) ``S``.
+        Draw ``S`` (encryptor) and ``R`` (evaluator); ``Y' = [Y | R]``; zero the running
         ``C Y'^T``; with ``ring``, expand the public polynomials of ``M``."""
+        if stage not in ("broadcast", "evaluate", "decrypt"):
+            raise InputError("stage", stage, "must be 'broadcast', 'evaluate' or 'decrypt'")
         n_own, length = self.codes.shape
-        if self.ring and (self.encrypts_for or self.evaluates_for):
+        if self.ring and (self.encrypts_for or self.evaluates_for) and stage == "broadcast":
             self._ring = rlwe.RingMatrix(self._m_seed, length, device=linalg.resolve_device(self.device))
-        if self.encrypts_for:
+        if self.encrypts_for and stage != "evaluate":
             self._secret = _ternary(self._seed, "S", (n_own, LWE_DIMENSION))
-        if self.evaluates_for:
+        if self.evaluates_for and stage != "decrypt":
             self._evaluation = np.empty((n_own, length + RERANDOMISATION), dtype=np.float64)
             self._evaluation[:, :length] = self.codes
             self._evaluation[:, length:] = _ternary(self._seed, "R", (n_own, RERANDOMISATION))

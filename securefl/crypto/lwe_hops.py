@@ -205,7 +205,7 @@ def evaluate(state: dict[str, np.ndarray], relayed: Sequence[Message], *, index:
     a second call on the state raises ProtocolError."""
     held = HopState.load(state, index, 2)
     party = _party(index, codes, sizes, alive, session, ring, pairs=pairs, device=device)
-    party.restore(held.saved)
+    party.restore(held.saved, stage="evaluate")
     held.hop = 2
     held.store(state)
     for message in relayed:
@@ -226,7 +226,7 @@ def finish(state: dict[str, np.ndarray], hints: Sequence[Message], answers: Sequ
     held = HopState.load(state, index, 3)
     state.clear()
     party = _party(index, codes, sizes, alive, session, ring, pairs=pairs, device=device)
-    party.restore(held.saved)
+    party.restore(held.saved, stage="decrypt")
     for message in hints:
         if not message.tag.startswith("lwe/H/"):
             raise ProtocolError(f"party {index}: expected hints at the decryption hop, got {message.tag!r}")
