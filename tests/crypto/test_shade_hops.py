@@ -1,6 +1,5 @@
-"""SHADE cut into hops (securefl.crypto.shade_hops): the distances, the frames that the
-in-process shade_pair moves over a Network (the same hops), setups kept across rounds, and a
-refusal of out-of-place messages."""
+"""SHADE cut into hops (securefl.crypto.shade_hops): the same shares' sum, the same frames as
+the one-loop shade_pair, setups kept across rounds, and a refusal of out-of-place messages."""
 
 from __future__ import annotations
 
