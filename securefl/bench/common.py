@@ -34,14 +34,13 @@ from securefl.machine import cpu_model
 
 
 def add_workers_argument(parser: argparse.ArgumentParser) -> None:
-    """``--workers``: threads sharing the secure Hamming work (SHADE: pairs side by side; LWE:
-    BLAS; default: the cores available)."""
+    """``--workers``: threads sharing each SHADE pair's OT work (default: the cores available)."""
     parser.add_argument(
         "--workers",
         type=int,
         default=len(os.sched_getaffinity(0)),
-        help="threads sharing the secure Hamming work (SHADE: pairs side by side; LWE: BLAS; "
-        "default: the CPU cores available, %(default)s here)",
+        help="threads sharing each SHADE pair's OT work (default: the CPU cores available, "
+        "%(default)s here)",
     )
 
 

@@ -194,7 +194,7 @@ def secure_hamming_matrix(
     encryption, linear communication), ``"rlwe"`` (the same with a ring-structured public
     matrix) or ``"plaintext"`` (no cryptography); all return the identical matrix.  ``seed`` fixes all cryptographic randomness
     (deterministic tests, ``--secure both``); ``None`` draws it from the OS CSPRNG.
-    ``workers`` threads share the work (SHADE: pairs side by side; LWE: BLAS
+    ``workers`` threads share the work (SHADE: OT chunks of each pair; LWE: BLAS
     threads).  ``network`` lets tests observe or tamper with the messages (any tampering
     raises :class:`~securefl.errors.ProtocolError`).  ``progress(k)`` is called as work
     completes (SHADE: OTs; LWE: see :func:`securefl.crypto.lwe.progress_total`).

@@ -542,7 +542,7 @@ def cross_client_lp(
     outputs.
     ``threshold`` is the secure sum's t (default: a majority of the clients entering
     it).  ``solver`` is the server's solver for S_L.  ``network`` lets a test observe
-    traffic.  ``workers`` threads share the secure Hamming work (simulation speed
+    traffic.  ``workers`` threads share each SHADE pair's OT work (simulation speed
     only; the outputs do not depend on it).  ``ot_setups`` (SHADE only) keeps every
     pair's IKNP setup from one call to the next, keyed by client index
     (:class:`~securefl.crypto.ot.OTSetups`: the base OTs of a pair run in the first round
