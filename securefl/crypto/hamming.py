@@ -45,7 +45,7 @@ from securefl.crypto.lwe import ELEMENT_BYTES, LWE_DIMENSION, RERANDOMISATION
 from securefl.crypto.lwe_hops import lwe_hamming_matrix
 from securefl.crypto.ot import OTSetups
 from securefl.crypto.rand import random_source
-from securefl.crypto.shade_hops import shade_hamming_matrix
+from securefl.crypto.shade import shade_hamming_matrix
 from securefl.errors import InputError
 
 __all__ = ["BACKENDS", "SHARE_BITS", "HammingResult", "check_codes", "choose_backend",

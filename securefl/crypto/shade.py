@@ -12,10 +12,7 @@ Summing over ``l``::
     R + S = sum_l (x_i[l] XOR y_j[l]) = HD(x_i, y_j)   (mod 2^16, exact since L < 2^16)
 
 So an ``n_a x n_b`` block costs ``n_b * L`` OTs whatever ``n_a`` is (GSHADE batching):
-:func:`~securefl.crypto.shade_hops.shade_pair` (blocks),
-:func:`~securefl.crypto.shade_hops.shade_one_vs_many` (``L`` OTs),
-:func:`~securefl.crypto.shade_hops.shade_distance`, all running the hops of
-:mod:`securefl.crypto.shade_hops` with the parties below.
+:func:`shade_pair` (blocks), :func:`shade_one_vs_many` (``L`` OTs), :func:`shade_distance`.
 The correlated OTs come from IKNP random OTs (:mod:`securefl.crypto.ot`): the two
 128-bit outputs of OT ``(j, l)`` are expanded into ``n_a`` 16-bit lanes each,
 ``p0 = G(k0)``, ``p1 = G(k1)`` (fixed-key AES, :mod:`securefl.crypto.fixed_key`), and the
@@ -23,12 +20,12 @@ sender sends the correction ``u = p0 + Delta_l - p1``; the receiver, who holds `
 computes ``m_c = G(k_c) + c u``.  Cost: three expansions of ``2 n_a`` bytes per OT (two
 by the sender, one by the receiver), and ``16 ceil(n_a / 8)`` bytes of correction plus
 16 bytes of IKNP matrix per OT on the wire: about ``n_a n_b L 16`` bits per pair of
-parties — 51 GB for n = 5000 split in two.  The OTs run in chunks of receiver points
-(IKNP) and cache-sized tiles (expansion); the corrections of a pair cross the link as
-one batch of authenticated frames (one hop), which the two parties hold in memory
-(about 2 GB at 2 x 500 points, L = 4096).
+parties — 51 GB for n = 5000 split in two, which is why everything is streamed in
+chunks of receiver points (IKNP) and cache-sized tiles (expansion), with bounded
+memory, and the corrections cross an authenticated :class:`~securefl.crypto.channel.Network`
+link frame by frame.
 
-**All pairs** (:func:`~securefl.crypto.shade_hops.shade_hamming_matrix`, the ``"shade"`` backend of
+**All pairs** (:func:`shade_hamming_matrix`, the ``"shade"`` backend of
 :func:`securefl.crypto.secure_hamming_matrix`).  For every pair ``a < b`` one party is
 the OT sender, alternating by parity (:func:`~securefl.crypto.hamming.pair_roles`) so the traffic is spread evenly
 over the parties; afterwards each of the two sends its share of the ``(a, b)`` block to
@@ -56,8 +53,8 @@ independent uniform noise; what is left of the server's view is the receiver's s
 ``R`` (uniform, masked by the ``p0`` of the first bit) and ``S = HD - R``.  A relay
 that alters frames is stopped by the per-frame MAC under the link's own key K_ab, which
 the two clients derive from their X25519 agreement and the server cannot compute
-(:class:`~securefl.crypto.channel.LinkKeys`; the links of pairs run side by side share
-the parties' key pairs).
+(:class:`~securefl.crypto.channel.LinkKeys`; the worker threads' links share the
+parties' key pairs).
 
 **Across rounds** (``setups``, :class:`~securefl.crypto.ot.OTSetups`): a pair runs its
 128 X25519 base OTs once per federation and direction and every later call is a new
@@ -77,13 +74,30 @@ loop per bit, OT or lane.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from typing import Callable, Sequence
 
 import numpy as np
 
 from securefl.crypto import kernels
+from securefl.crypto.channel import SERVER, Message, Network
 from securefl.crypto.fixed_key import FixedKeyAES, block_buffer
-from securefl.errors import ProtocolError
+from securefl.crypto.hamming_shares import HammingResult, check_codes, own_block, pair_roles, server_reconstruct
+from securefl.crypto.ot import (
+    BASE_POINTS,
+    KAPPA,
+    IKNPReceiver,
+    IKNPSender,
+    OTSetups,
+    receiver_complete,
+    receiver_hello,
+    sender_answer,
+    setup_context,
+)
+from securefl.crypto.rand import RandomSource
+from securefl.errors import InputError, ProtocolError
 
 CHUNK_OTS = 1 << 16
 """OTs per IKNP chunk (whole receiver points): bounds the memory of the OT extension."""
@@ -91,6 +105,19 @@ TILE_BYTES = 1 << 18
 """Bytes of expanded OT messages per tile: the few tile buffers stay in the L2 cache."""
 FRAME_BYTES = 1 << 22
 """Bytes of corrections per frame on the link (several tiles)."""
+
+
+@dataclass
+class PairCost:
+    """Work counters of one SHADE pair: OTs run, AES output bytes generated, the seconds
+    of its IKNP setup step (base OTs when ``fresh_setup``, else the resume messages) and of
+    the whole pair."""
+
+    ots: int = 0
+    prg_bytes: int = 0
+    setup_seconds: float = 0.0
+    seconds: float = 0.0
+    fresh_setup: bool = False
 
 
 @dataclass
@@ -191,3 +218,256 @@ class ShadeReceiver:
     def share(self) -> np.ndarray:
         """``(n_a, n_b)`` uint16 share: ``sum_l m_c``."""
         return np.ascontiguousarray(self.sums[:, : self.senders].T)
+
+
+def _pair_worker(
+    chunks: list[tuple[int, int, int]],
+    *,
+    ot_sender: IKNPSender,
+    ot_receiver: IKNPReceiver,
+    sender_party: ShadeSender,
+    receiver_party: ShadeReceiver,
+    network: Network,
+    sender: int,
+    receiver: int,
+    progress: Callable[[int], None] | None,
+) -> PairCost:
+    """Run the IKNP chunks ``(chunk_id, first_point, stop_point)`` of one pair.
+
+    Each chunk's OTs are expanded in cache-sized tiles of ``tile_rows`` OTs; the
+    corrections of consecutive tiles are gathered into one frame of at most
+    ~``FRAME_BYTES`` before they cross the link, which keeps the per-frame overhead
+    (header, MAC key, checks) negligible.
+    """
+    length = sender_party.correlation.shape[0]
+    blocks = sender_party.blocks
+    lanes = 8 * blocks
+    tile_rows = int(np.clip(TILE_BYTES // (16 * blocks), 1, 4096))
+    frame_rows = tile_rows * max(1, FRAME_BYTES // (16 * blocks * tile_rows))
+    sender_expander = _Expander(blocks=blocks, rows=tile_rows)
+    receiver_expander = _Expander(blocks=blocks, rows=tile_rows)
+    frame_buffer = np.empty((frame_rows, lanes), dtype=np.uint16)
+    cost = PairCost()
+    for chunk, start, stop in chunks:
+        count = (stop - start) * length
+        base = start * length
+        choices = receiver_party.choices[base : base + count]
+        message, t = ot_receiver.extend(choices, chunk, sender=sender, receiver=receiver)
+        q = ot_sender.extend(network.deliver(message), chunk, count)
+        seeds0, seeds1 = ot_sender.random_ot(q, chunk)
+        seeds = ot_receiver.random_ot(t, chunk)
+        cost.ots += count
+        cost.prg_bytes += 3 * KAPPA * (-(-count // 64) * 8) + 6 * 16 * count
+        for frame_start in range(0, count, frame_rows):
+            frame = frame_buffer[: min(frame_rows, count - frame_start)]
+            for offset in range(0, frame.shape[0], tile_rows):
+                lo, hi = frame_start + offset, min(frame_start + offset + tile_rows, count)
+                sender_party.tile(
+                    sender_expander, seeds0[lo:hi], seeds1[lo:hi], base + lo, out=frame[offset : offset + hi - lo]
+                )
+            delivered = network.deliver(Message(sender, receiver, "shade/u", (frame,)))
+            if len(delivered.arrays) != 1 or delivered.arrays[0].shape != frame.shape:
+                raise ProtocolError(f"SHADE correction frame must be one {frame.shape} array")
+            received = delivered.arrays[0]
+            for offset in range(0, frame.shape[0], tile_rows):
+                lo, hi = frame_start + offset, min(frame_start + offset + tile_rows, count)
+                receiver_party.tile(receiver_expander, seeds[lo:hi], received[offset : offset + hi - lo], base + lo)
+            cost.prg_bytes += 3 * frame.shape[0] * blocks * 16
+            if progress is not None:
+                progress(frame.shape[0])
+    return cost
+
+
+def shade_pair(
+    x: np.ndarray,
+    y: np.ndarray,
+    *,
+    network: Network,
+    sender: int = 0,
+    receiver: int = 1,
+    rng: RandomSource | None = None,
+    workers: int = 1,
+    progress: Callable[[int], None] | None = None,
+    setups: OTSetups | None = None,
+    identities: tuple[int, int] | None = None,
+) -> tuple[np.ndarray, np.ndarray, PairCost]:
+    """SHADE between ``sender`` (holds ``x``, ``(n_a, L)``) and ``receiver`` (holds ``y``, ``(n_b, L)``).
+
+    Returns the sender's and the receiver's ``(n_a, n_b)`` uint16 shares (their sum mod
+    2^16 is ``HD(x_i, y_j)``) and the work done.  ``setups`` keeps the pair's IKNP setup
+    between calls (:class:`~securefl.crypto.ot.OTSetups`: the base OTs run on the first
+    call only, later calls are new sessions of the same extension); ``identities`` are
+    the two parties' stable ids in it (default ``(sender, receiver)``).  Without
+    ``setups`` every call runs fresh base OTs.  ``workers > 1`` splits the OT chunks
+    over that many threads, each with its own authenticated link (AES and numpy release
+    the GIL); the bytes of those links are added to ``network``'s parties in the result
+    of :func:`shade_hamming_matrix`, here they are returned via ``PairCost`` only.
+    """
+    started = time.perf_counter()
+    x, y = check_codes([x, y])
+    rng = rng if rng is not None else RandomSource()
+    length = x.shape[1]
+    if setups is None:
+        setups = OTSetups(federation=rng.child("federation").bytes(16))
+    me, peer = identities if identities is not None else (sender, receiver)
+    context = setup_context(setups.federation, me, peer)
+    sender_rng, receiver_rng = rng.child(f"party{sender}"), rng.child(f"party{receiver}")
+    hello, pending = receiver_hello(
+        setups.receiver(peer, me), context=context, rng=receiver_rng, sender=sender, receiver=receiver
+    )
+    answer, sender_setup, session = sender_answer(
+        setups.sender(me, peer), network.deliver(hello), context=context, rng=sender_rng
+    )
+    setups.keep(me, peer, sender_setup)
+    receiver_setup, receiver_session = receiver_complete(
+        pending, setups.receiver(peer, me), network.deliver(answer), context=context
+    )
+    setups.keep(peer, me, receiver_setup)
+    ot_sender, ot_receiver = sender_setup.extension(session), receiver_setup.extension(receiver_session)
+    setup_seconds = time.perf_counter() - started
+    sender_party = ShadeSender(codes=x, receivers=y.shape[0])
+    receiver_party = ShadeReceiver(codes=y, senders=x.shape[0])
+    points_per_chunk = max(1, CHUNK_OTS // length)
+    chunks = [
+        (index, start, min(start + points_per_chunk, y.shape[0]))
+        for index, start in enumerate(range(0, y.shape[0], points_per_chunk))
+    ]
+    workers = max(1, min(int(workers), len(chunks)))
+    if workers == 1:
+        links = [network]
+    else:
+        links = [Network(keys=network.keys) for _ in range(workers)]
+    jobs = [
+        dict(
+            chunks=chunks[w::workers],
+            # one thread per worker: its own hasher and row PRGs (the setup's are not shared)
+            ot_sender=ot_sender if workers == 1 else replace(ot_sender, hasher=FixedKeyAES(), _prg=None),
+            ot_receiver=ot_receiver if workers == 1
+            else replace(ot_receiver, hasher=FixedKeyAES(), _prg0=None, _prg1=None),
+            sender_party=sender_party,
+            receiver_party=receiver_party,
+            network=links[w],
+            sender=sender,
+            receiver=receiver,
+            progress=progress,
+        )
+        for w in range(workers)
+    ]
+    if workers == 1:
+        costs = [_pair_worker(**jobs[0])]
+    else:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            costs = [f.result() for f in [pool.submit(_pair_worker, **job) for job in jobs]]
+        for link in links:
+            for party, stats in link.stats.items():
+                network.stats[party].bytes_sent += stats.bytes_sent
+                network.stats[party].bytes_received += stats.bytes_received
+                network.stats[party].messages_sent += stats.messages_sent
+                network.stats[party].messages_received += stats.messages_received
+    shares = sender_party.share(), receiver_party.share()
+    total = PairCost(
+        ots=sum(c.ots for c in costs),
+        prg_bytes=sum(c.prg_bytes for c in costs),
+        setup_seconds=setup_seconds,
+        seconds=time.perf_counter() - started,
+        fresh_setup=answer.tag == BASE_POINTS,
+    )
+    return *shares, total
+
+
+def shade_one_vs_many(
+    many: np.ndarray, one: np.ndarray, *, network: Network | None = None, rng: RandomSource | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """SHADE of one code ``one`` (``(L,)``, the OT receiver's) against ``many`` (``(n, L)``, the sender's).
+
+    GSHADE batching makes this cost ``L`` OTs whatever ``n`` is.  Returns the sender's and
+    the receiver's ``(n,)`` uint16 shares of ``HD(many[i], one)``.
+    """
+    one = np.asarray(one)
+    if one.ndim != 1:
+        raise InputError("one", one, "must be a single (L,) code")
+    sender_share, receiver_share, _ = shade_pair(
+        many, one[None, :], network=network if network is not None else Network(), rng=rng
+    )
+    return sender_share[:, 0], receiver_share[:, 0]
+
+
+def shade_distance(
+    x: np.ndarray, y: np.ndarray, *, network: Network | None = None, rng: RandomSource | None = None
+) -> tuple[int, int]:
+    """SHADE for one pair of ``(L,)`` codes: the two parties' shares of ``HD(x, y)`` mod 2^16."""
+    x = np.asarray(x)
+    if x.ndim != 1:
+        raise InputError("x", x, "must be a single (L,) code")
+    sender_share, receiver_share = shade_one_vs_many(x[None, :], y, network=network, rng=rng)
+    return int(sender_share[0]), int(receiver_share[0])
+
+
+def shade_hamming_matrix(
+    parties: list[np.ndarray],
+    *,
+    rng: RandomSource,
+    workers: int,
+    network: Network,
+    progress: Callable[[int], None] | None = None,
+    setups: OTSetups | None = None,
+    identities: Sequence[int] | None = None,
+) -> HammingResult:
+    """All-pairs SHADE on checked codes (the ``"shade"`` backend of
+    :func:`securefl.crypto.secure_hamming_matrix`, which validates the arguments).
+
+    For every pair ``a < b`` SHADE runs with the OT sender given by
+    :func:`~securefl.crypto.hamming.pair_roles`; each of the two sends its share of the
+    ``(a, b)`` block and every party its own block to the server, which reconstructs.
+    ``setups`` and ``identities`` (the parties' stable ids, default their positions) keep
+    the pairs' IKNP setups across calls (:func:`shade_pair`).
+    """
+    start = time.perf_counter()
+    sizes = [p.shape[0] for p in parties]
+    offsets = np.cumsum([0, *sizes]).tolist()
+    identities = list(range(len(parties))) if identities is None else [int(i) for i in identities]
+    if setups is None:
+        setups = OTSetups(federation=rng.child("federation").bytes(16))
+    total = PairCost()
+    pair_seconds: dict[str, float] = {}
+    fresh = 0
+    for a in range(len(parties)):
+        for b in range(a + 1, len(parties)):
+            sender, receiver = pair_roles(a, b)
+            share_s, share_r, cost = shade_pair(
+                parties[sender],
+                parties[receiver],
+                network=network,
+                sender=sender,
+                receiver=receiver,
+                rng=rng.child(f"pair{a}-{b}"),
+                workers=workers,
+                progress=progress,
+                setups=setups,
+                identities=(identities[sender], identities[receiver]),
+            )
+            total.ots += cost.ots
+            total.prg_bytes += cost.prg_bytes
+            total.setup_seconds += cost.setup_seconds
+            pair_seconds[f"{a}-{b}"] = cost.seconds - cost.setup_seconds
+            fresh += cost.fresh_setup
+            if sender != a:
+                share_s, share_r = share_s.T, share_r.T
+            network.send(Message(sender, SERVER, f"shade/share/{a}-{b}", (share_s,)))
+            network.send(Message(receiver, SERVER, f"shade/share/{a}-{b}", (share_r,)))
+    for index, party in enumerate(parties):
+        network.send(Message(index, SERVER, f"shade/own/{index}", (own_block(party),)))
+    matrix = server_reconstruct(network, sizes, parties[0].shape[1], prefix="shade")
+    return HammingResult(
+        matrix=matrix,
+        bytes_sent={**{p: 0 for p in range(len(parties))}, SERVER: 0, **network.bytes_sent()},
+        bytes_received={party: s.bytes_received for party, s in network.stats.items()},
+        backend="shade",
+        seconds=time.perf_counter() - start,
+        ots=total.ots,
+        prg_bytes=total.prg_bytes,
+        offsets=tuple(offsets[:-1]),
+        setup_seconds=total.setup_seconds,
+        pair_seconds=pair_seconds,
+        fresh_setups=fresh,
+    )

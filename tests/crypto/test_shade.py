@@ -12,7 +12,7 @@ from securefl.crypto.hamming_plain import hamming_matrix, pack_codes
 from securefl.crypto.ot import OTSetups
 from securefl.crypto.rand import random_source
 from securefl.crypto.hamming import pair_roles
-from securefl.crypto.shade_hops import shade_distance, shade_one_vs_many, shade_pair
+from securefl.crypto.shade import shade_distance, shade_one_vs_many, shade_pair
 from securefl.errors import InputError, ProtocolError
 
 

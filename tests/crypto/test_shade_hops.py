@@ -10,7 +10,7 @@ from securefl.crypto import shade_hops
 from securefl.crypto.channel import Message, Network, frame_size
 from securefl.crypto.ot import RESUME, setup_context
 from securefl.crypto.rand import RandomSource
-from securefl.crypto.shade_hops import shade_pair
+from securefl.crypto.shade import shade_pair
 from securefl.errors import ProtocolError
 
 CONTEXT = setup_context(b"federation", 7, 9)
