@@ -12,7 +12,9 @@
   products.
 * ``"plaintext"``: the same matrix without cryptography (the oracle of the tests).
 
-Both secure backends end the same way, which this module holds: for every pair of
+Both secure backends end the same way, which :mod:`securefl.crypto.hamming_shares` holds
+(re-exported here; the backends import it from there, so nothing imports this entry point
+back): for every pair of
 parties ``a < b`` each of the two sends the server its share of the ``(a, b)`` block
 (``n_a x n_b`` values in ``Z_(2^16)`` whose sum is ``HD``; each share alone is uniform),
 every party sends its own in-party block (its own data, computed in the clear), and the
@@ -24,110 +26,33 @@ Which party of a pair plays which role (OT sender or encryptor) alternates by
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from securefl.crypto import rlwe
 from securefl.crypto.channel import SERVER, Network
 from securefl.crypto.hamming_plain import hamming_matrix, pack_codes
+from securefl.crypto.hamming_shares import (
+    SHARE_BITS,
+    HammingResult,
+    check_codes,
+    own_block,
+    pair_roles,
+    server_reconstruct,
+)
+from securefl.crypto.lwe import ELEMENT_BYTES, LWE_DIMENSION, RERANDOMISATION
+from securefl.crypto.lwe_hops import lwe_hamming_matrix
 from securefl.crypto.ot import OTSetups
 from securefl.crypto.rand import random_source
-from securefl.errors import InputError, ProtocolError
+from securefl.crypto.shade import shade_hamming_matrix
+from securefl.errors import InputError
 
-SHARE_BITS = 16
-"""Shares live in Z_(2^16): the code length L must be below 2^16."""
+__all__ = ["BACKENDS", "SHARE_BITS", "HammingResult", "check_codes", "choose_backend",
+           "link_bytes_model", "modelled_seconds", "own_block", "pair_roles",
+           "plaintext_hamming_matrix", "secure_hamming_matrix", "server_reconstruct"]
 
 BACKENDS = ("shade", "lwe", "rlwe", "plaintext")
-
-
-@dataclass
-class HammingResult:
-    """The N x N Hamming matrix the server reconstructs, and what it cost.
-
-    ``matrix`` is int32 with the parties' blocks in party order; ``bytes_sent`` and
-    ``bytes_received`` map a party index (``SERVER`` = -1 for the server) to bytes.
-    ``cpu_seconds_by_party`` (where the backend measures it) is the process CPU time of
-    each party's own steps, BLAS threads included; ``bytes_by_message`` the bytes sent
-    per message kind.  SHADE also reports ``setup_seconds`` (all pairs' IKNP setup steps:
-    base OTs where a pair had no setup yet, ``fresh_setups`` of them), ``pair_seconds``
-    (``"a-b"`` -> the pair's seconds after its setup step); ``cpu_seconds_by_phase`` (LWE
-    backends) the CPU time of the products with the public matrix (``fixed``, once per
-    party) and of the per-pair work (``per_pair``).
-    """
-
-    matrix: np.ndarray
-    bytes_sent: dict[int, int]
-    backend: str
-    seconds: float
-    ots: int = 0
-    bytes_received: dict[int, int] = field(default_factory=dict)
-    prg_bytes: int = 0
-    offsets: tuple[int, ...] = ()
-    cpu_seconds_by_party: dict[int, float] = field(default_factory=dict)
-    bytes_by_message: dict[str, int] = field(default_factory=dict)
-    setup_seconds: float = 0.0
-    pair_seconds: dict[str, float] = field(default_factory=dict)
-    fresh_setups: int = 0
-    cpu_seconds_by_phase: dict[str, float] = field(default_factory=dict)
-
-    @property
-    def bytes_total(self) -> int:
-        """Bytes that crossed the network."""
-        return sum(self.bytes_sent.values())
-
-
-def check_codes(codes: Sequence[np.ndarray]) -> list[np.ndarray]:
-    """Validate per-party ``(n_j, L)`` 0/1 code arrays; returns them as uint8 arrays."""
-    if isinstance(codes, np.ndarray) and codes.ndim != 3:
-        raise InputError("codes", codes, "must be a sequence of per-party (n_j, L) arrays")
-    try:
-        parties = list(codes)
-    except TypeError:
-        raise InputError("codes", codes, "must be a sequence of per-party (n_j, L) arrays") from None
-    if not parties:
-        raise InputError("codes", codes, "needs at least one party")
-    checked: list[np.ndarray] = []
-    length = None
-    for index, party in enumerate(parties):
-        name = f"codes[{index}]"
-        array = np.asarray(party)
-        if array.ndim != 2:
-            raise InputError(name, array, f"must be a 2-D (n, L) array, got rank {array.ndim}")
-        if array.dtype.kind not in "biu":
-            raise InputError(name, array, f"must have a bool or integer dtype, got {array.dtype}")
-        if array.shape[0] == 0:
-            raise InputError(name, array, "party has no points")
-        if array.shape[1] == 0:
-            raise InputError(name, array, "code length L must be positive")
-        if length is None:
-            length = array.shape[1]
-        elif array.shape[1] != length:
-            raise InputError(name, array, f"code length {array.shape[1]} differs from L={length} of codes[0]")
-        if array.dtype != np.bool_ and (array.min() < 0 or array.max() > 1):
-            raise InputError(name, array, "codes must be binary (0/1)")
-        checked.append(array.astype(np.uint8, copy=False))
-    if length >= 1 << SHARE_BITS:
-        raise InputError("codes", length, f"code length L must be below 2^{SHARE_BITS} (the share modulus)")
-    return checked
-
-
-def pair_roles(a: int, b: int) -> tuple[int, int]:
-    """``(active, passive)`` roles of the pair ``a < b``: ``a`` is active when ``a + b`` is even.
-
-    Active is SHADE's OT sender (which carries nearly all of the pair's traffic) and the
-    LWE backend's encryptor.  A fixed rule such as "the lower index is active" loads
-    party 0 with every pair and the last party with none; alternating by parity is a
-    round-robin orientation: each party is active in about half of its pairs (exactly
-    half of ``P - 1`` when that is even).
-    """
-    return (a, b) if (a + b) % 2 == 0 else (b, a)
-
-
-ELEMENT_BYTES = 13
-"""Wire bytes of an element of Z_(2^104) in the LWE backends' ``C`` and ``H'``."""
-LWE_COLUMNS = 4096
-"""The LWE backends' dimension ``n`` and re-randomisation length ``L'`` (:mod:`securefl.crypto.lwe`)."""
 
 
 def link_bytes_model(backend: str, sizes: Sequence[int], length: int) -> int:
@@ -159,15 +84,15 @@ def link_bytes_model(backend: str, sizes: Sequence[int], length: int) -> int:
             sent[active] += corrections
             received[passive] += corrections
         else:
-            received[passive] += ELEMENT_BYTES * n_a * (length + LWE_COLUMNS) + 3 * n_a * n_p + 16
-            received[active] += ELEMENT_BYTES * LWE_COLUMNS * n_p + 3 * n_a * n_p + 16
+            received[passive] += ELEMENT_BYTES * n_a * (length + RERANDOMISATION) + 3 * n_a * n_p + 16
+            received[active] += ELEMENT_BYTES * LWE_DIMENSION * n_p + 3 * n_a * n_p + 16
             sent[passive] += 3 * n_a * n_p + 16
     if backend != "shade":
         for j, n in enumerate(sizes):
             if any(active == j for active, _ in roles):
-                sent[j] += ELEMENT_BYTES * n * (length + LWE_COLUMNS)
+                sent[j] += ELEMENT_BYTES * n * (length + RERANDOMISATION)
             if any(passive == j for _, passive in roles):
-                sent[j] += ELEMENT_BYTES * LWE_COLUMNS * n
+                sent[j] += ELEMENT_BYTES * LWE_DIMENSION * n
     return max((max(s, r) for s, r in zip(sent, received)), default=0)
 
 
@@ -205,10 +130,10 @@ def modelled_seconds(backend: str, sizes: Sequence[int], length: int,
         sent = sum(16 * sizes[r] * length * (1 + -(-sizes[s] // 8)) for s, r in roles)
         cpu = SHADE_SECONDS_PER_BYTE * sent
     else:
-        polynomials = -(-length // LWE_COLUMNS) + 1
+        polynomials = -(-length // rlwe.RING_DIMENSION) + 1
         encrypting = sum(sizes[j] for j in {s for s, _ in roles})
         evaluating = sum(sizes[j] for j in {r for _, r in roles})
-        products = sum(sizes[a] * sizes[b] * (3 * (length + LWE_COLUMNS) + LWE_COLUMNS) for a, b in roles)
+        products = sum(sizes[a] * sizes[b] * (3 * (length + RERANDOMISATION) + LWE_DIMENSION) for a, b in roles)
         cpu = (RING_SECONDS_PER_POINT_POLYNOMIAL * polynomials * (encrypting + evaluating)
                + RING_SECONDS_PER_MULTIPLY_ADD * products)
     return cpu + 8.0 * link_bytes_model(backend, sizes, length) / link_bits_per_second
@@ -234,11 +159,6 @@ def choose_backend(sizes: Sequence[int], length: int,
     return "rlwe" if ring < shade else "shade"
 
 
-def own_block(codes: np.ndarray) -> np.ndarray:
-    """A party's in-party block of distances (its own data, in the clear), as uint16."""
-    return hamming_matrix(pack_codes(codes)).astype(np.uint16)
-
-
 def plaintext_hamming_matrix(codes: Sequence[np.ndarray]) -> HammingResult:
     """The same matrix as :func:`secure_hamming_matrix` computed in the clear (no crypto)."""
     parties = check_codes(codes)
@@ -253,38 +173,6 @@ def plaintext_hamming_matrix(codes: Sequence[np.ndarray]) -> HammingResult:
         seconds=time.perf_counter() - start,
         offsets=tuple(np.cumsum([0, *sizes])[:-1].tolist()),
     )
-
-
-def server_reconstruct(network: Network, sizes: list[int], length: int, *, prefix: str) -> np.ndarray:
-    """The server's step: add the two shares of each cross block, place the own blocks.
-
-    Expects on ``network``, from each party, ``{prefix}/share/{a}-{b}`` (its uint16
-    ``(n_a, n_b)`` share of the block of the pair ``a < b``) and ``{prefix}/own/{j}``.
-    Any missing, malformed or tampered share raises :class:`ProtocolError`, and so does a
-    reconstructed distance above ``L`` (shares that do not belong together).
-    """
-    offsets = np.cumsum([0, *sizes])
-    matrix = np.empty((offsets[-1], offsets[-1]), dtype=np.int32)
-
-    def receive(party: int, tag: str, shape: tuple[int, int]) -> np.ndarray:
-        message = network.receive(SERVER, party, tag)
-        if len(message.arrays) != 1 or message.arrays[0].shape != shape or message.arrays[0].dtype != np.uint16:
-            raise ProtocolError(f"{tag} from party {party}: expected one {shape} uint16 array")
-        return message.arrays[0]
-
-    for a in range(len(sizes)):
-        for b in range(a + 1, len(sizes)):
-            tag, shape = f"{prefix}/share/{a}-{b}", (sizes[a], sizes[b])
-            block = (receive(a, tag, shape) + receive(b, tag, shape)).astype(np.int32)
-            matrix[offsets[a] : offsets[a + 1], offsets[b] : offsets[b + 1]] = block
-            matrix[offsets[b] : offsets[b + 1], offsets[a] : offsets[a + 1]] = block.T
-    for index, size in enumerate(sizes):
-        matrix[offsets[index] : offsets[index + 1], offsets[index] : offsets[index + 1]] = receive(
-            index, f"{prefix}/own/{index}", (size, size)
-        )
-    if matrix.size and matrix.max() > length:
-        raise ProtocolError(f"reconstructed distance {matrix.max()} exceeds L={length}: shares corrupted")
-    return matrix
 
 
 def secure_hamming_matrix(
@@ -349,8 +237,6 @@ def secure_hamming_matrix(
     rng = random_source(seed)
     network = network if network is not None else Network()
     if backend == "shade":
-        from securefl.crypto.shade import shade_hamming_matrix
-
         return shade_hamming_matrix(
             parties,
             rng=rng,
@@ -360,7 +246,5 @@ def secure_hamming_matrix(
             setups=setups,
             identities=identities,
         )
-    from securefl.crypto.lwe import lwe_hamming_matrix
-
     return lwe_hamming_matrix(parties, rng=rng, workers=int(workers), network=network, progress=progress,
                               ring=backend == "rlwe", device=device)

@@ -22,7 +22,9 @@ from a session seed ``SHA-256(session || every party's X25519 public key)``.
 **Protocol** (one pair; :class:`LWEParty` are the sans-I/O parties, :class:`LWEServer`
 the relay, all frames over the metered, MACed :class:`~securefl.crypto.channel.Network`):
 
-0. Every party broadcasts an X25519 public key (the server relays it).  Each pair derives
+0. Every party broadcasts an X25519 public key, signed with its roster identity for the
+   session and cohort and checked by every peer before use (:mod:`securefl.crypto.lwe_keys`;
+   in process each session makes its own throwaway roster).  Each pair derives
    ``K_ab = HKDF(X25519(sk_a, pk_b))``: a MAC key for end-to-end tags on relayed
    broadcasts and an AES-GCM key for the answer ``D``.
 1. ``a`` broadcasts ``C = S M^T + E + Delta [-2X | 0]`` (``n_a x K``; ``S`` ternary
@@ -161,10 +163,9 @@ the project's AES-CTR PRG.
 from __future__ import annotations
 
 import hashlib
-import time
-from collections import defaultdict
+import struct
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
+from typing import Iterator
 
 import numpy as np
 from cryptography.exceptions import InvalidTag
@@ -173,11 +174,12 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
-from threadpoolctl import threadpool_limits
 
 from securefl.crypto import kernels, linalg, prg, rlwe
-from securefl.crypto.channel import SERVER, Message, Network
-from securefl.crypto.hamming import SHARE_BITS, HammingResult, check_codes, own_block, pair_roles, server_reconstruct
+from securefl.crypto.channel import SERVER, Message
+from securefl.crypto.hamming_shares import SHARE_BITS, pair_roles
+from securefl.crypto.identity import SIGNATURE_BYTES
+from securefl.crypto.lwe_keys import KeyBinding
 from securefl.crypto.rand import RandomSource
 from securefl.errors import InputError, ProtocolError
 
@@ -371,7 +373,8 @@ def _blocks(length: int) -> list[tuple[int, int]]:
 
 
 def progress_total(parties: int, length: int) -> int:
-    """Units of work :func:`lwe_hamming_matrix` reports through ``progress``: one per broadcast
+    """Units of work the in-process session (:func:`securefl.crypto.lwe_hops.lwe_hamming_matrix`)
+    reports through ``progress``: one per broadcast
     (each block of ``C``, each hint) and one per pair's answer."""
     pairs = [pair_roles(a, b) for a in range(parties) for b in range(a + 1, parties)]
     encryptors, evaluators = {a for a, _ in pairs}, {b for _, b in pairs}
@@ -440,6 +443,7 @@ class LWEParty:
     sizes: dict[int, int]
     session: bytes
     rng: RandomSource
+    binding: KeyBinding | None = None
     ring: bool = False
     device: str = "cpu"
     _seed: bytes = field(default=b"", repr=False)
@@ -474,20 +478,38 @@ class LWEParty:
         return buffer[:size].reshape(shape)
 
     def public_key(self) -> Message:
-        """Round 0: draw this session's randomness; broadcast the X25519 public key."""
+        """Round 0: draw this session's randomness; broadcast the X25519 public key, signed
+        for this session and cohort (:mod:`securefl.crypto.lwe_keys`)."""
+        binding = self._binding()
         self._seed = self.rng.bytes(prg.SEED_BYTES)
         self._private = X25519PrivateKey.from_private_bytes(self.rng.bytes(32))
         raw = self._private.public_key().public_bytes_raw()
         self._public[self.index] = raw
-        return Message(self.index, SERVER, f"lwe/key/{self.index}", (np.frombuffer(raw, dtype=np.uint8),))
+        signature = binding.sign(self.index, raw)
+        return Message(self.index, SERVER, f"lwe/key/{self.index}",
+                       (np.frombuffer(raw, dtype=np.uint8), np.frombuffer(signature, dtype=np.uint8)))
+
+    def _binding(self) -> KeyBinding:
+        if self.binding is None:
+            raise InputError("binding", None, f"party {self.index}: LWE keys are signed; give the "
+                             "party a KeyBinding (its credentials, the cohort, the session)")
+        return self.binding
 
     def receive_keys(self, messages: list[Message]) -> None:
-        """The other parties' public keys (relayed): derive ``M``'s seed and the pair keys."""
+        """The other parties' public keys (relayed): each signature checked against the
+        roster before the key is used; then ``M``'s seed and the pair keys."""
+        binding = self._binding()
         for message in messages:
             kind, peer, _ = _parse(message.tag)
             if kind != "key" or peer == self.index or peer not in self.sizes or message.receiver != self.index:
                 raise ProtocolError(f"party {self.index}: unexpected key message {message.tag!r}")
-            (key,) = _expect(message, [((32,), np.uint8)], f"public key of party {peer}")
+            if peer in self._public:
+                raise ProtocolError(f"party {self.index}: second key of party {peer}")
+            if len(message.arrays) == 1:
+                raise ProtocolError(f"party {self.index}: the key of party {peer} is unsigned")
+            key, signature = _expect(message, [((32,), np.uint8), ((SIGNATURE_BYTES,), np.uint8)],
+                                     f"public key of party {peer}")
+            binding.verify(peer, key.tobytes(), signature.tobytes())
             self._public[peer] = key.tobytes()
         if set(self._public) != set(self.sizes):
             raise ProtocolError(f"party {self.index}: missing public keys of {sorted(set(self.sizes) - set(self._public))}")
@@ -505,9 +527,11 @@ class LWEParty:
                 "ids": np.array(ids, dtype=np.int64),
                 "keys": np.stack([np.frombuffer(self._public[p], np.uint8) for p in ids])}
 
-    def restore(self, saved: dict[str, np.ndarray], *, keys: bool = True) -> None:
+    def restore(self, saved: dict[str, np.ndarray], *, keys: bool = True,
+                stage: str = "broadcast") -> None:
         """Resume from :meth:`saved`: the seed and private key, and with ``keys`` the
-        public keys and every key derivation of :meth:`receive_keys`, redone."""
+        public keys and every key derivation of :meth:`receive_keys`, redone, for the
+        ``stage`` the party resumes at (:meth:`_prepare`)."""
         try:
             self._seed = bytes(np.asarray(saved["seed"], np.uint8))
             self._private = X25519PrivateKey.from_private_bytes(bytes(np.asarray(saved["private"], np.uint8)))
@@ -519,9 +543,9 @@ class LWEParty:
             if set(self._public) != set(self.sizes):
                 raise ProtocolError(f"party {self.index}: saved public keys of {sorted(self._public)}, "
                                     f"session of {sorted(self.sizes)}")
-            self._derive()
+            self._derive(stage)
 
-    def _derive(self) -> None:
+    def _derive(self, stage: str = "broadcast") -> None:
         """``M``'s seed and the pair keys from the public keys; then :meth:`_prepare`."""
         transcript = self.session + b"".join(self._public[p] for p in sorted(self._public))
         domain = rlwe.SEED_DOMAIN if self.ring else b"securefl/lwe/M/"
@@ -536,17 +560,22 @@ class LWEParty:
                 algorithm=hashes.SHA256(), length=32, salt=self.session, info=f"securefl/lwe/pair/{low}-{high}".encode()
             ).derive(shared)
             self._pair[peer] = _PairKeys(mac=keys[:16], seal=AESGCM(keys[16:]))
-        self._prepare()
+        self._prepare(stage)
 
-    def _prepare(self) -> None:
-        """Draw ``S`` (encryptor) and ``R`` (evaluator); ``Y' = [Y | R]``; zero the running
+    def _prepare(self, stage: str) -> None:
+        """What ``stage`` needs: for ``"broadcast"`` (:meth:`broadcasts`) all of it, for
+        ``"evaluate"`` (:meth:`absorb` of ``C``, :meth:`answer`) ``Y'`` and the running
+        products, for ``"decrypt"`` (:meth:`absorb` of hints, :meth:`decrypt`) ``S``.
+        Draw ``S`` (encryptor) and ``R`` (evaluator); ``Y' = [Y | R]``; zero the running
         ``C Y'^T``; with ``ring``, expand the public polynomials of ``M``."""
+        if stage not in ("broadcast", "evaluate", "decrypt"):
+            raise InputError("stage", stage, "must be 'broadcast', 'evaluate' or 'decrypt'")
         n_own, length = self.codes.shape
-        if self.ring and (self.encrypts_for or self.evaluates_for):
+        if self.ring and (self.encrypts_for or self.evaluates_for) and stage == "broadcast":
             self._ring = rlwe.RingMatrix(self._m_seed, length, device=linalg.resolve_device(self.device))
-        if self.encrypts_for:
+        if self.encrypts_for and stage != "evaluate":
             self._secret = _ternary(self._seed, "S", (n_own, LWE_DIMENSION))
-        if self.evaluates_for:
+        if self.evaluates_for and stage != "decrypt":
             self._evaluation = np.empty((n_own, length + RERANDOMISATION), dtype=np.float64)
             self._evaluation[:, :length] = self.codes
             self._evaluation[:, length:] = _ternary(self._seed, "R", (n_own, RERANDOMISATION))
@@ -671,12 +700,17 @@ class LWEParty:
         response = np.ascontiguousarray(top.astype(np.uint32).reshape(n_peer, n_own, 1).view(np.uint8)[..., :3])
         weights = self.codes.sum(axis=1, dtype=np.int64)
         self._shares[peer] = ((u_hi + weights[None, :]) & ((1 << SHARE_BITS) - 1)).astype(np.uint16)
-        sealed = self._pair[peer].seal.encrypt(self._response_nonce(self.index, peer), response.tobytes(), self.session)
+        sealed = self._pair[peer].seal.encrypt(self.answer_nonce(self.index, peer), response.tobytes(), self.session)
         return Message(self.index, peer, "lwe/D", (np.frombuffer(sealed, dtype=np.uint8),))
 
-    @staticmethod
-    def _response_nonce(evaluator: int, encryptor: int) -> bytes:
-        return hashlib.sha256(f"securefl/lwe/D/{evaluator}->{encryptor}".encode()).digest()[:12]
+    def answer_nonce(self, evaluator: int, encryptor: int) -> bytes:
+        """The AES-GCM nonce of the answer ``D`` of ``evaluator`` to ``encryptor``: SHA-256 of
+        the session and both parties' public keys (12 bytes).  The keys are drawn afresh for
+        every session and each answer is made once per session (the evaluation hop runs
+        once, :mod:`securefl.crypto.lwe_hops`), so no (key, nonce) ever seals two answers."""
+        transcript = (b"securefl/lwe/D/" + self.session + struct.pack(">qq", evaluator, encryptor)
+                      + self._public[evaluator] + self._public[encryptor])
+        return hashlib.sha256(transcript).digest()[:12]
 
     def decrypt(self, message: Message) -> None:
         """Round 4 (encryptor): open ``D``, ``t = D' - 2^72 S H'_top + theta``, share ``floor(t / Delta) + |x|``."""
@@ -688,7 +722,7 @@ class LWEParty:
         n_own, n_peer = self.codes.shape[0], self.sizes[peer]
         (sealed,) = _expect(message, [((3 * n_own * n_peer + 16,), np.uint8)], f"answer of party {peer}")
         try:
-            opened = self._pair[peer].seal.decrypt(self._response_nonce(peer, self.index), sealed.tobytes(), self.session)
+            opened = self._pair[peer].seal.decrypt(self.answer_nonce(peer, self.index), sealed.tobytes(), self.session)
         except InvalidTag:
             raise ProtocolError(f"party {self.index}: answer of party {peer} fails its AES-GCM tag") from None
         response = np.zeros((n_own, n_peer, 4), dtype=np.uint8)
@@ -738,217 +772,3 @@ class LWEServer:
             raise ProtocolError(f"server: broadcast {message.tag!r} must carry one tag per recipient {recipients}")
         *planes, tags = message.arrays
         return [Message(SERVER, peer, message.tag, (*planes, tags[i])) for i, peer in enumerate(recipients)]
-
-
-@dataclass
-class _Meter:
-    """CPU seconds per party and per phase, and bytes per message kind, of one session.
-
-    Phases: ``fixed`` (each party's ``C`` and hint: the products with ``M``, once per
-    session whatever the pairs) and ``per_pair`` (evaluating ``C Y'^T``, answering and
-    decrypting ``D - S H'``: once per pair)."""
-
-    network: Network
-    cpu: dict[int, float] = field(default_factory=lambda: defaultdict(float))
-    phases: dict[str, float] = field(default_factory=lambda: defaultdict(float))
-    kinds: dict[str, int] = field(default_factory=lambda: defaultdict(int))
-
-    def run(self, party: int, step: Callable, *args, phase: str | None = None, **kwargs):
-        start = time.process_time()
-        try:
-            return step(*args, **kwargs)
-        finally:
-            spent = time.process_time() - start
-            self.cpu[party] += spent
-            if phase is not None:
-                self.phases[phase] += spent
-
-    def send(self, message: Message) -> None:
-        kind = message.tag.split("/")[1]
-        self.kinds[kind if message.sender != SERVER else f"relay/{kind}"] += self.network.send(message)
-
-
-def _session(
-    codes: dict[int, np.ndarray],
-    pairs: list[tuple[int, int]],
-    *,
-    rng: RandomSource,
-    network: Network,
-    progress: Callable[[int], None] | None,
-    ring: bool = False,
-    device: str = "cpu",
-) -> tuple[dict[int, LWEParty], _Meter]:
-    """Run rounds 0-4 for the ``(encryptor, evaluator)`` ``pairs``; the parties end holding their shares."""
-    meter = _Meter(network)
-    sizes = {p: c.shape[0] for p, c in codes.items()}
-    server = LWEServer(pairs=tuple(pairs), parties=tuple(sorted(codes)))
-    parties = {
-        p: LWEParty(
-            index=p,
-            codes=c,
-            encrypts_for=server.recipients("C", p),
-            evaluates_for=server.recipients("H", p),
-            sizes=sizes,
-            session=network.session,
-            rng=rng.child(f"party{p}"),
-            ring=ring,
-            device=device,
-        )
-        for p, c in codes.items()
-    }
-
-    def broadcast(message: Message) -> list[Message]:
-        meter.send(message)
-        received = network.receive(SERVER, message.sender, message.tag)
-        forwards = meter.run(SERVER, server.relay, received)
-        for forward in forwards:
-            meter.send(forward)
-        return [network.receive(f.receiver, SERVER, f.tag) for f in forwards]
-
-    keys: dict[int, list[Message]] = defaultdict(list)
-    for p, party in parties.items():
-        for delivered in broadcast(meter.run(p, party.public_key)):
-            keys[delivered.receiver].append(delivered)
-    for p, party in parties.items():
-        meter.run(p, party.receive_keys, keys[p])
-    streamed: set[int] = set()
-    for p, party in parties.items():
-        stream = party.broadcasts()
-        while True:
-            message = meter.run(p, next, stream, None, phase="fixed")
-            if message is None:
-                break
-            for delivered in broadcast(message):
-                meter.run(delivered.receiver, parties[delivered.receiver].absorb, delivered, phase="per_pair")
-            if progress is not None:
-                progress(1)
-        streamed.add(p)
-        # Answer every pair whose two broadcasts are complete, so that hints and running
-        # products do not pile up over the session.
-        for encryptor, evaluator in pairs:
-            if p in (encryptor, evaluator) and {encryptor, evaluator} <= streamed:
-                response = meter.run(evaluator, parties[evaluator].answer, encryptor, phase="per_pair")
-                meter.send(response)
-                delivered = network.receive(encryptor, evaluator, response.tag)
-                meter.run(encryptor, parties[encryptor].decrypt, delivered, phase="per_pair")
-                if progress is not None:
-                    progress(1)
-    return parties, meter
-
-
-def lwe_hamming_matrix(
-    parties: list[np.ndarray],
-    *,
-    rng: RandomSource,
-    workers: int,
-    network: Network,
-    progress: Callable[[int], None] | None = None,
-    ring: bool = False,
-    device: str = "cpu",
-) -> HammingResult:
-    """All-pairs LWE Hamming matrix on checked codes (the ``"lwe"`` backend of
-    :func:`securefl.crypto.secure_hamming_matrix`, which validates the arguments; with
-    ``ring`` the ``"rlwe"`` backend, :mod:`securefl.crypto.rlwe`).
-
-    For every pair ``a < b`` the encryptor is given by
-    :func:`~securefl.crypto.hamming.pair_roles`; each party broadcasts its ``C`` and its
-    hint once, answers each of its encryptors once, and sends its shares and own block
-    to the server, which reconstructs.  ``workers`` threads run the products on the torch
-    ``device`` (``"cpu"``, ``"cuda"``, ...), after the exactness self-test on that device
-    (:func:`check_exact_products`).
-    """
-    start = time.perf_counter()
-    sizes = [p.shape[0] for p in parties]
-    length = parties[0].shape[1]
-    check_session(sizes, length, ring=ring)
-    linalg.resolve_device(device)
-    pairs = [pair_roles(a, b) for a in range(len(parties)) for b in range(a + 1, len(parties))]
-    with threadpool_limits(limits=workers, user_api="blas"), linalg.torch_threads(workers):
-        if pairs:
-            check_exact_products(ring=ring, device=device)
-        states, meter = _session(dict(enumerate(parties)), pairs, rng=rng, network=network, progress=progress,
-                                 ring=ring, device=device)
-        for a in range(len(parties)):
-            for b in range(a + 1, len(parties)):
-                encryptor, evaluator = pair_roles(a, b)
-                for party, peer in ((encryptor, evaluator), (evaluator, encryptor)):
-                    share = meter.run(party, states[party].share, peer)
-                    oriented = share if encryptor == a else share.T
-                    meter.send(Message(party, SERVER, f"lwe/share/{a}-{b}", (np.ascontiguousarray(oriented),)))
-        for index, codes in enumerate(parties):
-            meter.send(Message(index, SERVER, f"lwe/own/{index}", (meter.run(index, own_block, codes),)))
-        matrix = meter.run(SERVER, server_reconstruct, network, sizes, length, prefix="lwe")
-    return HammingResult(
-        matrix=matrix,
-        bytes_sent={**{p: 0 for p in range(len(parties))}, SERVER: 0, **network.bytes_sent()},
-        bytes_received={party: s.bytes_received for party, s in network.stats.items()},
-        backend="rlwe" if ring else "lwe",
-        seconds=time.perf_counter() - start,
-        offsets=tuple(np.cumsum([0, *sizes])[:-1].tolist()),
-        cpu_seconds_by_party=dict(meter.cpu),
-        bytes_by_message=dict(meter.kinds),
-        cpu_seconds_by_phase={"fixed": meter.phases["fixed"], "per_pair": meter.phases["per_pair"]},
-    )
-
-
-def lwe_pair(
-    x: np.ndarray,
-    y: np.ndarray,
-    *,
-    network: Network | None = None,
-    encryptor: int = 0,
-    evaluator: int = 1,
-    rng: RandomSource | None = None,
-    workers: int = 1,
-    ring: bool = False,
-    device: str = "cpu",
-) -> tuple[np.ndarray, np.ndarray]:
-    """LWE between ``encryptor`` (holds ``x``, ``(n_a, L)``) and ``evaluator`` (holds ``y``, ``(n_b, L)``).
-
-    Returns the encryptor's and the evaluator's ``(n_a, n_b)`` uint16 shares; their sum
-    mod 2^16 is ``HD(x_i, y_j)``.  The broadcasts go through the server's relay on
-    ``network`` as in a full session.  ``ring`` selects the ring-structured ``M``
-    (:mod:`securefl.crypto.rlwe`), ``device`` the torch device of the products.
-    """
-    x, y = check_codes([x, y])
-    if encryptor == evaluator or SERVER in (encryptor, evaluator):
-        raise InputError("evaluator", evaluator, f"must differ from encryptor={encryptor} and the server")
-    check_session([x.shape[0], y.shape[0]], x.shape[1], ring=ring)
-    network = network if network is not None else Network()
-    with threadpool_limits(limits=workers, user_api="blas"), linalg.torch_threads(workers):
-        check_exact_products(ring=ring, device=device)
-        states, _ = _session(
-            {encryptor: x, evaluator: y},
-            [(encryptor, evaluator)],
-            rng=rng if rng is not None else RandomSource(),
-            network=network,
-            progress=None,
-            ring=ring,
-            device=device,
-        )
-    return states[encryptor].share(evaluator), states[evaluator].share(encryptor)
-
-
-def lwe_one_vs_many(
-    many: np.ndarray, one: np.ndarray, *, network: Network | None = None, rng: RandomSource | None = None
-) -> tuple[np.ndarray, np.ndarray]:
-    """LWE of one code ``one`` (``(L,)``, the evaluator's) against ``many`` (``(n, L)``, encrypted).
-
-    Returns the encryptor's and the evaluator's ``(n,)`` uint16 shares of ``HD(many[i], one)``.
-    """
-    one = np.asarray(one)
-    if one.ndim != 1:
-        raise InputError("one", one, "must be a single (L,) code")
-    encrypted, evaluated = lwe_pair(many, one[None, :], network=network, rng=rng)
-    return encrypted[:, 0], evaluated[:, 0]
-
-
-def lwe_distance(
-    x: np.ndarray, y: np.ndarray, *, network: Network | None = None, rng: RandomSource | None = None
-) -> tuple[int, int]:
-    """LWE for one pair of ``(L,)`` codes: the two parties' shares of ``HD(x, y)`` mod 2^16."""
-    x = np.asarray(x)
-    if x.ndim != 1:
-        raise InputError("x", x, "must be a single (L,) code")
-    encrypted, evaluated = lwe_one_vs_many(x[None, :], y, network=network, rng=rng)
-    return int(encrypted[0]), int(evaluated[0])

@@ -87,7 +87,7 @@ import numpy as np
 from securefl.crypto import kernels
 from securefl.crypto.channel import SERVER, Message, Network
 from securefl.crypto.fixed_key import FixedKeyAES, block_buffer
-from securefl.crypto.hamming import HammingResult, check_codes, own_block, pair_roles, server_reconstruct
+from securefl.crypto.hamming_shares import HammingResult, check_codes, own_block, pair_roles, server_reconstruct
 from securefl.crypto.ot import (
     BASE_POINTS,
     KAPPA,

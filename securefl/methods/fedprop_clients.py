@@ -44,8 +44,10 @@ round's selected clients, config ``cclp/party``):
     ``auto`` resolves by :meth:`securefl.fl.policy.PrivacyPolicy.hamming_backend`; the
     evaluation hop is first counted against the node's LWE flooding cap,
     :meth:`securefl.fl.policy.PrivacyLedger.serve_lwe`);
-    :mod:`securefl.crypto.lwe_hops`: the LWE public key rides on ``cclp/codes``; then the
-    relayed keys down and every ``C`` block and the hint ``H'`` up (slots ``cclp/lwe/in``,
+    :mod:`securefl.crypto.lwe_hops`: the LWE public key rides on ``cclp/codes``, signed for
+    the transport and round sessions and the live members (:mod:`securefl.crypto.lwe_keys`);
+    then the relayed keys down (each checked against the node's roster) and every ``C``
+    block and the hint ``H'`` up (slots ``cclp/lwe/in``,
     ``cclp/lwe/out``, each forward with its own end-to-end tag); the relayed ``C`` blocks
     down, the answers ``D`` up in sealed batches to their encryptors and the evaluator's
     shares; the relayed hints and answers down, the encryptor's shares up.  State: the
@@ -439,12 +441,16 @@ class CrossClientSteps:
         sent = received = 0
         ring = state.config["cclp/hamming-backend"] == "rlwe"
         if hop == 0:
-            put_message(reply, SLOT_LWE_KEY, lwe_hops.start(saved, index=me, codes=codes,
-                                                            session=session, rng=RandomSource()))
+            roster = [int(m) for m in state.arrays["cclp/members"]]
+            put_message(reply, SLOT_LWE_KEY, lwe_hops.start(
+                saved, index=me, codes=codes, session=session, rng=RandomSource(),
+                credentials=self._node.credentials(), clients={p: roster[p] for p in alive},
+                context=transport_session(state) + b"|" + session))
         elif hop == 1:
             put_messages(reply, SLOT_LWE_OUT, lwe_hops.broadcast(
                 saved, take_messages(request, SLOT_LWE_IN), index=me, codes=codes,
-                sizes=in_session, session=session, ring=ring))
+                sizes=in_session, session=session, credentials=self._node.credentials(),
+                ring=ring))
         elif hop == 2:  # the flooded answers leave here: counted against the node's cap first
             self._node.ledger().serve_lwe(
                 session=transport_session(state) + session,

@@ -46,3 +46,34 @@ def test_every_backend_gives_the_same_result_or_the_same_error(codes):
         stacked = np.concatenate(codes).astype(np.int64)
         expected = (stacked[:, None, :] != stacked[None, :, :]).sum(axis=2)
         assert outcomes["plaintext"][1] == expected.tolist()
+
+
+def _imports(module: str) -> list[tuple[str, bool]]:
+    """``(imported module, inside a function)`` of every import in ``securefl.crypto.<module>``."""
+    import ast
+    import importlib.util
+
+    tree = ast.parse(open(importlib.util.find_spec(f"securefl.crypto.{module}").origin).read())
+    found = []
+
+    def visit(node, nested):
+        for child in ast.iter_child_nodes(node):
+            inner = nested or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef))
+            if isinstance(child, ast.ImportFrom) and child.module:
+                found.append((child.module, inner))
+            elif isinstance(child, ast.Import):
+                found.extend((alias.name, inner) for alias in child.names)
+            visit(child, inner)
+
+    visit(tree, False)
+    return found
+
+
+def test_the_backends_do_not_import_the_entry_point_and_it_imports_them_at_the_top():
+    """No import circle between crypto/hamming.py and its backends: they take what they
+    share from hamming_shares, and hamming imports them at module level (no lazy import)."""
+    for backend in ("shade", "shade_hops", "lwe", "lwe_hops", "lwe_keys", "rlwe", "ot", "hamming_shares"):
+        assert "securefl.crypto.hamming" not in {name for name, _ in _imports(backend)}, backend
+    entry = _imports("hamming")
+    assert not [name for name, nested in entry if nested]
+    assert {"securefl.crypto.shade", "securefl.crypto.lwe"} <= {name for name, _ in entry}

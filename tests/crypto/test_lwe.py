@@ -329,12 +329,15 @@ def test_a_relay_that_alters_or_reorders_broadcasts_is_caught(monkeypatch):
 
 def test_out_of_range_messages_raise_protocol_error(monkeypatch):
     codes = [np.zeros((2, 10), int), np.ones((3, 10), int)]
-    # A low-order X25519 point as public key.
+    # A low-order X25519 point as public key (signed by its own party: a malicious client).
     original_key = lwe.LWEParty.public_key
 
     def bad_key(self):
         message = original_key(self)
-        return Message(message.sender, message.receiver, message.tag, (np.zeros(32, np.uint8),)) if self.index == 0 else message
+        if self.index != 0:
+            return message
+        signature = np.frombuffer(self.binding.sign(0, bytes(32)), np.uint8)
+        return Message(message.sender, message.receiver, message.tag, (np.zeros(32, np.uint8), signature))
 
     monkeypatch.setattr(lwe.LWEParty, "public_key", bad_key)
     with pytest.raises(ProtocolError, match="invalid public key"):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from securefl.crypto.channel import SERVER, Message
 from securefl.errors import DropoutError
 from securefl.fl import extract_features, model_vector
 from securefl.fl.transport import InProcessTransport, NodeContext
@@ -19,7 +20,7 @@ from securefl.methods.fedprop_clients import FedPropClient
 from securefl.methods.halves import MethodProgramClient, local_data, run_config
 from securefl.models import build_model
 from securefl.protocols.crossclient import TAG_ROWS, cross_client_lp
-from securefl.crypto.channel import SERVER, Message
+from tests.adversary import Adversary
 
 MEMBERS = [0, 1, 2]
 KEYWORDS = {"clients_per_round": 3, "L": 64, "k": 5, "crypto_seed": 99}
@@ -44,12 +45,16 @@ def _transport(method, federation, *, dropouts=None, intercept=None, replies=Non
     return transport
 
 
-def _run(federation, *, secure="real", dropouts=None, intercept=None, replies=None, backend="shade"):
+def _run(federation, *, secure="real", dropouts=None, intercept=None, replies=None, backend="shade",
+         server=None):
     """CrossClientLP among MEMBERS over an in-process transport, and each member's output
-    (``replies``: a list that collects every reply; ``backend``: the Hamming backend)."""
+    (``replies``: a list that collects every reply; ``backend``: the Hamming backend;
+    ``server(transport)``: modifies the server's side of the transport before the round)."""
     method = build_method("fedprop", secure=secure, seed=4, hamming_backend=backend, **KEYWORDS)
     transport = _transport(method, federation, dropouts=dropouts, intercept=intercept,
                            replies=replies)
+    if server is not None:
+        server(transport)
     model = build_model(method.model, input_shape=tuple(federation.input_shape),
                         num_classes=federation.num_classes, seed=4)
     done = cross_client_round(transport, MEMBERS, feature_model=model_vector(model), round_index=0,
@@ -244,6 +249,57 @@ def test_a_relay_that_tampers_with_lwe_frames_is_caught_by_the_receiving_client(
     assert done.failed[victim].startswith("ProtocolError"), done.failed
     assert victim not in done.graph and outputs[victim] is None
     _same(outputs, cross_client_lp(**reference, dropouts={"before_hamming": {victim}}))
+
+
+@pytest.mark.parametrize("attack", ["substitute", "unsigned"])
+def test_a_server_substituting_an_lwe_key_is_refused(attack, tiny_digits):
+    """Issue 20, key substitution on the LWE backend: the server relays to client 1 its own
+    X25519 key in place of client 0's (under client 0's signature, or unsigned).  Client 1
+    refuses it before deriving any pair key and leaves the graph; the others finish."""
+    adversary = Adversary()
+
+    def substitute(client, request):
+        if client != 1:
+            return request
+        slot = next(k[:-len("/tag")] for k, v in request.config.items()
+                    if k.startswith("cclp/lwe/in/") and k.endswith("/tag") and v == "lwe/key/0")
+        request.arrays[f"{slot}/0"] = adversary.public(("lwe", 0))
+        if attack == "unsigned":
+            del request.arrays[f"{slot}/1"]
+            request.config[f"{slot}/count"] = 1
+        return request
+
+    adversary.on("cclp/lwe/1", substitute)
+    done, outputs, reference = _run(tiny_digits, intercept=adversary, backend="lwe")
+    assert done.failed[1].startswith("ProtocolError"), done.failed
+    assert ("unsigned" if attack == "unsigned" else "does not verify") in done.failed[1]
+    assert 1 not in done.graph and outputs[1] is None
+    _same(outputs, cross_client_lp(**reference, dropouts={"before_hamming": {1}}))
+
+
+def test_a_server_resending_the_lwe_evaluation_request_gets_no_second_answer(tiny_digits):
+    """Issue 20, item 5: a server that sends the evaluation hop (``cclp/lwe/2``) again gets
+    ProtocolError from every client and no reply (no second answer D under the same masks,
+    key and nonce); the round finishes on the first answers."""
+    second = {}
+
+    def resend(transport):
+        exchange = transport.exchange
+
+        def twice(step, requests, *, timeout=None):
+            result = exchange(step, requests, timeout=timeout)
+            if step == "cclp/lwe/2":
+                second["result"] = exchange(step, requests, timeout=timeout)
+            return result
+
+        transport.exchange = twice
+
+    _, outputs, reference = _run(tiny_digits, backend="lwe", server=resend)
+    again = second["result"]
+    assert again.replies == {} and sorted(again.failed) == MEMBERS
+    assert all(text.startswith("ProtocolError") and "hop 2 after hop 2" in text
+               for text in again.failed.values())
+    _same(outputs, cross_client_lp(**reference))
 
 
 def test_rounds_reuse_each_pairs_ot_setup_and_stay_exact(tiny_digits):
