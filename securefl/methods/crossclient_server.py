@@ -144,9 +144,9 @@ def cross_client_round(transport: Transport, members: Sequence[int], *, feature_
                        hamming_backend: str = "shade") -> CrossClientRound:
     """Run CrossClientLP among ``members`` (clients, in party order) on ``transport``;
     ``feature_model`` is the vector of the model whose features the clients embed;
-    ``hamming_backend`` (real mode) ``"shade"``, ``"lwe"``, ``"rlwe"`` or ``"auto"`` (resolved by
-    :func:`~securefl.crypto.hamming.choose_backend` from the point counts of the clients asked
-    for their codes, as each client resolves it), as the clients run it."""
+    ``hamming_backend`` (real mode) ``"shade"``, ``"lwe"``, ``"rlwe"`` or ``"auto"`` (each client
+    resolves it by its own node's policy, :meth:`securefl.fl.policy.PrivacyPolicy.hamming_backend`;
+    the server follows what they resolved, :func:`_agreed_backend`), as the clients run it."""
     real = secure == "real"
     members = [int(c) for c in members]
     count = len(members)
@@ -206,10 +206,11 @@ def cross_client_round(transport: Transport, members: Sequence[int], *, feature_
                                                   "cclp/sizes": sizes}), SLOT_LSH, m)
                     for m in relayed if m.receiver in live}
         seconds += time.thread_time() - begin
-        if hamming_backend == "auto":
-            hamming_backend = choose_backend([int(sizes[j]) for j in live], int(L))
+        model = choose_backend([int(sizes[j]) for j in live], int(L))
         result, graph = exchange(CODES, requests, live)
         own = {j: message_from(result, j, SLOT_OWN) for j in graph}
+        if hamming_backend == "auto":
+            hamming_backend = _agreed_backend(own, model)
         for j in graph:
             sent[j] += int(reply(result, j).config.get(LINK_SENT, 0))
         shares: dict[tuple[int, int], dict[int, Message]] = {}
@@ -363,6 +364,22 @@ def cross_client_round(transport: Transport, members: Sequence[int], *, feature_
         bytes_received={members[j]: b for j, b in received.items()},
         server_seconds=seconds, exchanges=exchanges, label_mass=label_mass,
         labeled_positions={members[j]: server.requests[j] for j in in_sum})
+
+
+def _agreed_backend(own: dict[int, Message], model: str) -> str:
+    """The backend the clients resolved ``auto`` to, each by its own node's policy: the
+    cost model's ``model``, or SHADE where a node's policy does not allow it (the tags of
+    their own-code messages say which family).  The server never imposes its own choice;
+    clients that disagree fail the round."""
+    families = {message.tag.split("/")[0] for message in own.values()}
+    if not families:
+        return model
+    if families == {"shade"}:
+        return "shade"
+    if families == {"lwe"} and model in ("lwe", "rlwe"):
+        return model
+    raise ProtocolError(f"clients resolved hamming_backend='auto' to {sorted(families)} "
+                        f"where the cost model chose {model!r}")
 
 
 def _forward_links(replies: dict[int, Record], requests: dict[int, Record]) -> None:

@@ -180,3 +180,41 @@ def test_prototypes_without_the_gaussian_mechanism_are_refused_unless_the_node_w
     reply = MethodProgramClient().handle("train", train_request(method), Record(), waived)
     sent = reply.arrays["prototypes/vectors"][reply.arrays["prototypes/mask"].astype(bool)]
     assert reply.config["prototypes/noise_std"] == 0.0 and np.all(np.isfinite(sent)) and sent.size
+
+
+def _auto_round(tiny_digits, monkeypatch, node_configs):
+    """One CrossClientLP round with ``hamming_backend="auto"`` where the cost model picks
+    ring-LWE (patched: the tiny shape would pick SHADE), among nodes with these configs."""
+    import securefl.crypto.hamming as hamming
+    import securefl.methods.crossclient_server as server
+    from securefl.fl.transport import InProcessTransport
+    from securefl.methods.crossclient_server import cross_client_round
+    from securefl.models import build_model
+
+    monkeypatch.setattr(hamming, "choose_backend", lambda sizes, length: "rlwe")
+    monkeypatch.setattr(server, "choose_backend", lambda sizes, length: "rlwe")
+    method = build_method("fedprop", secure="real", seed=4, clients_per_round=3, L=64, k=5,
+                          hamming_backend="auto")
+    nodes = [NodeContext(k, {"partition-id": k, **node_configs[k]}, run_config(method),
+                         local_data(tiny_digits, k)) for k in range(3)]
+    transport = InProcessTransport(MethodProgramClient(), nodes)
+    model = build_model(method.model, input_shape=tuple(tiny_digits.input_shape),
+                        num_classes=tiny_digits.num_classes, seed=4)
+    return cross_client_round(transport, [0, 1, 2], feature_model=model_vector(model),
+                              round_index=0, secure="real", k=5, alpha=0.99, L=64,
+                              num_classes=tiny_digits.num_classes, hamming_backend="auto")
+
+
+def test_auto_follows_what_strict_nodes_resolved_not_the_servers_cost_model(tiny_digits, monkeypatch):
+    """Strict nodes resolve ``auto`` to SHADE whatever the cost model says; the server runs
+    what they resolved (it never imposes ring-LWE on them), so the round completes."""
+    strict = {"policy-min-cohort": 2}
+    done = _auto_round(tiny_digits, monkeypatch, [strict] * 3)
+    assert done.graph == [0, 1, 2] and not done.failed
+
+
+def test_nodes_that_resolve_auto_differently_fail_the_round(tiny_digits, monkeypatch):
+    strict = {"policy-min-cohort": 2}
+    trusting = {**strict, "policy-hamming-backends": "shade,lwe,rlwe"}
+    with pytest.raises(ProtocolError, match="resolved hamming_backend='auto'"):
+        _auto_round(tiny_digits, monkeypatch, [strict, strict, trusting])
