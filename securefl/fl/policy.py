@@ -14,7 +14,8 @@ server's accountant saw one).  Here the client decides.
 results are unchanged); on a deployment the node config keys ``policy-secure``,
 ``policy-sum-backends`` and ``policy-hamming-backends`` (comma separated),
 ``policy-min-cohort``, ``policy-dp-min-noise``, ``policy-dp-max-clip``, ``policy-epsilon``,
-``policy-dp-max-delta``, ``policy-lwe-max-distance``, ``policy-allow-crypto-seed``; absent
+``policy-dp-max-delta``, ``policy-lwe-max-distance``, ``policy-allow-crypto-seed``,
+``policy-allow-model-reveal``; absent
 keys take the strict defaults of the dataclass.
 The run config may ask for *more* privacy (real mode where plaintext is allowed, more
 noise, a smaller clip), never less:
@@ -115,6 +116,9 @@ class PrivacyPolicy:
     epsilon: float | None = 10.0
     lwe_max_distance: float | None = LWE_MAX_DISTANCE
     allow_crypto_seed: bool = False
+    allow_model_reveal: bool = False
+    """Whether a real-mode client may send a model of its own in the clear when asked
+    (FedMatch's helper refresh, :mod:`securefl.methods.fedmatch`); strict default: never."""
 
     def __post_init__(self) -> None:
         if self.secure not in MODES:
@@ -151,7 +155,8 @@ class PrivacyPolicy:
         the LWE flooding cap stays."""
         return cls(secure="plaintext", sum_backends=sum_backend_names(secure=True),
                    hamming_backends=HAMMING_BACKENDS, min_cohort=1, dp_min_noise=0.0,
-                   dp_max_delta=1.0, epsilon=None, allow_crypto_seed=True)
+                   dp_max_delta=1.0, epsilon=None, allow_crypto_seed=True,
+                   allow_model_reveal=True)
 
     @classmethod
     def for_method(cls, method: Any) -> "PrivacyPolicy":
@@ -168,7 +173,7 @@ class PrivacyPolicy:
                    min_cohort=1, dp_min_noise=float(noise) if noise is not None else 0.0,
                    dp_max_clip=getattr(method, "clip", None),
                    dp_max_delta=float(getattr(method, "dp_delta", 1e-5)), epsilon=None,
-                   allow_crypto_seed=True)
+                   allow_crypto_seed=True, allow_model_reveal=True)
 
     @classmethod
     def from_node_config(cls, config: Mapping[str, Any]) -> "PrivacyPolicy":
@@ -181,7 +186,7 @@ class PrivacyPolicy:
             value = config[key]
             if f.name in ("sum_backends", "hamming_backends"):
                 value = tuple(part.strip() for part in str(value).split(",") if part.strip())
-            elif f.name == "allow_crypto_seed":
+            elif f.name in ("allow_crypto_seed", "allow_model_reveal"):
                 if not isinstance(value, bool):
                     raise InputError(key, value, "must be true or false")
             elif f.name == "min_cohort":

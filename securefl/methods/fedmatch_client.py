@@ -214,6 +214,10 @@ class FedMatchClient(MethodClient):
                              key=lambda k: int(k[len(HELPER):]))
         if len(helper_keys) > method.num_helpers:
             raise ProtocolError(f"{len(helper_keys)} helpers sent, more than num_helpers={method.num_helpers}")
+        if bool(request.config.get("reveal", False)) and method.secure == "real" \
+                and not node.policy().allow_model_reveal:
+            raise ProtocolError("the server asks for psi_k in the clear (FedMatch's helper refresh); "
+                                "this node's policy refuses model reveals (policy-allow-model-reveal)")
         start = time.perf_counter()
         reply = Record()
         model = build_model(method.model, input_shape=data.input_shape, num_classes=data.num_classes,

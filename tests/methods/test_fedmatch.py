@@ -227,3 +227,30 @@ def test_bad_configuration(tiny_digits, tiny_digits_server):
         from securefl.methods.fedmatch_client import check_decomposable
 
         check_decomposable(torch.nn.BatchNorm1d(3))
+
+
+@pytest.mark.parametrize("allow", [False, True])
+def test_a_strict_node_refuses_to_reveal_its_model_in_real_mode(allow, tiny_digits):
+    """FedMatch's helper refresh asks for psi_k in the clear; a real-mode node whose own
+    policy does not allow model reveals (the strict default) refuses before training, so
+    the server's request alone cannot make it send its model."""
+    from securefl.crypto.identity import CREDENTIALS, new_federation
+    from securefl.fl.uploads import UploadPlan
+
+    method = build_method("fedmatch", secure="real", seed=3, **TINY)
+    method.setup(tiny_digits.for_training())
+    policy = PrivacyPolicy(secure="real", min_cohort=1, dp_min_noise=0.0, allow_model_reveal=allow)
+    node = NodeContext(0, {"partition-id": 0, POLICY: policy,
+                           CREDENTIALS: new_federation("fedmatch", 2)[1][0]},
+                       run_config(method), local_data(tiny_digits, 0))
+    dim = method.sigma.size
+    plan = UploadPlan.new(secure="real", sum_backend="secagg", members=[0, 1],
+                          dims={"sigma": dim, "psi": dim})
+    request = Record({"sigma": method.sigma, "psi": method.psi},
+                     {"round": 0, "lr": 0.05, "reveal": True, **plan.request_config(0)})
+    if allow:
+        reply = MethodProgramClient().handle("train", request, Record(), node)
+        assert REVEAL_PSI in reply.arrays
+    else:
+        with pytest.raises(ProtocolError, match="policy-allow-model-reveal"):
+            MethodProgramClient().handle("train", request, Record(), node)
