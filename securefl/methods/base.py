@@ -65,6 +65,8 @@ from securefl.fl.aggregation import SUM_BACKENDS
 from securefl.fl.device import resolve_device
 
 SECURE_MODES = ("real", "plaintext")
+RUN_PARAMETERS = ("secure", "seed", "crypto_seed", "sum_backend", "device")
+"""Keywords every method takes that are set by the run, not hyper-parameters."""
 
 T = TypeVar("T")
 
