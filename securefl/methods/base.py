@@ -55,7 +55,7 @@ import hashlib
 import inspect
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Callable, ClassVar, TypeVar
 
 import numpy as np
@@ -135,6 +135,24 @@ class RoundResult:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def round_bookkeeping(meter: Any, *, members: Sequence[int], survivors: Sequence[int],
+                      dropped: Mapping[str, Sequence[int]] | None = None,
+                      failed: Mapping[int, str] | None = None) -> dict[str, Any]:
+    """The :class:`RoundResult` keywords every round on a transport fills alike, from its
+    :class:`~securefl.fl.costs.RoundMeter` ``meter``: ``messaging_seconds``,
+    ``bytes_down_per_client`` / ``bytes_up_per_client`` (the meter's mean per member) and
+    ``participation`` -- ``members``, ``survivors``, ``dropped`` (step -> clients, steps
+    that dropped nobody left out) and ``failed`` (client, as a string, -> error, by
+    client).  Use: ``RoundResult(round=..., ..., **round_bookkeeping(meter, ...))``."""
+    down, up = meter.bytes_per_client()
+    return {"messaging_seconds": meter.messaging_seconds,
+            "bytes_down_per_client": down, "bytes_up_per_client": up,
+            "participation": {
+                "members": [int(k) for k in members], "survivors": list(survivors),
+                "dropped": {step: list(who) for step, who in (dropped or {}).items() if who},
+                "failed": {str(c): text for c, text in sorted((failed or {}).items())}}}
 
 
 def label_digest(labels: list[np.ndarray] | np.ndarray) -> str:

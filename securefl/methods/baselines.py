@@ -109,7 +109,7 @@ from securefl.fl import SimulationRNG, load_model_vector, model_bytes, model_vec
 from securefl.fl.costs import RoundMeter
 from securefl.fl.transport import Exchange, Record, Transport
 from securefl.fl.uploads import UploadPlan
-from securefl.methods.base import Method, RoundResult
+from securefl.methods.base import Method, RoundResult, round_bookkeeping
 from securefl.methods.fedavg_clients import (
     TRAIN,
     FedAvgMTClient,
@@ -130,10 +130,8 @@ class FedAvgRound:
     compute_seconds: float
     crypto_seconds: float
     protocol_bytes: float
-    messaging_seconds: float
-    bytes_down_per_client: float
-    bytes_up_per_client: float
-    participation: dict[str, Any]
+    bookkeeping: dict[str, Any]
+    """:func:`~securefl.methods.base.round_bookkeeping` of the round."""
     train: Exchange = field(repr=False)
 
 
@@ -255,13 +253,10 @@ class FedAvgMethod(Method):
         meter.add(outcome.exchanges)
         for name, model in models.items():
             load_model_vector(model, outcome.averages[name])
-        down, up = meter.bytes_per_client()
-        participation = {"members": members, "survivors": list(outcome.survivors),
-                         "dropped": {k: list(v) for k, v in outcome.dropped.items() if v},
-                         "failed": {str(c): text for c, text in sorted(outcome.failed.items())}}
+        bookkeeping = round_bookkeeping(meter, members=members, survivors=outcome.survivors,
+                                        dropped=outcome.dropped, failed=outcome.failed)
         return FedAvgRound(meter.compute_seconds, outcome.crypto_seconds,
-                           outcome.protocol_bytes_per_client, meter.messaging_seconds, down, up,
-                           participation, train)
+                           outcome.protocol_bytes_per_client, bookkeeping, train)
 
     def run_round(self, round_index: int) -> RoundResult:
         start = time.perf_counter()
@@ -279,10 +274,7 @@ class FedAvgMethod(Method):
             crypto_seconds=context["crypto_seconds"] + done.crypto_seconds,
             bytes_model_per_client=2.0 * sum(model_bytes(m) for m in self._models().values()),
             bytes_protocol_per_client=context["protocol_bytes"] + done.protocol_bytes,
-            pseudo_label_accuracy=accuracy, pseudo_label_digest=digest,
-            messaging_seconds=done.messaging_seconds,
-            bytes_down_per_client=done.bytes_down_per_client,
-            bytes_up_per_client=done.bytes_up_per_client, participation=done.participation)
+            pseudo_label_accuracy=accuracy, pseudo_label_digest=digest, **done.bookkeeping)
 
     def _eval_model(self) -> nn.Module:
         """The model :meth:`predict` uses (the one the method deploys)."""
