@@ -63,10 +63,9 @@ import numpy as np
 from securefl.errors import InputError
 from securefl.fl.aggregation import SUM_BACKENDS
 from securefl.fl.device import resolve_device
+from securefl.methods.halves import MethodProgramClient, local_data, run_config
 
 SECURE_MODES = ("real", "plaintext")
-RUN_PARAMETERS = ("secure", "seed", "crypto_seed", "sum_backend", "device")
-"""Keywords every method takes that are set by the run, not hyper-parameters."""
 
 T = TypeVar("T")
 
@@ -155,15 +154,6 @@ def round_bookkeeping(meter: Any, *, members: Sequence[int], survivors: Sequence
                 "failed": {str(c): text for c, text in sorted((failed or {}).items())}}}
 
 
-def label_digest(labels: list[np.ndarray] | np.ndarray) -> str:
-    """SHA-256 (hex) of a sequence of int label arrays, order-sensitive."""
-    digest = hashlib.sha256()
-    for array in labels if isinstance(labels, list) else [labels]:
-        digest.update(np.ascontiguousarray(array, dtype=np.int64).tobytes())
-        digest.update(b"|")
-    return digest.hexdigest()
-
-
 class Method(ABC):
     """Base class of the FSSL methods and baselines."""
 
@@ -229,7 +219,6 @@ class Method(ABC):
         :meth:`_client_order`.  Returns it."""
         from securefl.fl.policy import POLICY, PrivacyPolicy
         from securefl.fl.transport import InProcessTransport, NodeContext
-        from securefl.methods.halves import MethodProgramClient, local_data, run_config
 
         if transport is None:
             run = run_config(self)

@@ -78,6 +78,7 @@ as the worked example).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from abc import ABC, abstractmethod
@@ -133,7 +134,7 @@ def run_config(method: "Method", *, reports: bool = True, public_crypto_seed: bo
 
 @lru_cache(maxsize=16)
 def _configured(name: str, keywords: str) -> "Method":
-    from securefl.methods import build_method
+    from securefl.methods.registry import build_method
 
     try:
         return build_method(name, **json.loads(keywords))
@@ -251,8 +252,6 @@ def collect_pseudo_labels(replies: Mapping[int, Record], clients: list[int]
                           ) -> tuple[str | None, float | None]:
     """The round's pseudo-label digest (clients in ``clients`` order) and accuracy from
     the reports; ``(None, None)`` unless every client reported."""
-    from securefl.methods.base import label_digest
-
     key = f"{REPORT}pseudo_labels"
     if not clients or not all(c in replies and key in replies[c].arrays for c in clients):
         return None, None
@@ -260,3 +259,12 @@ def collect_pseudo_labels(replies: Mapping[int, Record], clients: list[int]
     total = sum(int(replies[c].config[f"{REPORT}unlabeled"]) for c in clients)
     digest = label_digest([np.asarray(replies[c].arrays[key]) for c in clients])
     return digest, (hits / total if total else None)
+
+
+def label_digest(labels: list[np.ndarray] | np.ndarray) -> str:
+    """SHA-256 (hex) of a sequence of int label arrays, order-sensitive."""
+    digest = hashlib.sha256()
+    for array in labels if isinstance(labels, list) else [labels]:
+        digest.update(np.ascontiguousarray(array, dtype=np.int64).tobytes())
+        digest.update(b"|")
+    return digest.hexdigest()

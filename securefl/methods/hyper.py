@@ -32,8 +32,10 @@ from typing import Any
 import numpy as np
 
 from securefl.errors import InputError
-from securefl.methods.base import RUN_PARAMETERS
 from securefl.models import MODEL_NAMES
+
+RUN_PARAMETERS = ("secure", "seed", "crypto_seed", "sum_backend", "device")
+"""Keywords every method takes that are set by the run, not hyper-parameters."""
 
 Check = Callable[[Any], "str | None"]
 """A check of one value: the problem with it, or ``None`` when it is good."""
@@ -246,14 +248,16 @@ class FedPropMTHyper(FedPropHyper, MeanTeacherHyper):
     """fedprop-mt: FedProp's fields and the mean teacher's."""
 
 
-def _protofssl_choices() -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
-    from securefl.methods.protofssl import AGGREGATIONS, NORMS
+PROTOFSSL_AGGREGATIONS = ("fedavg", "fedprox")
+"""ProtoFSSL's server aggregations (:data:`securefl.methods.protofssl.AGGREGATIONS`)."""
+PROTOFSSL_NORMS = ("none", "bn", "gn")
+"""ProtoFSSL's ResNet normalisations (:data:`securefl.methods.protofssl.NORMS`)."""
+
+
+def _distances() -> tuple[str, ...]:
     from securefl.methods.prototypical import DISTANCES
 
-    return tuple(DISTANCES), tuple(AGGREGATIONS), tuple(NORMS)
-
-
-_DISTANCES, _AGGREGATIONS, _NORMS = _protofssl_choices()
+    return tuple(DISTANCES)
 
 
 @dataclass(frozen=True)
@@ -274,15 +278,15 @@ class ProtoFSSLHyper(Hyper):
     helpers: int = hp(5, integer(1))
     lambda_u: float = hp(0.3, NON_NEGATIVE)
     temperature: float = hp(0.5, POSITIVE)
-    distance: str = hp("squared", choice(_DISTANCES))
-    aggregation: str = hp("fedavg", choice(_AGGREGATIONS))
+    distance: str = hp("squared", choice(_distances()))
+    aggregation: str = hp("fedavg", choice(PROTOFSSL_AGGREGATIONS))
     prox_mu: float = hp(1e-2, NON_NEGATIVE)
     noise_std: float = hp(0.0, NON_NEGATIVE)
     noise_multiplier: float | None = hp(None, optional(POSITIVE))
     clip: float | None = hp(None, optional(POSITIVE))
     min_class_count: int = hp(1, integer(1))
     dp_delta: float = hp(1e-5, number(0.0, 1.0, low_open=True, high_open=True))
-    norm: str = hp("none", choice(_NORMS))
+    norm: str = hp("none", choice(PROTOFSSL_NORMS))
 
     def check_together(self) -> None:
         if self.noise_multiplier is not None and (self.clip is None or self.noise_std > 0):

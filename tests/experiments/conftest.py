@@ -18,7 +18,8 @@ import pytest
 
 from securefl.data import load_dataset, partition
 from securefl.errors import ConfigError
-from securefl.methods.base import Method, RoundResult, label_digest
+from securefl.methods.base import Method, RoundResult
+from securefl.methods.halves import label_digest
 from securefl.methods.hyper import derived_hyper
 
 FAKE_NAMES = ("softmax-st", "softmax-sup")

@@ -86,3 +86,12 @@ def test_a_field_check_runs_on_every_build():
     for bad in (0, 10, 2.0):
         with pytest.raises(InputError, match=r"^count=.*must be an integer in \[1, 10\)"):
             Small(count=bad)
+
+
+def test_protofssls_choices_are_the_methods_own():
+    """hyper.py keeps ProtoFSSL's choices itself (importing protofssl would close an import
+    circle through the registry); they must stay the method's."""
+    from securefl.methods import protofssl
+    from securefl.methods.hyper import PROTOFSSL_AGGREGATIONS, PROTOFSSL_NORMS
+
+    assert (PROTOFSSL_AGGREGATIONS, PROTOFSSL_NORMS) == (protofssl.AGGREGATIONS, protofssl.NORMS)

@@ -176,7 +176,7 @@ def record(name: str, secure: str, feds: dict[str, Any], **changes: Any) -> list
     import torch
 
     from securefl.methods import build_method, hyper_parameters
-    from securefl.methods.base import label_digest
+    from securefl.methods.halves import label_digest
 
     torch.set_num_threads(1)
     federation = feds["server"] if name == "fedanchor" else feds["clients"]
