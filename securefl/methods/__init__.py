@@ -7,10 +7,12 @@ A method is set up on a federation's training view (no validation or test set), 
 round per ``run_round`` and returns a :class:`RoundResult` (cost, pseudo-labels; no
 accuracy); ``predict(x) -> labels`` and ``score(x, y)`` let the runner evaluate it.
 
-``name`` is one of :data:`METHOD_NAMES`; every hyper-parameter is an explicit keyword
-of the method's class (defaults from the papers' appendices) and an unknown one raises
-:class:`~securefl.errors.ConfigError` naming it.  Method modules are imported lazily so
-that building one method does not import the others.
+``name`` is one of :func:`method_names` (the registry, :mod:`securefl.methods.registry`: a
+method is one :func:`register_method`); its hyper-parameters are a dataclass
+(:mod:`securefl.methods.hyper`, defaults from the papers' appendices) built and checked
+before the method: an unknown or bad one raises :class:`~securefl.errors.InputError`
+naming ``hyper.<name>.<key>``.  Method modules are imported lazily so that building one
+method does not import the others.  The built-in methods (:data:`BUILTIN_METHODS`):
 
 =====================  ==========================================  =====================
 name                   class                                       paper
@@ -33,13 +35,10 @@ fedavg-fixmatch        securefl.methods.baselines:FedAvgFixMatch   FedAvg+FixMat
 fedavg-locallp, -pl and -mt are FedProp's Table 1 baselines (fedprop.md §5.1),
 fedavg-fixmatch is FedSemi Table 1's FedFixMatch.
 
-Server and client halves (:mod:`securefl.methods.halves`): a split method names its
-:class:`MethodClient` in ``client_half``; :class:`LocalData` is what a node holds;
-:func:`method_run_config` is the run config its client halves are built from.  Split
-today: every method -- the FedAvg family, FedProp / FedProp+MT (CrossClientLP's parties at
-the clients), FedSemi-Pi/-MT/-D, FedAnchor and ProtoFSSL, all deployable (client halves in
-``fedavg_clients``, ``fedprop_clients``, ``fedsemi_clients``, ``fedanchor_client``,
-``protofssl_client``); ``docs/transport-phase2.md`` is the conversion guide.
+Server and client halves (:mod:`securefl.methods.halves`): every method is its server half
+and names its :class:`MethodClient` in ``client_half``; :class:`LocalData` is what a node
+holds; :func:`method_run_config` is the run config its client halves are built from.
+Every method runs on any transport.  ``docs/write-a-method.md`` shows how to add one.
 """
 
 from __future__ import annotations

@@ -40,13 +40,12 @@ like the others) at its clients; ``torch_device`` is what it resolves to on this
 It is a run parameter, not a hyper-parameter: on the CPU it changes nothing, on CUDA the
 results differ from the CPU's in the last bits and in the random streams, not in kind.
 
-**Server half and client half.**  A method split into halves (:mod:`securefl.methods.halves`,
-``client_half`` set) is its server half: ``setup(federation, *, transport=None)`` connects
-it to a transport (:meth:`Method._connect`: in process over the federation's clients by
-default) and ``run_round`` is one round of its server half over that transport; its client
-half runs at the clients.  ``deployable`` says whether the server half needs no client's
-data (then it runs on Flower too).  Methods not split yet (``client_half = None``) run
-every party in this object.
+**Server half and client half.**  Every method is split into halves
+(:mod:`securefl.methods.halves`): this object is its server half, ``setup(federation, *,
+transport=None)`` connects it to a transport (:meth:`Method._connect`: in process over the
+federation's clients by default) and ``run_round`` is one round of its server half over
+that transport; its client half (``client_half``) runs at the clients.  The server half
+reads only the federation's public facts, so every method runs on any transport.
 """
 
 from __future__ import annotations
@@ -97,14 +96,14 @@ class RoundResult:
 
     Time: ``seconds`` is the round's wall time, ``train_seconds`` the clients' local
     computation (training, features, local pseudo-labels) and ``crypto_seconds`` its
-    cryptography (clients and server); a method whose round runs on a transport
-    (:mod:`securefl.methods.halves`) also reports ``messaging_seconds`` (exchange time not
-    spent in the clients' handlers, :class:`securefl.fl.costs.RoundMeter`),
-    ``bytes_down_per_client`` / ``bytes_up_per_client`` (the payload the transport
-    measured per participating client, each way; the model and protocol bytes above are
-    the nominal accounting every method shares) and ``participation`` (``members``,
-    ``survivors``, ``dropped``: step -> clients, ``failed``: client -> error); ``None``
-    where a method has not been split yet.
+    cryptography (clients and server); every round runs on a transport
+    (:mod:`securefl.methods.halves`) and also reports (:func:`round_bookkeeping`)
+    ``messaging_seconds`` (exchange time not spent in the clients' handlers,
+    :class:`securefl.fl.costs.RoundMeter`), ``bytes_down_per_client`` /
+    ``bytes_up_per_client`` (the payload the transport measured per participating client,
+    each way; the model and protocol bytes above are the nominal accounting every method
+    shares) and ``participation`` (``members``, ``survivors``, ``dropped``: step ->
+    clients, ``failed``: client -> error); ``None`` only in a result built by hand.
 
     Label coverage (FedProp; ``None`` elsewhere): ``label_mass_median`` is the median,
     over the unlabeled points of the clients that got pseudo-labels, of the label mass
@@ -159,13 +158,10 @@ class Method(ABC):
 
     name: ClassVar[str]
     uses_pseudo_labels: ClassVar[bool] = False
-    client_half: ClassVar[type | None] = None
-    """The method's :class:`~securefl.methods.halves.MethodClient`, or ``None`` while the
-    method still runs every party in this object (not split yet)."""
-    deployable: ClassVar[bool] = False
-    """True when the server half reads no client's data, so the method runs on any
-    transport (Flower); a split method with a simulated server-side step (FedProp's
-    central CrossClientLP until it is converted) runs in process only."""
+    client_half: ClassVar[type[MethodClient]]
+    """The method's client half (:class:`~securefl.methods.halves.MethodClient`): what a
+    client does with each of the method's requests.  The server half reads no client's
+    data, so every method runs on any transport (Flower included)."""
     on_phase: Callable[[str], None] | None = None
     """Set by the runner: told (a short text) when a long phase starts, e.g. a warm-up round."""
 

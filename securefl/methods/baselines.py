@@ -139,7 +139,6 @@ class FedAvgMethod(Method):
     """FedAvg's server half with pluggable client halves (``client_half``)."""
 
     uses_pseudo_labels: ClassVar[bool] = False
-    deployable: ClassVar[bool] = True
 
     def __init__(self, *, secure: str = "plaintext", seed: int = 0, crypto_seed: int | None = None,
                  sum_backend: str = "secagg", device: str = "cpu", model: str = "auto",
@@ -265,9 +264,8 @@ class FedAvgMethod(Method):
         lr = self.learning_rate(round_index)
         done = self._fedavg_round(selected, lr, context, round_index)
         self.rounds_done = round_index + 1
-        digest, accuracy = context.get("pseudo_label_digest"), context.get("pseudo_label_accuracy")
-        if self.uses_pseudo_labels and "pseudo_label_digest" not in context:
-            digest, accuracy = collect_pseudo_labels(done.train.replies, [int(k) for k in selected])
+        digest, accuracy = (collect_pseudo_labels(done.train.replies, [int(k) for k in selected])
+                            if self.uses_pseudo_labels else (None, None))
         return RoundResult(
             round=round_index, seconds=time.perf_counter() - start,
             train_seconds=done.compute_seconds,
@@ -323,13 +321,12 @@ class FedAvgSupervised(FedAvgMethod):
 class PseudoLabelMethod(FedAvgMethod):
     """FedAvg whose clients train on labels plus weighted pseudo-labels (FedProp family).
 
-    Setup runs ``warmup_rounds`` of labeled-only FedAvg (Algorithm 2, line 2).  Where the
-    pseudo-labels are made is the subclass's: at the client (FedAvg+PL, FedAvg+PL(localLP):
-    the client half makes and reports them) or by the server's round preparation (FedProp,
-    whose context's ``pseudo`` travels down in the train requests as ``pseudo/labels`` and
-    ``pseudo/weights``).  A round's ``crypto_seconds`` is the pseudo-labelling protocol's
-    (FedProp) plus the secure aggregation's; points whose pseudo-label is ``-1`` (no label
-    reached them) are left out of training.
+    Setup runs ``warmup_rounds`` of labeled-only FedAvg (Algorithm 2, line 2).  The
+    pseudo-labels are made at the clients, by the subclass's client half (FedAvg+PL,
+    FedAvg+PL(localLP): locally; FedProp: CrossClientLP's client parties), which reports
+    them.  A round's ``crypto_seconds`` is the pseudo-labelling protocol's (FedProp) plus
+    the secure aggregation's; points whose pseudo-label is ``-1`` (no label reached them)
+    are left out of training.
     """
 
     uses_pseudo_labels: ClassVar[bool] = True
@@ -364,13 +361,6 @@ class PseudoLabelMethod(FedAvgMethod):
                                                      replace=False))
             self._fedavg_round(selected, self.lr, {"warmup": True}, -(warmup_round + 1))
         self.warmup_seconds = time.perf_counter() - start
-
-    def _request_arrays(self, client: int, context: dict[str, Any]) -> dict[str, np.ndarray]:
-        if "pseudo" not in context:
-            return {}
-        labels, weights = context["pseudo"][int(client)]
-        return {"pseudo/labels": np.asarray(labels, dtype=np.int64),
-                "pseudo/weights": np.asarray(weights, dtype=np.float64)}
 
 
 class FedAvgLocalLP(PseudoLabelMethod):

@@ -109,7 +109,6 @@ class FedAnchor(Method):
     name: ClassVar[str] = "fedanchor"
     uses_pseudo_labels: ClassVar[bool] = True
     client_half = FedAnchorClient
-    deployable: ClassVar[bool] = True
 
     def __init__(
         self,

@@ -69,7 +69,7 @@ relays, assembles H, builds the graph, solves for the requested columns and forw
 client's rows, which its ``train`` request carries; ClientUpdate and the model's secure
 aggregation follow (:class:`~securefl.methods.fedprop_clients.FedPropClient`,
 :class:`~securefl.methods.fedprop_clients.FedPropMTClient`).  The server half reads only the
-federation's public facts, so FedProp runs on Flower (``deployable = True``).  The
+federation's public facts, so FedProp runs on Flower (as every method does).  The
 pseudo-label digest and accuracy come from the clients' reports (run config ``reports``).
 With ``hamming_backend="lwe"`` or ``"rlwe"`` the clients run the LWE backend in four hops instead of
 SHADE's five (:mod:`securefl.crypto.lwe_hops`: key, broadcasts of ``C`` and ``H'`` relayed
@@ -103,7 +103,6 @@ class FedProp(PseudoLabelMethod):
 
     name = "fedprop"
     client_half = FedPropClient
-    deployable: ClassVar[bool] = True
 
     def __init__(self, *, secure: str = "plaintext", seed: int = 0, crypto_seed: int | None = None,
                  sum_backend: str = "secagg", device: str = "cpu", model: str = "auto",

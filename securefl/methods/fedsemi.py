@@ -101,7 +101,6 @@ class FedSemi(Method):
     name: ClassVar[str] = "fedsemi"
     variant: ClassVar[str] = "d"
     client_half = FedSemiClient
-    deployable: ClassVar[bool] = True
 
     def __init__(
         self,

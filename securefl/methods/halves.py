@@ -36,8 +36,8 @@ request config (per message)           the round index, the round's inputs the s
                                        (:class:`securefl.fl.uploads.UploadPlan`)
 request arrays                         the global model(s) as float64 vectors
                                        (:func:`securefl.fl.model_vector`), server-made
-                                       per-client inputs (pseudo-labels of the FedProp
-                                       compatibility path)
+                                       per-client inputs (FedProp's rows of the
+                                       CrossClientLP result)
 reply                                  uploads (:func:`securefl.fl.uploads.upload`),
                                        protocol messages, costs (:data:`securefl.fl.costs.COMPUTE`,
                                        :data:`~securefl.fl.costs.CRYPTO`), reports
@@ -72,8 +72,8 @@ state Records of its in-process transport (``"clients"``:
 (:meth:`InProcessTransport.adopt`).  The FedAvg family keeps nothing between rounds, so
 its ``"clients"`` is empty.
 
-``docs/transport-phase2.md`` is the conversion guide (what to put where, the FedAvg family
-as the worked example).
+``docs/write-a-method.md`` shows how to write a method (what to put where, a worked
+example that runs in both modes).
 """
 
 from __future__ import annotations
@@ -232,10 +232,7 @@ class MethodProgramClient(ClientHalf):
     def handle(self, step: str, request: Record, state: Record, node: NodeContext) -> Record:
         method = configured_method(node.run_config)
         node.policy().check_method(method)  # the run config may ask for more privacy, never less
-        half = type(method).client_half
-        if half is None:
-            raise InputError("method", method.name, "has no client half (not split yet)")
-        return half(method).handle(step, request, state, node)
+        return type(method).client_half(method).handle(step, request, state, node)
 
 
 def report_pseudo_labels(reply: Record, pseudo: np.ndarray, data: LocalData) -> None:
