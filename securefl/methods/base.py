@@ -51,9 +51,8 @@ reads only the federation's public facts, so every method runs on any transport.
 from __future__ import annotations
 
 import hashlib
-import inspect
 from abc import ABC, abstractmethod
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from collections.abc import Mapping, Sequence
 from typing import Any, Callable, ClassVar, TypeVar
 
@@ -62,7 +61,9 @@ import numpy as np
 from securefl.errors import InputError
 from securefl.fl.aggregation import SUM_BACKENDS
 from securefl.fl.device import resolve_device
-from securefl.methods.halves import MethodProgramClient, local_data, run_config
+from securefl.methods.halves import MethodClient, MethodProgramClient, local_data, run_config
+from securefl.methods.hyper import RUN_PARAMETERS
+from securefl.methods.registry import hyper_class_of
 
 SECURE_MODES = ("real", "plaintext")
 
@@ -202,11 +203,13 @@ class Method(ABC):
         return int.from_bytes(hashlib.sha256(text.encode()).digest()[:16], "big")
 
     def keywords(self) -> dict[str, Any]:
-        """The constructor keywords of this method with their current values (every
-        keyword is stored under its own name, scikit-learn's ``get_params``)."""
-        signature = inspect.signature(type(self).__init__)
-        return {name: getattr(self, name) for name, p in signature.parameters.items()
-                if p.kind is inspect.Parameter.KEYWORD_ONLY}
+        """The run parameters and hyper-parameters of this method with their current values
+        (each stored under its own name, scikit-learn's ``get_params``): the fields of its
+        hyper-parameter dataclass (:func:`securefl.methods.registry.hyper_class_of`), so a
+        constructor may pass the keywords it does not use on to its base class as
+        ``**keywords``."""
+        names = (*RUN_PARAMETERS, *(spec.name for spec in fields(hyper_class_of(type(self)))))
+        return {name: getattr(self, name) for name in names}
 
     def _connect(self, federation: Any, transport: Any = None) -> Any:
         """Set ``self.transport`` (split methods, in ``setup``): ``transport`` if given,

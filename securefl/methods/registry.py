@@ -105,6 +105,15 @@ def hyper_class(name: str) -> type:
     return _load(registration.hyper)
 
 
+def hyper_class_of(method: type) -> type:
+    """The hyper-parameter dataclass of class ``method``: the one registered with it under
+    its ``name``, else one derived from its constructor (an unregistered class)."""
+    registration = _REGISTRY.get(getattr(method, "name", None))
+    if registration is not None and _load(registration.method) is method:
+        return hyper_class(method.name)
+    return derived_hyper(method)
+
+
 def hyper_parameters(name: str) -> dict[str, Any]:
     """The hyper-parameter keywords of method ``name`` with their defaults."""
     return {spec.name: spec.default for spec in fields(hyper_class(name))}

@@ -140,22 +140,22 @@ def label_string(labels: list[np.ndarray] | np.ndarray) -> str:
 
 @contextmanager
 def captured_pseudo_labels() -> Iterator[list[str]]:
-    """The pseudo-labels every method hands to :func:`securefl.methods.base.label_digest`
+    """The pseudo-labels every method hands to :func:`securefl.methods.halves.label_digest`
     (its one digest function), in call order, while the context is open."""
-    import securefl.methods.base as base
+    from securefl.methods import halves
 
     seen: list[str] = []
-    original = base.label_digest
+    original = halves.label_digest
 
     def capture(labels):
         seen.append(label_string(labels))
         return original(labels)
 
-    base.label_digest = capture
+    halves.label_digest = capture
     try:
         yield seen
     finally:
-        base.label_digest = original
+        halves.label_digest = original
 
 
 def _plain(value: Any) -> Any:
