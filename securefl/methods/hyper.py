@@ -53,48 +53,45 @@ def _is_real(value: Any) -> bool:
     return (_is_int(value) or isinstance(value, (float, np.floating))) and math.isfinite(value)
 
 
-def integer(low: int | None = None, high: int | None = None) -> Check:
-    """An integer (not a bool) in ``[low, high)`` (either bound may be left out)."""
+def _interval(low: float | None, high: float | None, low_open: bool, high_open: bool) -> str:
+    """``in [low, high)``, ``>= low``, ``< high`` ... (empty without bounds)."""
     if low is not None and high is not None:
-        wanted = f"must be an integer in [{low}, {high})"
-    elif low is not None:
-        wanted = f"must be an integer >= {low}"
-    elif high is not None:
-        wanted = f"must be an integer < {high}"
-    else:
-        wanted = "must be an integer"
+        return f"in {'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
+    if low is not None:
+        return f"{'>' if low_open else '>='} {low:g}"
+    if high is not None:
+        return f"{'<' if high_open else '<='} {high:g}"
+    return ""
+
+
+def _bounded(kind: Callable[[Any], bool], wanted: str, low: float | None, high: float | None,
+             low_open: bool, high_open: bool) -> Check:
+    """The check of a value of ``kind`` between the bounds; the problem is ``wanted`` and
+    the interval."""
+    problem = " ".join(part for part in (wanted, _interval(low, high, low_open, high_open)) if part)
 
     def check(value: Any) -> str | None:
-        if not _is_int(value) or (low is not None and value < low) or (high is not None and value >= high):
-            return wanted
+        if not kind(value):
+            return problem
+        if low is not None and (value <= low if low_open else value < low):
+            return problem
+        if high is not None and (value >= high if high_open else value > high):
+            return problem
         return None
 
     return check
+
+
+def integer(low: int | None = None, high: int | None = None) -> Check:
+    """An integer (not a bool) in ``[low, high)`` (either bound may be left out)."""
+    return _bounded(_is_int, "must be an integer", low, high, False, True)
 
 
 def number(low: float | None = None, high: float | None = None, *,
            low_open: bool = False, high_open: bool = False) -> Check:
     """A finite number (int or float, not a bool) between ``low`` and ``high`` (closed
     bounds unless ``low_open`` / ``high_open``; either may be left out)."""
-    if low is not None and high is not None:
-        wanted = f"must be a number in {'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
-    elif low is not None:
-        wanted = f"must be a number {'>' if low_open else '>='} {low:g}"
-    elif high is not None:
-        wanted = f"must be a number {'<' if high_open else '<='} {high:g}"
-    else:
-        wanted = "must be a finite number"
-
-    def check(value: Any) -> str | None:
-        if not _is_real(value):
-            return wanted
-        if low is not None and (value <= low if low_open else value < low):
-            return wanted
-        if high is not None and (value >= high if high_open else value > high):
-            return wanted
-        return None
-
-    return check
+    return _bounded(_is_real, "must be a number", low, high, low_open, high_open)
 
 
 def choice(options: tuple[str, ...]) -> Check:
