@@ -331,18 +331,9 @@ class PseudoLabelMethod(FedAvgMethod):
 
     uses_pseudo_labels: ClassVar[bool] = True
 
-    def __init__(self, *, secure: str = "plaintext", seed: int = 0, crypto_seed: int | None = None,
-                 sum_backend: str = "secagg", device: str = "cpu", model: str = "auto",
-                 clients_per_round: int = 5, local_epochs: int = 5, batch_size: int = 50,
-                 lr: float = 0.1, momentum: float = 0.9, weight_decay: float = 2e-4,
-                 lr_decay_rounds: int | None = 2000, prox_mu: float = 0.0,
-                 max_shift: int | None = None, hflip: bool = False, warmup_rounds: int = 10) -> None:
-        super().__init__(secure=secure, seed=seed, crypto_seed=crypto_seed,
-                         sum_backend=sum_backend, device=device, model=model,
-                         clients_per_round=clients_per_round, local_epochs=local_epochs,
-                         batch_size=batch_size, lr=lr, momentum=momentum,
-                         weight_decay=weight_decay, lr_decay_rounds=lr_decay_rounds,
-                         prox_mu=prox_mu, max_shift=max_shift, hflip=hflip)
+    def __init__(self, *, warmup_rounds: int = 10,
+                 **keywords: Any) -> None:
+        super().__init__(**keywords)
         self.warmup_rounds = warmup_rounds
 
     def _setup_extra(self) -> None:
@@ -369,19 +360,9 @@ class FedAvgLocalLP(PseudoLabelMethod):
     name = "fedavg-locallp"
     client_half = LocalLPClient
 
-    def __init__(self, *, secure: str = "plaintext", seed: int = 0, crypto_seed: int | None = None,
-                 sum_backend: str = "secagg", device: str = "cpu", model: str = "auto",
-                 clients_per_round: int = 5, local_epochs: int = 5, batch_size: int = 50,
-                 lr: float = 0.1, momentum: float = 0.9, weight_decay: float = 2e-4,
-                 lr_decay_rounds: int | None = 2000, prox_mu: float = 0.0,
-                 max_shift: int | None = None, hflip: bool = False, warmup_rounds: int = 10, k: int = 10,
-                 alpha: float = 0.99) -> None:
-        super().__init__(secure=secure, seed=seed, crypto_seed=crypto_seed,
-                         sum_backend=sum_backend, device=device, model=model,
-                         clients_per_round=clients_per_round, local_epochs=local_epochs,
-                         batch_size=batch_size, lr=lr, momentum=momentum,
-                         weight_decay=weight_decay, lr_decay_rounds=lr_decay_rounds,
-                         prox_mu=prox_mu, max_shift=max_shift, hflip=hflip, warmup_rounds=warmup_rounds)
+    def __init__(self, *, k: int = 10, alpha: float = 0.99,
+                 **keywords: Any) -> None:
+        super().__init__(**keywords)
         self.k = k
         self.alpha = alpha
 
@@ -392,19 +373,9 @@ class FedAvgPL(PseudoLabelMethod):
     name = "fedavg-pl"
     client_half = NetworkPLClient
 
-    def __init__(self, *, secure: str = "plaintext", seed: int = 0, crypto_seed: int | None = None,
-                 sum_backend: str = "secagg", device: str = "cpu", model: str = "auto",
-                 clients_per_round: int = 5, local_epochs: int = 5, batch_size: int = 50,
-                 lr: float = 0.1, momentum: float = 0.9, weight_decay: float = 2e-4,
-                 lr_decay_rounds: int | None = 2000, prox_mu: float = 0.0,
-                 max_shift: int | None = None, hflip: bool = False, warmup_rounds: int = 10,
-                 threshold: float = 0.0, entropy_weights: bool = False) -> None:
-        super().__init__(secure=secure, seed=seed, crypto_seed=crypto_seed,
-                         sum_backend=sum_backend, device=device, model=model,
-                         clients_per_round=clients_per_round, local_epochs=local_epochs,
-                         batch_size=batch_size, lr=lr, momentum=momentum,
-                         weight_decay=weight_decay, lr_decay_rounds=lr_decay_rounds,
-                         prox_mu=prox_mu, max_shift=max_shift, hflip=hflip, warmup_rounds=warmup_rounds)
+    def __init__(self, *, threshold: float = 0.0, entropy_weights: bool = False,
+                 **keywords: Any) -> None:
+        super().__init__(**keywords)
         self.threshold = threshold
         self.entropy_weights = entropy_weights
 
@@ -420,20 +391,10 @@ class FedAvgFixMatch(FedAvgMethod):
     name = "fedavg-fixmatch"
     client_half = FixMatchClient
 
-    def __init__(self, *, secure: str = "plaintext", seed: int = 0, crypto_seed: int | None = None,
-                 sum_backend: str = "secagg", device: str = "cpu", model: str = "auto",
-                 clients_per_round: int = 5, local_epochs: int = 5, batch_size: int = 50,
-                 lr: float = 0.1, momentum: float = 0.9, weight_decay: float = 2e-4,
-                 lr_decay_rounds: int | None = 2000, prox_mu: float = 0.0,
-                 max_shift: int | None = None, hflip: bool = False, threshold: float = 0.95,
-                 unlabeled_ratio: int = 7, unlabeled_weight: float = 1.0, num_ops: int = 2,
-                 cutout: float = 0.5) -> None:
-        super().__init__(secure=secure, seed=seed, crypto_seed=crypto_seed,
-                         sum_backend=sum_backend, device=device, model=model,
-                         clients_per_round=clients_per_round, local_epochs=local_epochs,
-                         batch_size=batch_size, lr=lr, momentum=momentum,
-                         weight_decay=weight_decay, lr_decay_rounds=lr_decay_rounds,
-                         prox_mu=prox_mu, max_shift=max_shift, hflip=hflip)
+    def __init__(self, *, threshold: float = 0.95, unlabeled_ratio: int = 7,
+                 unlabeled_weight: float = 1.0, num_ops: int = 2, cutout: float = 0.5,
+                 **keywords: Any) -> None:
+        super().__init__(**keywords)
         self.threshold = threshold
         self.unlabeled_ratio = unlabeled_ratio
         self.unlabeled_weight = unlabeled_weight
@@ -519,20 +480,10 @@ class FedAvgMT(MeanTeacherRounds, FedAvgMethod):
     name = "fedavg-mt"
     client_half = FedAvgMTClient
 
-    def __init__(self, *, secure: str = "plaintext", seed: int = 0, crypto_seed: int | None = None,
-                 sum_backend: str = "secagg", device: str = "cpu", model: str = "auto",
-                 clients_per_round: int = 5, local_epochs: int = 5, batch_size: int = 50,
-                 lr: float = 0.1, momentum: float = 0.9, weight_decay: float = 2e-4,
-                 lr_decay_rounds: int | None = 2000, prox_mu: float = 0.0,
-                 max_shift: int | None = None, hflip: bool = False, ema_decay: float = 0.99,
-                 consistency_weight: float = 100.0, consistency_rampup: int = 5,
-                 noise_std: float = 0.1) -> None:
-        super().__init__(secure=secure, seed=seed, crypto_seed=crypto_seed,
-                         sum_backend=sum_backend, device=device, model=model,
-                         clients_per_round=clients_per_round, local_epochs=local_epochs,
-                         batch_size=batch_size, lr=lr, momentum=momentum,
-                         weight_decay=weight_decay, lr_decay_rounds=lr_decay_rounds,
-                         prox_mu=prox_mu, max_shift=max_shift, hflip=hflip)
+    def __init__(self, *, ema_decay: float = 0.99, consistency_weight: float = 100.0,
+                 consistency_rampup: int = 5, noise_std: float = 0.1,
+                 **keywords: Any) -> None:
+        super().__init__(**keywords)
         self.ema_decay = ema_decay
         self.consistency_weight = consistency_weight
         self.consistency_rampup = consistency_rampup

@@ -392,17 +392,33 @@ def _annotation_check(annotation: Any) -> tuple[Check, ...]:
     return (optional(check),) if allows_none else (check,)
 
 
+def constructor_keywords(method: type) -> dict[str, inspect.Parameter]:
+    """The keyword-only parameters of ``method``'s constructor, those it passes on as
+    ``**keywords`` to its base classes' included (first declaration wins), by name."""
+    found: dict[str, inspect.Parameter] = {}
+    for klass in method.__mro__:
+        init = klass.__dict__.get("__init__")
+        if init is None:
+            continue
+        parameters = inspect.signature(init).parameters.values()
+        for parameter in parameters:
+            if parameter.kind is inspect.Parameter.KEYWORD_ONLY:
+                found.setdefault(parameter.name, parameter)
+        if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+            break
+    return found
+
+
 def derived_hyper(method: type) -> type[Hyper]:
     """A :class:`Hyper` dataclass for ``method``'s constructor: one field per keyword-only
-    hyper-parameter (not :data:`RUN_PARAMETERS`), its default, a check of its annotated
-    type (see the module docstring)."""
+    hyper-parameter (:func:`constructor_keywords`, not :data:`RUN_PARAMETERS`), its
+    default, a check of its annotated type (see the module docstring)."""
     specs = []
-    for parameter in inspect.signature(method.__init__).parameters.values():
-        if parameter.kind is not inspect.Parameter.KEYWORD_ONLY or parameter.name in RUN_PARAMETERS:
+    for name, parameter in constructor_keywords(method).items():
+        if name in RUN_PARAMETERS:
             continue
         if parameter.default is inspect.Parameter.empty:
-            specs.append((parameter.name, Any, field(kw_only=True)))
+            specs.append((name, Any, field(kw_only=True)))
             continue
-        specs.append((parameter.name, Any,
-                      hp(parameter.default, *_annotation_check(parameter.annotation))))
+        specs.append((name, Any, hp(parameter.default, *_annotation_check(parameter.annotation))))
     return make_dataclass(f"{method.__name__}Hyper", specs, bases=(Hyper,), frozen=True)

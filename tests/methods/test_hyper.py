@@ -3,7 +3,6 @@ constructors and check what they claim to."""
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import FrozenInstanceError, fields
 
 import pytest
@@ -17,14 +16,20 @@ from securefl.methods import (
     method_class,
     method_names,
 )
-from securefl.methods.hyper import FedPropHyper, Hyper, derived_hyper, hp, integer
+from securefl.methods.hyper import (
+    FedPropHyper,
+    Hyper,
+    constructor_keywords,
+    derived_hyper,
+    hp,
+    integer,
+)
 
 
 @pytest.mark.parametrize("name", method_names())
 def test_the_dataclass_has_the_constructors_keywords_and_defaults(name):
-    signature = inspect.signature(method_class(name).__init__)
-    keywords = {p.name: p.default for p in signature.parameters.values()
-                if p.kind is inspect.Parameter.KEYWORD_ONLY and p.name not in RUN_PARAMETERS}
+    keywords = {key: p.default for key, p in constructor_keywords(method_class(name)).items()
+                if key not in RUN_PARAMETERS}
     defaults = {spec.name: spec.default for spec in fields(hyper_class(name))}
     assert defaults == keywords
     assert issubclass(hyper_class(name), Hyper)
@@ -73,6 +78,17 @@ def test_a_derived_dataclass_checks_the_annotated_types():
     for key, value in (("rate", "x"), ("steps", 1.5), ("shift", "2"), ("name", 3), ("on", 1)):
         with pytest.raises(InputError, match=f"^{key}="):
             toy(**{key: value})
+
+
+class _ToyChild(_Toy):
+    def __init__(self, *, extra: int = 1, **keywords) -> None:
+        super().__init__(**keywords)
+
+
+def test_keywords_passed_on_to_the_base_class_are_the_methods_too():
+    assert set(constructor_keywords(_ToyChild)) == {"extra", "secure", "seed", "rate", "steps",
+                                                    "shift", "name", "on", "anything"}
+    assert derived_hyper(_ToyChild)(extra=2, rate=0.1).keywords()["rate"] == 0.1
 
 
 def test_a_field_check_runs_on_every_build():
