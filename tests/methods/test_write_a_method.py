@@ -76,3 +76,13 @@ def test_the_example_runs_in_both_modes_with_equal_outputs(registered):
     assert real[0]["models"] != real[-1]["models"]  # it trained
     without = record(NAME, "plaintext", feds, entropy_weight=0.0)
     assert without[-1]["models"] != plaintext[-1]["models"]  # the entropy term counts
+
+
+def test_securefl_run_knows_a_registered_method(registered, tmp_path, capsys):
+    from securefl.cli import main
+
+    out = tmp_path / "run"
+    assert main(["run", "--method", NAME, "--secure", "plaintext", "--rounds", "1", "--out",
+                 str(out), "--set", f"hyper.{NAME}.entropy_weight=-1"]) == 2
+    assert f"hyper.{NAME}.entropy_weight=-1: must be a number >= 0" in capsys.readouterr().err
+    assert not out.exists()
