@@ -6,13 +6,19 @@ float32 results agree bit for bit; two with different paths (an AVX-512 Xeon and
 EPYC, or one machine with ``ATEN_CPU_CAPABILITY=default``) agree only to rounding.  The
 regression record (``tests/methods/regression``) keeps the kernel path it was written on
 and compares digests only where it matches.  :func:`machine_line` is the one-line
-description ``.ci/run`` prints first, so that a red CI says where it ran.
+description ``.ci/run`` prints first, so that a red CI says where it ran;
+:func:`machine_info` the description every benchmark record and every run's provenance
+carries (CPU, cores, memory, versions, commit, date).
 """
 
 from __future__ import annotations
 
 import os
 import platform
+import subprocess
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -89,3 +95,42 @@ def machine_line() -> str:
 
 if __name__ == "__main__":
     print(machine_line())
+
+
+def memory_bytes() -> int | None:
+    """Physical memory of this machine in bytes (None where unknown)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return None
+
+
+def machine_info() -> dict[str, Any]:
+    """Where a figure was measured: CPU model, cores, memory, Python and library versions."""
+    memory = memory_bytes()
+    memory_gb = None if memory is None else round(memory / 2**30, 1)
+    return {
+        "cpu": cpu_model(),
+        "cores": os.cpu_count(),
+        "memory_gb": memory_gb,
+        "python": sys.version.split()[0],
+        "numpy": np.__version__,
+        "platform": platform.platform(),
+        "commit": _git_commit(),
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def _git_commit() -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=5,
+            cwd=Path(__file__).resolve().parent,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None

@@ -1,5 +1,8 @@
-"""Shared plumbing of the benchmarks: argument checks, machine description, peak memory,
-atomic JSON output and the human-readable summary of a record.
+"""Shared plumbing of the benchmarks: argument checks, peak memory, output-file checks and
+the human-readable summary of a record.  The machine description
+(:func:`securefl.machine.machine_info`) and atomic JSON output and human units
+(:mod:`securefl.output`), which the experiments share, live in the lowest room and are
+re-exported here.
 
 Argument checks (:func:`require_int`, :func:`require_float`) raise
 :class:`~securefl.errors.InputError` naming the *flag* (``--m``) and the value, so the CLI
@@ -15,22 +18,19 @@ raw numbers.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
-import platform
 import resource
-import subprocess
-import sys
 import tempfile
-from datetime import datetime, timezone
+from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any, Callable, Iterator
+from typing import Any
 
 import numpy as np
 
 from securefl.errors import InputError
-from securefl.machine import cpu_model
+from securefl.machine import machine_info, memory_bytes
+from securefl.output import atomic_write, format_bytes, format_seconds, jsonable, write_json
 
 
 def add_workers_argument(parser: argparse.ArgumentParser) -> None:
@@ -101,44 +101,6 @@ def validate_shared(args: argparse.Namespace) -> None:
         require_int(args, "--workers", minimum=1)
 
 
-def memory_bytes() -> int | None:
-    """Physical memory of this machine in bytes (None where unknown)."""
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError):
-        return None
-
-
-def machine_info() -> dict[str, Any]:
-    """Where a figure was measured: CPU model, cores, memory, Python and library versions."""
-    memory = memory_bytes()
-    memory_gb = None if memory is None else round(memory / 2**30, 1)
-    return {
-        "cpu": cpu_model(),
-        "cores": os.cpu_count(),
-        "memory_gb": memory_gb,
-        "python": sys.version.split()[0],
-        "numpy": np.__version__,
-        "platform": platform.platform(),
-        "commit": _git_commit(),
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-    }
-
-
-def _git_commit() -> str | None:
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=5,
-            cwd=Path(__file__).resolve().parent,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() or None
-
-
 def peak_memory_mb() -> float:
     """Peak resident set size of this process so far, in MiB (Linux ru_maxrss is KiB)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -166,86 +128,6 @@ def check_output_file(path: str | os.PathLike, flag: str = "--json") -> Path:
             flag, str(path), f"cannot write in {str(parent)!r} ({exc.strerror or exc})"
         ) from None
     return target
-
-
-def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], Any], *,
-                 mode: int | None = None) -> Path:
-    """Create ``path`` atomically: ``write(handle)`` fills a hidden temporary file in the
-    same folder, which is fsynced and renamed over ``path``.  Its permissions are
-    ``0666 & ~umask``, or exactly ``mode`` (e.g. ``0o600`` for a file holding secrets: the
-    temporary file is created 0600, so no other user can open it at any moment).
-
-    On any failure (an exception in ``write``, a full disk, Ctrl-C) the temporary file is
-    removed and ``path`` keeps its previous content: no partial files are left behind.
-    """
-    target = Path(path)
-    descriptor, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(descriptor, "wb") as handle:
-            write(handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, 0o666 & ~_umask() if mode is None else mode)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return target
-
-
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-def write_json(record: dict[str, Any], path: str | os.PathLike) -> Path:
-    """Write ``record`` as indented JSON atomically (:func:`atomic_write`); the parent
-    folder must exist (:func:`check_output_file` checks it before the run)."""
-    text = json.dumps(record, indent=2, default=jsonable) + "\n"
-    return atomic_write(path, lambda handle: handle.write(text.encode()))
-
-
-def jsonable(value: Any) -> Any:
-    """``json.dumps`` fallback for numpy scalars and arrays and paths."""
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, Path):
-        return str(value)
-    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
-
-
-def format_bytes(count: float) -> str:
-    """Bytes in decimal units as the README quotes them: 16 B, 8.39 kB, 159.44 MB, 51.50 GB."""
-    value, units = float(count), ("B", "kB", "MB", "GB", "TB", "PB")
-    index = 0
-    while abs(value) >= 1000 and index < len(units) - 1:
-        value /= 1000
-        index += 1
-    if index == 0:
-        return f"{value:.0f} B" if value.is_integer() else f"{value:.2f} B"
-    return f"{value:,.2f} {units[index]}"
-
-
-def format_seconds(seconds: float) -> str:
-    """Seconds with sensible precision: 850 µs, 12.3 ms, 2.27 s, 31.6 s, 143 s (2 min 23 s).
-
-    A value that rounds up to the next unit is written in it (0.9996 s is "1 s", never
-    "1e+03 ms")."""
-    if seconds == 0:
-        return "0 s"
-    if abs(float(f"{seconds * 1e6:.3g}")) < 1000:
-        return f"{seconds * 1e6:.3g} µs"
-    if abs(float(f"{seconds * 1e3:.3g}")) < 1000:
-        return f"{seconds * 1e3:.3g} ms"
-    if abs(float(f"{seconds:.3g}")) < 100:
-        return f"{seconds:.3g} s"
-    minutes, rest = divmod(round(seconds), 60)
-    hours, minutes = divmod(minutes, 60)
-    clock = f"{hours} h {minutes} min" if hours else f"{minutes} min {rest} s"
-    return f"{seconds:,.0f} s ({clock})"
 
 
 def format_field(name: str, value: Any) -> str:
@@ -303,3 +185,9 @@ def record_rows(
 
 def _label(key: str) -> str:
     return key.replace("_", " ")
+
+
+__all__ = ["add_workers_argument", "atomic_write", "check_output_file", "format_bytes",
+           "format_field", "format_seconds", "jsonable", "machine_info", "memory_bytes",
+           "peak_memory_mb", "record_rows", "require_float", "require_int", "validate_shared",
+           "write_json"]

@@ -128,11 +128,6 @@ def _lagrange(xs: tuple[int, ...]) -> np.ndarray:
     return np.array(coefficients, dtype=np.uint64)
 
 
-def lagrange_at_zero(points: Sequence[int]) -> np.ndarray:
-    """Cached Lagrange coefficients lambda_j for interpolating f(0) from f(points)."""
-    return _lagrange(_check_points(points)).copy()
-
-
 def share(
     secrets: np.ndarray,
     *,

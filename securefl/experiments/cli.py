@@ -36,7 +36,6 @@ from typing import Any
 
 from rich.console import Console
 
-from securefl.bench.common import format_seconds
 from securefl.errors import ConfigError
 from securefl.experiments.config import (
     DEFAULT_CONFIG,
@@ -59,6 +58,7 @@ from securefl.experiments.runner import (
     new_state,
     state_config,
 )
+from securefl.output import format_seconds
 
 RUNS_FOLDER = Path("runs")
 FILE_DATASETS = {

@@ -40,7 +40,10 @@ The digits default (what ``securefl run`` runs with no arguments) is the file
 data.  Command-line flags override the file; ``--set KEY=VALUE`` (:func:`apply_settings`)
 overrides any key of it by its dotted path, e.g. ``--set hyper.fedprop.alpha=0.9``.
 Everything is validated here, before any data is loaded or any file is written, and every
-problem is a :class:`~securefl.errors.ConfigError` naming the key and the bad value.
+problem is a :class:`~securefl.errors.ConfigError` naming the key and the bad value; a
+method's hyper-parameters are checked by building its dataclass
+(:mod:`securefl.methods.hyper`), whose errors are InputErrors naming
+``hyper.<method>.<key>``.
 
 ``device`` is where the methods' models train and predict (:mod:`securefl.fl.device`);
 the configuration checks its spelling, ``securefl run`` whether this machine has it,
@@ -97,6 +100,14 @@ def method_parameters(name: str) -> set[str]:
     from securefl.methods import hyper_parameters
 
     return set(hyper_parameters(name))
+
+
+def method_hyper(name: str, hyper: dict[str, Any]) -> Any:
+    """Method ``name``'s hyper-parameter dataclass built from ``hyper``, every value checked
+    (:func:`securefl.methods.build_hyper`)."""
+    from securefl.methods import build_hyper
+
+    return build_hyper(name, hyper)
 
 
 def dataset_names() -> tuple[str, ...]:
@@ -304,7 +315,7 @@ def config_from_dict(raw: dict[str, Any], *, source: str | None = None) -> Exper
     for key, value in (("name", name), ("description", description)):
         if not isinstance(value, str):
             raise ConfigError(f"{key}={value!r}: must be a string")
-    return ExperimentConfig(
+    config = ExperimentConfig(
         name=name,
         methods=methods,
         dataset=dataset,
@@ -324,6 +335,16 @@ def config_from_dict(raw: dict[str, Any], *, source: str | None = None) -> Exper
         device=device,
         eval_every=eval_every,
     )
+    check_hyper(config)
+    return config
+
+
+def check_hyper(config: ExperimentConfig) -> None:
+    """Build every method's hyper-parameter dataclass (:func:`securefl.methods.build_hyper`)
+    from what :meth:`ExperimentConfig.hyper_for` gives it: every value is checked here,
+    and an InputError names ``hyper.<method>.<key>`` and the value."""
+    for method in config.methods:
+        method_hyper(method, config.hyper_for(method))
 
 
 def _table(raw: dict[str, Any], key: str) -> dict[str, Any]:

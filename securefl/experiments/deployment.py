@@ -6,8 +6,8 @@ Run config (Flower's ``run_config``, flat scalars; the same dict in process;
 :func:`program_config` writes it):
 
 =================  ===========================================================================
-``method``         the method's name (:data:`securefl.methods.METHOD_NAMES`; it must be split
-                   and, on any transport but the in-process one, ``deployable``)
+``method``         the method's name (:func:`securefl.methods.method_names`; every method
+                   runs on any transport)
 ``secure``         ``real`` or ``plaintext`` (default: the experiment's mode; ``both`` -> real)
 ``experiment``     JSON of an experiment configuration (the TOML-shaped dict of
                    :func:`securefl.experiments.config.config_from_dict`; default: the digits
@@ -27,7 +27,7 @@ experiment's ``num_clients``), ``data-dir`` (where MNIST etc. are; digits needs 
 call :func:`securefl.experiments.load_federations` makes -- so node *k* holds exactly
 simulator client *k*'s data.  The server half keeps the validation and test sets (the
 runner's evaluation, :func:`securefl.experiments.evaluate_round`) and gives the method
-the federation's training view, of which a deployable method reads only public facts.
+the federation's training view, of which a method reads only public facts.
 The method is built as the runner builds it (:func:`securefl.experiments.runner.build_job_method`)
 with the crypto seed of :func:`job_crypto_seed`: the experiment's ``crypto_seed`` where it
 sets one, the plaintext seed in plaintext mode, else none (real mode: every secret from
@@ -213,10 +213,6 @@ class ExperimentServer(ServerHalf):
             raise InputError("clients", transport.clients,
                              f"the experiment's partition needs clients {expected}")
         method = build(job)
-        if type(method).client_half is None:
-            raise InputError("method", job.method, "is not split into halves yet")
-        if not type(method).deployable and not isinstance(transport, InProcessTransport):
-            raise InputError("method", job.method, "runs in process only (a simulated step)")
         transport.timeout = job.timeout
         method.setup(federation.for_training(), transport=transport)
         rounds = []

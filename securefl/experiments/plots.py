@@ -23,8 +23,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from securefl.bench.common import atomic_write, format_bytes
 from securefl.experiments.report import mode_text
+from securefl.output import atomic_write, format_bytes
 
 ACCURACY_PLOT = "accuracy.png"
 COST_PLOT = "cost.png"

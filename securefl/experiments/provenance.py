@@ -30,8 +30,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from securefl.bench.common import machine_info
-from securefl.machine import torch_cpu_capability
+from securefl.machine import machine_info, torch_cpu_capability
 
 LIBRARIES = (
     "securefl", "torch", "numpy", "scipy", "scikit-learn", "cryptography", "pycryptodome",

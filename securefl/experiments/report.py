@@ -31,7 +31,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from securefl.bench.common import atomic_write
+from securefl.output import atomic_write
 
 README_FILE = "README.md"
 

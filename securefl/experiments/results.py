@@ -54,8 +54,8 @@ from typing import Any
 
 import numpy as np
 
-from securefl.bench.common import atomic_write, jsonable
 from securefl.errors import ConfigError
+from securefl.output import atomic_write, jsonable
 
 RESULTS_FILE = "results.json"
 SCHEMA = "securefl.run/2"

@@ -7,10 +7,12 @@ A method is set up on a federation's training view (no validation or test set), 
 round per ``run_round`` and returns a :class:`RoundResult` (cost, pseudo-labels; no
 accuracy); ``predict(x) -> labels`` and ``score(x, y)`` let the runner evaluate it.
 
-``name`` is one of :data:`METHOD_NAMES`; every hyper-parameter is an explicit keyword
-of the method's class (defaults from the papers' appendices) and an unknown one raises
-:class:`~securefl.errors.ConfigError` naming it.  Method modules are imported lazily so
-that building one method does not import the others.
+``name`` is one of :func:`method_names` (the registry, :mod:`securefl.methods.registry`: a
+method is one :func:`register_method`); its hyper-parameters are a dataclass
+(:mod:`securefl.methods.hyper`, defaults from the papers' appendices) built and checked
+before the method: an unknown or bad one raises :class:`~securefl.errors.InputError`
+naming ``hyper.<name>.<key>``.  Method modules are imported lazily so that building one
+method does not import the others.  The built-in methods (:data:`BUILTIN_METHODS`):
 
 =====================  ==========================================  =====================
 name                   class                                       paper
@@ -28,82 +30,49 @@ fedavg-locallp         securefl.methods.baselines:FedAvgLocalLP    FedAvg+PL(loc
 fedavg-pl              securefl.methods.baselines:FedAvgPL         FedAvg+PL(network)
 fedavg-mt              securefl.methods.baselines:FedAvgMT         FedAvg+MT
 fedavg-fixmatch        securefl.methods.baselines:FedAvgFixMatch   FedAvg+FixMatch
-fedmatch               securefl.methods.fedmatch:FedMatch          FedMatch (labels at client)
+fedmatch               securefl.methods.fedmatch:FedMatch          FedMatch (Jeong et al.)
 =====================  ==========================================  =====================
 
 fedavg-locallp, -pl and -mt are FedProp's Table 1 baselines (fedprop.md §5.1),
 fedavg-fixmatch is FedSemi Table 1's FedFixMatch.
 
-Server and client halves (:mod:`securefl.methods.halves`): a split method names its
-:class:`MethodClient` in ``client_half``; :class:`LocalData` is what a node holds;
-:func:`method_run_config` is the run config its client halves are built from.  Split
-today: every method -- the FedAvg family, FedProp / FedProp+MT (CrossClientLP's parties at
-the clients), FedSemi-Pi/-MT/-D, FedAnchor and ProtoFSSL, all deployable (client halves in
-``fedavg_clients``, ``fedprop_clients``, ``fedsemi_clients``, ``fedanchor_client``,
-``protofssl_client``); ``docs/method-halves.md`` is the guide to writing one.
+Server and client halves (:mod:`securefl.methods.halves`): every method is its server half
+and names its :class:`MethodClient` in ``client_half``; :class:`LocalData` is what a node
+holds; :func:`method_run_config` is the run config its client halves are built from.
+Every method runs on any transport.  ``docs/write-a-method.md`` shows how to add one.
 """
 
 from __future__ import annotations
 
-import importlib
-import inspect
 from typing import Any
 
-from securefl.errors import ConfigError
-from securefl.methods.base import SECURE_MODES, Method, RoundResult, label_digest
-from securefl.methods.halves import LocalData, MethodClient
+from securefl.methods.base import SECURE_MODES, Method, RoundResult
+from securefl.methods.halves import LocalData, MethodClient, label_digest
 from securefl.methods.halves import run_config as method_run_config
-
-_REGISTRY: dict[str, tuple[str, str]] = {
-    "fedprop": ("securefl.methods.fedprop", "FedProp"),
-    "fedprop-mt": ("securefl.methods.fedprop", "FedPropMT"),
-    "protofssl": ("securefl.methods.protofssl", "ProtoFSSL"),
-    "fedsemi-pi": ("securefl.methods.fedsemi", "FedSemiPi"),
-    "fedsemi-mt": ("securefl.methods.fedsemi", "FedSemiMT"),
-    "fedsemi-d": ("securefl.methods.fedsemi", "FedSemiD"),
-    "fedanchor": ("securefl.methods.fedanchor", "FedAnchor"),
-    "fedavg-labeled": ("securefl.methods.baselines", "FedAvgLabeled"),
-    "fedavg-supervised": ("securefl.methods.baselines", "FedAvgSupervised"),
-    "fedavg-locallp": ("securefl.methods.baselines", "FedAvgLocalLP"),
-    "fedavg-pl": ("securefl.methods.baselines", "FedAvgPL"),
-    "fedavg-mt": ("securefl.methods.baselines", "FedAvgMT"),
-    "fedavg-fixmatch": ("securefl.methods.baselines", "FedAvgFixMatch"),
-    "fedmatch": ("securefl.methods.fedmatch", "FedMatch"),
-}
-
-METHOD_NAMES: tuple[str, ...] = tuple(_REGISTRY)
-RUN_PARAMETERS = ("secure", "seed", "crypto_seed", "sum_backend", "device")
-"""Keywords every method takes that are set by the run, not hyper-parameters."""
+from securefl.methods.hyper import RUN_PARAMETERS, Hyper
+from securefl.methods.registry import (
+    BUILTIN_METHODS,
+    Registration,
+    build_hyper,
+    build_method,
+    hyper_class,
+    hyper_parameters,
+    method_class,
+    method_names,
+    register_method,
+    unregister_method,
+)
 
 
-def method_class(name: str) -> type[Method]:
-    """The class registered under ``name`` (imports its module)."""
-    if name not in _REGISTRY:
-        raise ConfigError(f"method={name!r}: unknown method; choose from {', '.join(METHOD_NAMES)}")
-    module, attribute = _REGISTRY[name]
-    return getattr(importlib.import_module(module), attribute)
+def __getattr__(attribute: str) -> Any:
+    """``METHOD_NAMES``: :func:`method_names` at the moment it is read (the registry is
+    open, so a constant would miss methods registered later)."""
+    if attribute == "METHOD_NAMES":
+        return method_names()
+    raise AttributeError(f"module {__name__!r} has no attribute {attribute!r}")
 
 
-def hyper_parameters(name: str) -> dict[str, Any]:
-    """The hyper-parameter keywords of method ``name`` with their defaults."""
-    signature = inspect.signature(method_class(name).__init__)
-    return {p.name: p.default for p in signature.parameters.values()
-            if p.kind is inspect.Parameter.KEYWORD_ONLY and p.name not in RUN_PARAMETERS}
-
-
-def build_method(name: str, *, secure: str = "plaintext", seed: int = 0,
-                 crypto_seed: int | None = None, sum_backend: str = "secagg", device: str = "cpu",
-                 **hyper: Any) -> Method:
-    """Build method ``name``; unknown names or hyper-parameters raise ConfigError.
-    ``crypto_seed``, ``sum_backend`` and ``device``: see :mod:`securefl.methods.base`."""
-    known = hyper_parameters(name)
-    unknown = sorted(set(hyper) - set(known))
-    if unknown:
-        raise ConfigError(f"hyper[{name}].{unknown[0]}={hyper[unknown[0]]!r}: unknown "
-                          f"hyper-parameter of {name}; known: {', '.join(sorted(known))}")
-    return method_class(name)(secure=secure, seed=seed, crypto_seed=crypto_seed,
-                              sum_backend=sum_backend, device=device, **hyper)
-
-
-__all__ = ["METHOD_NAMES", "SECURE_MODES", "LocalData", "Method", "MethodClient", "RoundResult",
-           "build_method", "hyper_parameters", "label_digest", "method_class", "method_run_config"]
+__all__ = ["BUILTIN_METHODS", "METHOD_NAMES", "RUN_PARAMETERS", "SECURE_MODES", "Hyper",
+           "LocalData", "Method", "MethodClient", "Registration", "RoundResult", "build_hyper",
+           "build_method", "hyper_class", "hyper_parameters", "label_digest", "method_class",
+           "method_names", "method_run_config", "register_method", "unregister_method"]

@@ -40,22 +40,20 @@ like the others) at its clients; ``torch_device`` is what it resolves to on this
 It is a run parameter, not a hyper-parameter: on the CPU it changes nothing, on CUDA the
 results differ from the CPU's in the last bits and in the random streams, not in kind.
 
-**Server half and client half.**  A method split into halves (:mod:`securefl.methods.halves`,
-``client_half`` set) is its server half: ``setup(federation, *, transport=None)`` connects
-it to a transport (:meth:`Method._connect`: in process over the federation's clients by
-default) and ``run_round`` is one round of its server half over that transport; its client
-half runs at the clients.  ``deployable`` says whether the server half needs no client's
-data (then it runs on Flower too).  Methods not split yet (``client_half = None``) run
-every party in this object.
+**Server half and client half.**  Every method is split into halves
+(:mod:`securefl.methods.halves`): this object is its server half, ``setup(federation, *,
+transport=None)`` connects it to a transport (:meth:`Method._connect`: in process over the
+federation's clients by default) and ``run_round`` is one round of its server half over
+that transport; its client half (``client_half``) runs at the clients.  The server half
+reads only the federation's public facts, so every method runs on any transport.
 """
 
 from __future__ import annotations
 
 import hashlib
-import inspect
 from abc import ABC, abstractmethod
-from dataclasses import asdict, dataclass
-from collections.abc import Sequence
+from dataclasses import asdict, dataclass, fields
+from collections.abc import Mapping, Sequence
 from typing import Any, Callable, ClassVar, TypeVar
 
 import numpy as np
@@ -63,6 +61,9 @@ import numpy as np
 from securefl.errors import InputError
 from securefl.fl.aggregation import SUM_BACKENDS
 from securefl.fl.device import resolve_device
+from securefl.methods.halves import MethodClient, MethodProgramClient, local_data, run_config
+from securefl.methods.hyper import RUN_PARAMETERS
+from securefl.methods.registry import hyper_class_of
 
 SECURE_MODES = ("real", "plaintext")
 
@@ -96,14 +97,14 @@ class RoundResult:
 
     Time: ``seconds`` is the round's wall time, ``train_seconds`` the clients' local
     computation (training, features, local pseudo-labels) and ``crypto_seconds`` its
-    cryptography (clients and server); a method whose round runs on a transport
-    (:mod:`securefl.methods.halves`) also reports ``messaging_seconds`` (exchange time not
-    spent in the clients' handlers, :class:`securefl.fl.costs.RoundMeter`),
-    ``bytes_down_per_client`` / ``bytes_up_per_client`` (the payload the transport
-    measured per participating client, each way; the model and protocol bytes above are
-    the nominal accounting every method shares) and ``participation`` (``members``,
-    ``survivors``, ``dropped``: step -> clients, ``failed``: client -> error); ``None``
-    where a method has not been split yet.
+    cryptography (clients and server); every round runs on a transport
+    (:mod:`securefl.methods.halves`) and also reports (:func:`round_bookkeeping`)
+    ``messaging_seconds`` (exchange time not spent in the clients' handlers,
+    :class:`securefl.fl.costs.RoundMeter`), ``bytes_down_per_client`` /
+    ``bytes_up_per_client`` (the payload the transport measured per participating client,
+    each way; the model and protocol bytes above are the nominal accounting every method
+    shares) and ``participation`` (``members``, ``survivors``, ``dropped``: step ->
+    clients, ``failed``: client -> error); ``None`` only in a result built by hand.
 
     Label coverage (FedProp; ``None`` elsewhere): ``label_mass_median`` is the median,
     over the unlabeled points of the clients that got pseudo-labels, of the label mass
@@ -135,13 +136,22 @@ class RoundResult:
         return asdict(self)
 
 
-def label_digest(labels: list[np.ndarray] | np.ndarray) -> str:
-    """SHA-256 (hex) of a sequence of int label arrays, order-sensitive."""
-    digest = hashlib.sha256()
-    for array in labels if isinstance(labels, list) else [labels]:
-        digest.update(np.ascontiguousarray(array, dtype=np.int64).tobytes())
-        digest.update(b"|")
-    return digest.hexdigest()
+def round_bookkeeping(meter: Any, *, members: Sequence[int], survivors: Sequence[int],
+                      dropped: Mapping[str, Sequence[int]] | None = None,
+                      failed: Mapping[int, str] | None = None) -> dict[str, Any]:
+    """The :class:`RoundResult` keywords every round on a transport fills alike, from its
+    :class:`~securefl.fl.costs.RoundMeter` ``meter``: ``messaging_seconds``,
+    ``bytes_down_per_client`` / ``bytes_up_per_client`` (the meter's mean per member) and
+    ``participation`` -- ``members``, ``survivors``, ``dropped`` (step -> clients, steps
+    that dropped nobody left out) and ``failed`` (client, as a string, -> error, by
+    client).  Use: ``RoundResult(round=..., ..., **round_bookkeeping(meter, ...))``."""
+    down, up = meter.bytes_per_client()
+    return {"messaging_seconds": meter.messaging_seconds,
+            "bytes_down_per_client": down, "bytes_up_per_client": up,
+            "participation": {
+                "members": [int(k) for k in members], "survivors": list(survivors),
+                "dropped": {step: list(who) for step, who in (dropped or {}).items() if who},
+                "failed": {str(c): text for c, text in sorted((failed or {}).items())}}}
 
 
 class Method(ABC):
@@ -149,13 +159,10 @@ class Method(ABC):
 
     name: ClassVar[str]
     uses_pseudo_labels: ClassVar[bool] = False
-    client_half: ClassVar[type | None] = None
-    """The method's :class:`~securefl.methods.halves.MethodClient`, or ``None`` while the
-    method still runs every party in this object (not split yet)."""
-    deployable: ClassVar[bool] = False
-    """True when the server half reads no client's data, so the method runs on any
-    transport (Flower); a split method with a simulated server-side step (FedProp's
-    central CrossClientLP until it is converted) runs in process only."""
+    client_half: ClassVar[type[MethodClient]]
+    """The method's client half (:class:`~securefl.methods.halves.MethodClient`): what a
+    client does with each of the method's requests.  The server half reads no client's
+    data, so every method runs on any transport (Flower included)."""
     on_phase: Callable[[str], None] | None = None
     """Set by the runner: told (a short text) when a long phase starts, e.g. a warm-up round."""
 
@@ -196,11 +203,13 @@ class Method(ABC):
         return int.from_bytes(hashlib.sha256(text.encode()).digest()[:16], "big")
 
     def keywords(self) -> dict[str, Any]:
-        """The constructor keywords of this method with their current values (every
-        keyword is stored under its own name, scikit-learn's ``get_params``)."""
-        signature = inspect.signature(type(self).__init__)
-        return {name: getattr(self, name) for name, p in signature.parameters.items()
-                if p.kind is inspect.Parameter.KEYWORD_ONLY}
+        """The run parameters and hyper-parameters of this method with their current values
+        (each stored under its own name, scikit-learn's ``get_params``): the fields of its
+        hyper-parameter dataclass (:func:`securefl.methods.registry.hyper_class_of`), so a
+        constructor may pass the keywords it does not use on to its base class as
+        ``**keywords``."""
+        names = (*RUN_PARAMETERS, *(spec.name for spec in fields(hyper_class_of(type(self)))))
+        return {name: getattr(self, name) for name in names}
 
     def _connect(self, federation: Any, transport: Any = None) -> Any:
         """Set ``self.transport`` (split methods, in ``setup``): ``transport`` if given,
@@ -209,7 +218,6 @@ class Method(ABC):
         :meth:`_client_order`.  Returns it."""
         from securefl.fl.policy import POLICY, PrivacyPolicy
         from securefl.fl.transport import InProcessTransport, NodeContext
-        from securefl.methods.halves import MethodProgramClient, local_data, run_config
 
         if transport is None:
             run = run_config(self)

@@ -109,7 +109,7 @@ from securefl.fl import SimulationRNG, load_model_vector, model_bytes, model_vec
 from securefl.fl.costs import RoundMeter
 from securefl.fl.transport import Exchange, Record, Transport
 from securefl.fl.uploads import UploadPlan
-from securefl.methods.base import Method, RoundResult
+from securefl.methods.base import Method, RoundResult, round_bookkeeping
 from securefl.methods.fedavg_clients import (
     TRAIN,
     FedAvgMTClient,
@@ -130,10 +130,8 @@ class FedAvgRound:
     compute_seconds: float
     crypto_seconds: float
     protocol_bytes: float
-    messaging_seconds: float
-    bytes_down_per_client: float
-    bytes_up_per_client: float
-    participation: dict[str, Any]
+    bookkeeping: dict[str, Any]
+    """:func:`~securefl.methods.base.round_bookkeeping` of the round."""
     train: Exchange = field(repr=False)
 
 
@@ -141,7 +139,6 @@ class FedAvgMethod(Method):
     """FedAvg's server half with pluggable client halves (``client_half``)."""
 
     uses_pseudo_labels: ClassVar[bool] = False
-    deployable: ClassVar[bool] = True
 
     def __init__(self, *, secure: str = "plaintext", seed: int = 0, crypto_seed: int | None = None,
                  sum_backend: str = "secagg", device: str = "cpu", model: str = "auto",
@@ -255,13 +252,10 @@ class FedAvgMethod(Method):
         meter.add(outcome.exchanges)
         for name, model in models.items():
             load_model_vector(model, outcome.averages[name])
-        down, up = meter.bytes_per_client()
-        participation = {"members": members, "survivors": list(outcome.survivors),
-                         "dropped": {k: list(v) for k, v in outcome.dropped.items() if v},
-                         "failed": {str(c): text for c, text in sorted(outcome.failed.items())}}
+        bookkeeping = round_bookkeeping(meter, members=members, survivors=outcome.survivors,
+                                        dropped=outcome.dropped, failed=outcome.failed)
         return FedAvgRound(meter.compute_seconds, outcome.crypto_seconds,
-                           outcome.protocol_bytes_per_client, meter.messaging_seconds, down, up,
-                           participation, train)
+                           outcome.protocol_bytes_per_client, bookkeeping, train)
 
     def run_round(self, round_index: int) -> RoundResult:
         start = time.perf_counter()
@@ -270,19 +264,15 @@ class FedAvgMethod(Method):
         lr = self.learning_rate(round_index)
         done = self._fedavg_round(selected, lr, context, round_index)
         self.rounds_done = round_index + 1
-        digest, accuracy = context.get("pseudo_label_digest"), context.get("pseudo_label_accuracy")
-        if self.uses_pseudo_labels and "pseudo_label_digest" not in context:
-            digest, accuracy = collect_pseudo_labels(done.train.replies, [int(k) for k in selected])
+        digest, accuracy = (collect_pseudo_labels(done.train.replies, [int(k) for k in selected])
+                            if self.uses_pseudo_labels else (None, None))
         return RoundResult(
             round=round_index, seconds=time.perf_counter() - start,
             train_seconds=done.compute_seconds,
             crypto_seconds=context["crypto_seconds"] + done.crypto_seconds,
             bytes_model_per_client=2.0 * sum(model_bytes(m) for m in self._models().values()),
             bytes_protocol_per_client=context["protocol_bytes"] + done.protocol_bytes,
-            pseudo_label_accuracy=accuracy, pseudo_label_digest=digest,
-            messaging_seconds=done.messaging_seconds,
-            bytes_down_per_client=done.bytes_down_per_client,
-            bytes_up_per_client=done.bytes_up_per_client, participation=done.participation)
+            pseudo_label_accuracy=accuracy, pseudo_label_digest=digest, **done.bookkeeping)
 
     def _eval_model(self) -> nn.Module:
         """The model :meth:`predict` uses (the one the method deploys)."""
@@ -331,29 +321,19 @@ class FedAvgSupervised(FedAvgMethod):
 class PseudoLabelMethod(FedAvgMethod):
     """FedAvg whose clients train on labels plus weighted pseudo-labels (FedProp family).
 
-    Setup runs ``warmup_rounds`` of labeled-only FedAvg (Algorithm 2, line 2).  Where the
-    pseudo-labels are made is the subclass's: at the client (FedAvg+PL, FedAvg+PL(localLP):
-    the client half makes and reports them) or by the server's round preparation (FedProp,
-    whose context's ``pseudo`` travels down in the train requests as ``pseudo/labels`` and
-    ``pseudo/weights``).  A round's ``crypto_seconds`` is the pseudo-labelling protocol's
-    (FedProp) plus the secure aggregation's; points whose pseudo-label is ``-1`` (no label
-    reached them) are left out of training.
+    Setup runs ``warmup_rounds`` of labeled-only FedAvg (Algorithm 2, line 2).  The
+    pseudo-labels are made at the clients, by the subclass's client half (FedAvg+PL,
+    FedAvg+PL(localLP): locally; FedProp: CrossClientLP's client parties), which reports
+    them.  A round's ``crypto_seconds`` is the pseudo-labelling protocol's (FedProp) plus
+    the secure aggregation's; points whose pseudo-label is ``-1`` (no label reached them)
+    are left out of training.
     """
 
     uses_pseudo_labels: ClassVar[bool] = True
 
-    def __init__(self, *, secure: str = "plaintext", seed: int = 0, crypto_seed: int | None = None,
-                 sum_backend: str = "secagg", device: str = "cpu", model: str = "auto",
-                 clients_per_round: int = 5, local_epochs: int = 5, batch_size: int = 50,
-                 lr: float = 0.1, momentum: float = 0.9, weight_decay: float = 2e-4,
-                 lr_decay_rounds: int | None = 2000, prox_mu: float = 0.0,
-                 max_shift: int | None = None, hflip: bool = False, warmup_rounds: int = 10) -> None:
-        super().__init__(secure=secure, seed=seed, crypto_seed=crypto_seed,
-                         sum_backend=sum_backend, device=device, model=model,
-                         clients_per_round=clients_per_round, local_epochs=local_epochs,
-                         batch_size=batch_size, lr=lr, momentum=momentum,
-                         weight_decay=weight_decay, lr_decay_rounds=lr_decay_rounds,
-                         prox_mu=prox_mu, max_shift=max_shift, hflip=hflip)
+    def __init__(self, *, warmup_rounds: int = 10,
+                 **keywords: Any) -> None:
+        super().__init__(**keywords)
         self.warmup_rounds = warmup_rounds
 
     def _setup_extra(self) -> None:
@@ -373,13 +353,6 @@ class PseudoLabelMethod(FedAvgMethod):
             self._fedavg_round(selected, self.lr, {"warmup": True}, -(warmup_round + 1))
         self.warmup_seconds = time.perf_counter() - start
 
-    def _request_arrays(self, client: int, context: dict[str, Any]) -> dict[str, np.ndarray]:
-        if "pseudo" not in context:
-            return {}
-        labels, weights = context["pseudo"][int(client)]
-        return {"pseudo/labels": np.asarray(labels, dtype=np.int64),
-                "pseudo/weights": np.asarray(weights, dtype=np.float64)}
-
 
 class FedAvgLocalLP(PseudoLabelMethod):
     """FedAvg+PL(localLP): per-client label propagation on plaintext local features."""
@@ -387,19 +360,9 @@ class FedAvgLocalLP(PseudoLabelMethod):
     name = "fedavg-locallp"
     client_half = LocalLPClient
 
-    def __init__(self, *, secure: str = "plaintext", seed: int = 0, crypto_seed: int | None = None,
-                 sum_backend: str = "secagg", device: str = "cpu", model: str = "auto",
-                 clients_per_round: int = 5, local_epochs: int = 5, batch_size: int = 50,
-                 lr: float = 0.1, momentum: float = 0.9, weight_decay: float = 2e-4,
-                 lr_decay_rounds: int | None = 2000, prox_mu: float = 0.0,
-                 max_shift: int | None = None, hflip: bool = False, warmup_rounds: int = 10, k: int = 10,
-                 alpha: float = 0.99) -> None:
-        super().__init__(secure=secure, seed=seed, crypto_seed=crypto_seed,
-                         sum_backend=sum_backend, device=device, model=model,
-                         clients_per_round=clients_per_round, local_epochs=local_epochs,
-                         batch_size=batch_size, lr=lr, momentum=momentum,
-                         weight_decay=weight_decay, lr_decay_rounds=lr_decay_rounds,
-                         prox_mu=prox_mu, max_shift=max_shift, hflip=hflip, warmup_rounds=warmup_rounds)
+    def __init__(self, *, k: int = 10, alpha: float = 0.99,
+                 **keywords: Any) -> None:
+        super().__init__(**keywords)
         self.k = k
         self.alpha = alpha
 
@@ -410,19 +373,9 @@ class FedAvgPL(PseudoLabelMethod):
     name = "fedavg-pl"
     client_half = NetworkPLClient
 
-    def __init__(self, *, secure: str = "plaintext", seed: int = 0, crypto_seed: int | None = None,
-                 sum_backend: str = "secagg", device: str = "cpu", model: str = "auto",
-                 clients_per_round: int = 5, local_epochs: int = 5, batch_size: int = 50,
-                 lr: float = 0.1, momentum: float = 0.9, weight_decay: float = 2e-4,
-                 lr_decay_rounds: int | None = 2000, prox_mu: float = 0.0,
-                 max_shift: int | None = None, hflip: bool = False, warmup_rounds: int = 10,
-                 threshold: float = 0.0, entropy_weights: bool = False) -> None:
-        super().__init__(secure=secure, seed=seed, crypto_seed=crypto_seed,
-                         sum_backend=sum_backend, device=device, model=model,
-                         clients_per_round=clients_per_round, local_epochs=local_epochs,
-                         batch_size=batch_size, lr=lr, momentum=momentum,
-                         weight_decay=weight_decay, lr_decay_rounds=lr_decay_rounds,
-                         prox_mu=prox_mu, max_shift=max_shift, hflip=hflip, warmup_rounds=warmup_rounds)
+    def __init__(self, *, threshold: float = 0.0, entropy_weights: bool = False,
+                 **keywords: Any) -> None:
+        super().__init__(**keywords)
         self.threshold = threshold
         self.entropy_weights = entropy_weights
 
@@ -438,20 +391,10 @@ class FedAvgFixMatch(FedAvgMethod):
     name = "fedavg-fixmatch"
     client_half = FixMatchClient
 
-    def __init__(self, *, secure: str = "plaintext", seed: int = 0, crypto_seed: int | None = None,
-                 sum_backend: str = "secagg", device: str = "cpu", model: str = "auto",
-                 clients_per_round: int = 5, local_epochs: int = 5, batch_size: int = 50,
-                 lr: float = 0.1, momentum: float = 0.9, weight_decay: float = 2e-4,
-                 lr_decay_rounds: int | None = 2000, prox_mu: float = 0.0,
-                 max_shift: int | None = None, hflip: bool = False, threshold: float = 0.95,
-                 unlabeled_ratio: int = 7, unlabeled_weight: float = 1.0, num_ops: int = 2,
-                 cutout: float = 0.5) -> None:
-        super().__init__(secure=secure, seed=seed, crypto_seed=crypto_seed,
-                         sum_backend=sum_backend, device=device, model=model,
-                         clients_per_round=clients_per_round, local_epochs=local_epochs,
-                         batch_size=batch_size, lr=lr, momentum=momentum,
-                         weight_decay=weight_decay, lr_decay_rounds=lr_decay_rounds,
-                         prox_mu=prox_mu, max_shift=max_shift, hflip=hflip)
+    def __init__(self, *, threshold: float = 0.95, unlabeled_ratio: int = 7,
+                 unlabeled_weight: float = 1.0, num_ops: int = 2, cutout: float = 0.5,
+                 **keywords: Any) -> None:
+        super().__init__(**keywords)
         self.threshold = threshold
         self.unlabeled_ratio = unlabeled_ratio
         self.unlabeled_weight = unlabeled_weight
@@ -537,20 +480,10 @@ class FedAvgMT(MeanTeacherRounds, FedAvgMethod):
     name = "fedavg-mt"
     client_half = FedAvgMTClient
 
-    def __init__(self, *, secure: str = "plaintext", seed: int = 0, crypto_seed: int | None = None,
-                 sum_backend: str = "secagg", device: str = "cpu", model: str = "auto",
-                 clients_per_round: int = 5, local_epochs: int = 5, batch_size: int = 50,
-                 lr: float = 0.1, momentum: float = 0.9, weight_decay: float = 2e-4,
-                 lr_decay_rounds: int | None = 2000, prox_mu: float = 0.0,
-                 max_shift: int | None = None, hflip: bool = False, ema_decay: float = 0.99,
-                 consistency_weight: float = 100.0, consistency_rampup: int = 5,
-                 noise_std: float = 0.1) -> None:
-        super().__init__(secure=secure, seed=seed, crypto_seed=crypto_seed,
-                         sum_backend=sum_backend, device=device, model=model,
-                         clients_per_round=clients_per_round, local_epochs=local_epochs,
-                         batch_size=batch_size, lr=lr, momentum=momentum,
-                         weight_decay=weight_decay, lr_decay_rounds=lr_decay_rounds,
-                         prox_mu=prox_mu, max_shift=max_shift, hflip=hflip)
+    def __init__(self, *, ema_decay: float = 0.99, consistency_weight: float = 100.0,
+                 consistency_rampup: int = 5, noise_std: float = 0.1,
+                 **keywords: Any) -> None:
+        super().__init__(**keywords)
         self.ema_decay = ema_decay
         self.consistency_weight = consistency_weight
         self.consistency_rampup = consistency_rampup

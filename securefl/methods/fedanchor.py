@@ -96,7 +96,7 @@ from securefl.fl.training import batches, predict_labels
 from securefl.fl.transport import Record, Transport
 from securefl.fl.uploads import UploadPlan
 from securefl.methods.anchoring import label_contrastive_loss, mixup_loss
-from securefl.methods.base import Method, RoundResult
+from securefl.methods.base import Method, RoundResult, round_bookkeeping
 from securefl.methods.common import build_network
 from securefl.methods.fedanchor_client import LABELS, LATENTS, TRAIN, FedAnchorClient, latents
 from securefl.methods.halves import collect_pseudo_labels
@@ -109,7 +109,6 @@ class FedAnchor(Method):
     name: ClassVar[str] = "fedanchor"
     uses_pseudo_labels: ClassVar[bool] = True
     client_half = FedAnchorClient
-    deployable: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -267,10 +266,6 @@ class FedAnchor(Method):
         head_bytes = sum(p.numel() for p in self.anchor_head.parameters()) * 4
         anchor_bytes = anchor_z.numel() * 4 + self.anchor_y.numel()  # latents (float32) and labels (1 byte each)
         payload = 4.0 * (vector.size + 1)
-        down, up = meter.bytes_per_client()
-        participation = {"members": chosen, "survivors": list(outcome.survivors),
-                         "dropped": {k: list(v) for k, v in outcome.dropped.items() if v},
-                         "failed": {str(c): text for c, text in sorted(outcome.failed.items())}}
         return RoundResult(
             round=round_index,
             seconds=time.perf_counter() - start,
@@ -280,10 +275,8 @@ class FedAnchor(Method):
             bytes_protocol_per_client=outcome.protocol_bytes_per_client + anchor_bytes,
             pseudo_label_accuracy=accuracy,
             pseudo_label_digest=digest,
-            messaging_seconds=meter.messaging_seconds,
-            bytes_down_per_client=down,
-            bytes_up_per_client=up,
-            participation=participation,
+            **round_bookkeeping(meter, members=chosen, survivors=outcome.survivors,
+                                dropped=outcome.dropped, failed=outcome.failed),
         )
 
     def predict(self, x: np.ndarray) -> np.ndarray:

@@ -8,8 +8,8 @@ Steps (one exchange each):
     and, for mean-teacher rounds, ``teacher``; config ``round`` (index; warm-up round
     ``w`` is ``-(w + 1)``), ``lr``, ``warmup`` (labeled-only training),
     ``consistency_weight`` (mean teacher), the secure sums' parameters
-    (:class:`securefl.fl.uploads.UploadPlan`); FedProp's compatibility path adds arrays
-    ``pseudo/labels`` and ``pseudo/weights``.
+    (:class:`securefl.fl.uploads.UploadPlan`); FedProp's adds its rows of CrossClientLP's
+    result (:mod:`securefl.methods.fedprop_clients`).
     The client builds the architecture from its keywords (``model``, ``seed``) and its
     data's shape, loads the vector(s), runs ClientUpdate with its generators
     ``client_rng(seed, round, client)`` -- bit for bit the update the simulator made on a
@@ -159,18 +159,14 @@ class SupervisedClient(FedAvgClient):
 
 class PseudoLabelClient(FedAvgClient):
     """Labels plus weighted pseudo-labels over ``B_L u B_U`` (FedProp's ClientUpdate);
-    labeled-only in warm-up rounds.  Pseudo-labels come from the request (the server's:
-    FedProp's compatibility path) unless a subclass makes them locally."""
+    labeled-only in warm-up rounds.  Each subclass makes the pseudo-labels at the client
+    (:meth:`pseudo_labels`)."""
 
-    def pseudo_labels(self, request, models, data):
-        try:
-            labels = np.asarray(request.arrays["pseudo/labels"], dtype=np.int64)
-            weights = np.asarray(request.arrays["pseudo/weights"], dtype=np.float64)
-        except KeyError:
-            raise ProtocolError("train request without the round's pseudo-labels") from None
-        if labels.shape != (len(data.client),) or weights.shape != labels.shape:
-            raise ProtocolError(f"pseudo-labels must have shape ({len(data.client)},)")
-        return labels, weights
+    @abstractmethod
+    def pseudo_labels(self, request: Record, models: dict[str, nn.Module], data: LocalData
+                      ) -> tuple[np.ndarray, np.ndarray]:
+        """This round's (pseudo-labels, weights) of the client's points; label ``-1``:
+        none reached the point (left out of training)."""
 
     def local_update(self, models, data, request, rng, pseudo):
         model, lr = models["model"], float(request.config["lr"])

@@ -78,7 +78,7 @@ relays, assembles H, builds the graph, solves for the requested columns and forw
 client's rows, which its ``train`` request carries; ClientUpdate and the model's secure
 aggregation follow (:class:`~securefl.methods.fedprop_clients.FedPropClient`,
 :class:`~securefl.methods.fedprop_clients.FedPropMTClient`).  The server half reads only the
-federation's public facts, so FedProp runs on Flower (``deployable = True``).  The
+federation's public facts, so FedProp runs on Flower (as every method does).  The
 pseudo-label digest and accuracy come from the clients' reports (run config ``reports``).
 With ``hamming_backend="lwe"`` or ``"rlwe"`` the clients run the LWE backend in four hops instead of
 SHADE's five (:mod:`securefl.crypto.lwe_hops`: key, broadcasts of ``C`` and ``H'`` relayed
@@ -89,7 +89,7 @@ any transport.
 from __future__ import annotations
 
 import time
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 from torch import nn
@@ -116,23 +116,12 @@ class FedProp(PseudoLabelMethod):
 
     name = "fedprop"
     client_half = FedPropClient
-    deployable: ClassVar[bool] = True
 
-    def __init__(self, *, secure: str = "plaintext", seed: int = 0, crypto_seed: int | None = None,
-                 sum_backend: str = "secagg", device: str = "cpu", model: str = "auto",
-                 clients_per_round: int = 5, local_epochs: int = 5, batch_size: int = 50,
-                 lr: float = 0.1, momentum: float = 0.9, weight_decay: float = 2e-4,
-                 lr_decay_rounds: int | None = 2000, prox_mu: float = 0.0,
-                 warmup_rounds: int = 10, k: int = 10, alpha: float = 0.99,
-                 L: int = 4096, max_shift: int | None = None, hflip: bool = False,
+    def __init__(self, *, k: int = 10, alpha: float = 0.99, L: int = 4096,
                  hamming_backend: str = "auto", min_label_mass: float = 0.0,
-                 mass_weighting: bool = False, warmup_in_budget: bool = False) -> None:
-        super().__init__(secure=secure, seed=seed, crypto_seed=crypto_seed,
-                         sum_backend=sum_backend, device=device, model=model,
-                         clients_per_round=clients_per_round, local_epochs=local_epochs,
-                         batch_size=batch_size, lr=lr, momentum=momentum,
-                         weight_decay=weight_decay, lr_decay_rounds=lr_decay_rounds,
-                         prox_mu=prox_mu, max_shift=max_shift, hflip=hflip, warmup_rounds=warmup_rounds)
+                 mass_weighting: bool = False, warmup_in_budget: bool = False,
+                 **keywords: Any) -> None:
+        super().__init__(**keywords)
         self.k = k
         self.alpha = alpha
         self.L = L
@@ -301,24 +290,10 @@ class FedPropMT(MeanTeacherRounds, FedProp):
     name = "fedprop-mt"
     client_half = FedPropMTClient
 
-    def __init__(self, *, secure: str = "plaintext", seed: int = 0, crypto_seed: int | None = None,
-                 sum_backend: str = "secagg", device: str = "cpu", model: str = "auto",
-                 clients_per_round: int = 5, local_epochs: int = 5, batch_size: int = 50,
-                 lr: float = 0.1, momentum: float = 0.9, weight_decay: float = 2e-4,
-                 lr_decay_rounds: int | None = 2000, prox_mu: float = 0.0,
-                 warmup_rounds: int = 10, k: int = 10, alpha: float = 0.99, L: int = 4096,
-                 max_shift: int | None = None, hflip: bool = False, ema_decay: float = 0.99, consistency_weight: float = 100.0,
+    def __init__(self, *, ema_decay: float = 0.99, consistency_weight: float = 100.0,
                  consistency_rampup: int = 5, noise_std: float = 0.1,
-                 hamming_backend: str = "auto", min_label_mass: float = 0.0,
-                 mass_weighting: bool = False) -> None:
-        super().__init__(secure=secure, seed=seed, crypto_seed=crypto_seed,
-                         sum_backend=sum_backend, device=device, model=model,
-                         clients_per_round=clients_per_round, local_epochs=local_epochs,
-                         batch_size=batch_size, lr=lr, momentum=momentum,
-                         weight_decay=weight_decay, lr_decay_rounds=lr_decay_rounds,
-                         prox_mu=prox_mu, warmup_rounds=warmup_rounds, k=k, alpha=alpha, L=L,
-                         max_shift=max_shift, hflip=hflip, hamming_backend=hamming_backend,
-                         min_label_mass=min_label_mass, mass_weighting=mass_weighting)
+                 **keywords: Any) -> None:
+        super().__init__(**keywords)
         self.ema_decay = ema_decay
         self.consistency_weight = consistency_weight
         self.consistency_rampup = consistency_rampup

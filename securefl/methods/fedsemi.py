@@ -74,7 +74,7 @@ from securefl.fl.rng import SimulationRNG
 from securefl.fl.sampling import sample_clients
 from securefl.fl.training import predict_labels
 from securefl.fl.transport import Record, Transport
-from securefl.methods.base import Method, RoundResult
+from securefl.methods.base import Method, RoundResult, round_bookkeeping
 from securefl.methods.common import build_network, layer_groups
 from securefl.methods.consistency import (
     CONSISTENCY_LOSSES,
@@ -101,7 +101,6 @@ class FedSemi(Method):
     name: ClassVar[str] = "fedsemi"
     variant: ClassVar[str] = "d"
     client_half = FedSemiClient
-    deployable: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -275,13 +274,8 @@ class FedSemi(Method):
         self.groups.load(self.student, new_student)
         self.last_upload_rate = float(masks.mean())
 
-        down, up = meter.bytes_per_client()
         survivors = sorted(set.intersection(*(set(v) for v in outcome.survivors.values())))
         dropped = {"train": tuple(k for k in chosen if k not in train.replies), **outcome.dropped}
-        participation = {"members": chosen, "survivors": survivors,
-                         "dropped": {k: list(v) for k, v in dropped.items() if v},
-                         "failed": {str(c): text for c, text in
-                                    sorted({**train.failed, **outcome.failed}.items())}}
         return RoundResult(
             round=round_index,
             seconds=time.perf_counter() - start,
@@ -289,10 +283,8 @@ class FedSemi(Method):
             crypto_seconds=outcome.crypto_seconds,
             bytes_model_per_client=model_bytes / len(trained),
             bytes_protocol_per_client=protocol_bytes / len(trained),
-            messaging_seconds=meter.messaging_seconds,
-            bytes_down_per_client=down,
-            bytes_up_per_client=up,
-            participation=participation,
+            **round_bookkeeping(meter, members=chosen, survivors=survivors, dropped=dropped,
+                                failed={**train.failed, **outcome.failed}),
         )
 
     def predict(self, x: np.ndarray) -> np.ndarray:

@@ -36,8 +36,8 @@ request config (per message)           the round index, the round's inputs the s
                                        (:class:`securefl.fl.uploads.UploadPlan`)
 request arrays                         the global model(s) as float64 vectors
                                        (:func:`securefl.fl.model_vector`), server-made
-                                       per-client inputs (pseudo-labels of the FedProp
-                                       compatibility path)
+                                       per-client inputs (FedProp's rows of the
+                                       CrossClientLP result)
 reply                                  uploads (:func:`securefl.fl.uploads.upload`),
                                        protocol messages, costs (:data:`securefl.fl.costs.COMPUTE`,
                                        :data:`~securefl.fl.costs.CRYPTO`), reports
@@ -72,12 +72,13 @@ state Records of its in-process transport (``"clients"``:
 (:meth:`InProcessTransport.adopt`).  The FedAvg family keeps nothing between rounds, so
 its ``"clients"`` is empty.
 
-``docs/method-halves.md`` is the guide to writing one (what to put where, the FedAvg family
-as the worked example).
+``docs/write-a-method.md`` shows how to write a method (a worked example that runs in both
+modes); ``docs/method-halves.md`` says what goes in which half.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from abc import ABC, abstractmethod
@@ -133,7 +134,7 @@ def run_config(method: "Method", *, reports: bool = True, public_crypto_seed: bo
 
 @lru_cache(maxsize=16)
 def _configured(name: str, keywords: str) -> "Method":
-    from securefl.methods import build_method
+    from securefl.methods.registry import build_method
 
     try:
         return build_method(name, **json.loads(keywords))
@@ -231,10 +232,7 @@ class MethodProgramClient(ClientHalf):
     def handle(self, step: str, request: Record, state: Record, node: NodeContext) -> Record:
         method = configured_method(node.run_config)
         node.policy().check_method(method)  # the run config may ask for more privacy, never less
-        half = type(method).client_half
-        if half is None:
-            raise InputError("method", method.name, "has no client half (not split yet)")
-        return half(method).handle(step, request, state, node)
+        return type(method).client_half(method).handle(step, request, state, node)
 
 
 def report_pseudo_labels(reply: Record, pseudo: np.ndarray, data: LocalData) -> None:
@@ -251,8 +249,6 @@ def collect_pseudo_labels(replies: Mapping[int, Record], clients: list[int]
                           ) -> tuple[str | None, float | None]:
     """The round's pseudo-label digest (clients in ``clients`` order) and accuracy from
     the reports; ``(None, None)`` unless every client reported."""
-    from securefl.methods.base import label_digest
-
     key = f"{REPORT}pseudo_labels"
     if not clients or not all(c in replies and key in replies[c].arrays for c in clients):
         return None, None
@@ -260,3 +256,12 @@ def collect_pseudo_labels(replies: Mapping[int, Record], clients: list[int]
     total = sum(int(replies[c].config[f"{REPORT}unlabeled"]) for c in clients)
     digest = label_digest([np.asarray(replies[c].arrays[key]) for c in clients])
     return digest, (hits / total if total else None)
+
+
+def label_digest(labels: list[np.ndarray] | np.ndarray) -> str:
+    """SHA-256 (hex) of a sequence of int label arrays, order-sensitive."""
+    digest = hashlib.sha256()
+    for array in labels if isinstance(labels, list) else [labels]:
+        digest.update(np.ascontiguousarray(array, dtype=np.int64).tobytes())
+        digest.update(b"|")
+    return digest.hexdigest()

@@ -18,7 +18,9 @@ import pytest
 
 from securefl.data import load_dataset, partition
 from securefl.errors import ConfigError
-from securefl.methods.base import Method, RoundResult, label_digest
+from securefl.methods.base import Method, RoundResult
+from securefl.methods.halves import label_digest
+from securefl.methods.hyper import derived_hyper
 
 FAKE_NAMES = ("softmax-st", "softmax-sup")
 
@@ -159,6 +161,8 @@ def fake_registry(monkeypatch):
         config, "method_parameters",
         lambda name: {"lr", "clients_per_round", "local_steps"},
     )
+    monkeypatch.setattr(config, "method_hyper",
+                        lambda name, hyper: derived_hyper(SoftmaxSelfTraining)(**hyper))
     monkeypatch.setattr(run_cli, "build_job_method", fake_factory)
     return FAKE_NAMES
 

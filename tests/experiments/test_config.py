@@ -46,10 +46,10 @@ def test_hyper_goes_to_the_methods_that_take_it():
 
 
 def test_overrides_replace_file_values(tmp_path):
-    config = load_config(None, methods=["all"], rounds=2, seed=5, secure="both",
+    config = load_config(None, methods=["all"], rounds=4, seed=5, secure="both",
                          dataset="mnist", data_dir=str(tmp_path))
     assert config.methods == METHOD_NAMES
-    assert (config.rounds, config.seed, config.secure) == (2, 5, "both")
+    assert (config.rounds, config.seed, config.secure) == (4, 5, "both")
     assert config.secure_modes == ("real", "plaintext")
     assert (config.dataset, config.data_dir) == ("mnist", str(tmp_path))
 

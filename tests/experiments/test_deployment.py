@@ -197,8 +197,7 @@ def test_a_node_with_another_partition_count_is_refused():
         ExperimentClient().handle("train", Record(), Record(), outside)
 
 
-def test_methods_that_are_not_deployable_or_not_split_are_refused(monkeypatch):
-    from securefl.experiments.deployment import ExperimentServer
+def test_fedprop_with_either_hamming_backend_runs_on_a_remote_transport():
     from securefl.fl.transport import Transport
 
     class Elsewhere(Transport):
@@ -209,12 +208,6 @@ def test_methods_that_are_not_deployable_or_not_split_are_refused(monkeypatch):
         def _exchange(self, step, requests, timeout):
             raise AssertionError("a refused method reached a client")
 
-    from securefl.methods.protofssl import ProtoFSSL
-
-    monkeypatch.setattr(ProtoFSSL, "client_half", None)  # every method is split today
-    for method, problem in (("protofssl", "not split"),):
-        with pytest.raises(InputError, match=problem):
-            ExperimentServer().run(Elsewhere(program="method"), job(method, rounds=1))
     # FedProp is deployable with either secure Hamming backend: SHADE and LWE both run as
     # exchanges (securefl.crypto.shade_hops, securefl.crypto.lwe_hops); setup on a remote
     # transport is no longer refused for LWE (it was "in process only"): setup goes on to

@@ -33,10 +33,10 @@ def test_set_overrides_any_key_by_its_path():
 
 
 def test_set_goes_through_validation_and_loses_to_flags():
-    config = load_config(None, settings=["hyper.fedprop.alpha=0.5", "rounds=4",
-                                         "partition.validation_fraction=0.2"], rounds=2)
+    config = load_config(None, settings=["hyper.fedprop.alpha=0.5", "rounds=6",
+                                         "partition.validation_fraction=0.2"], rounds=5)
     assert config.hyper_for("fedprop")["alpha"] == 0.5
-    assert config.rounds == 2 and config.partition["validation_fraction"] == 0.2
+    assert config.rounds == 5 and config.partition["validation_fraction"] == 0.2
     with pytest.raises(ConfigError, match="rounds"):
         load_config(None, settings=["rounds=many"])
     with pytest.raises(ConfigError, match="validation_fraction"):

@@ -16,11 +16,14 @@ from securefl.errors import InputError, ProtocolError
 from securefl.fl import model_vector
 from securefl.fl.policy import POLICY, PrivacyPolicy
 from securefl.fl.transport import InProcessTransport, NodeContext, Record
-from securefl.methods import METHOD_NAMES, build_method
+from securefl.methods import METHOD_NAMES, build_method, method_class
+from securefl.methods.baselines import FedAvgMethod
 from securefl.methods.halves import MethodProgramClient, configured_method, local_data, run_config
 
-FEDAVG = ("fedavg-labeled", "fedavg-supervised", "fedavg-locallp", "fedavg-pl", "fedavg-mt",
-          "fedavg-fixmatch")
+FEDPROP = ("fedprop", "fedprop-mt")
+FEDAVG = tuple(n for n in METHOD_NAMES
+               if issubclass(method_class(n), FedAvgMethod) and n not in FEDPROP)
+"""The FedAvg family (server halves on :class:`FedAvgMethod`), from the registry."""
 TINY = {"clients_per_round": 3, "local_epochs": 1, "batch_size": 8, "lr": 0.05}
 
 
@@ -131,12 +134,12 @@ def test_a_methods_configuration_travels_losslessly_in_its_run_config(name):
 
 
 @pytest.mark.parametrize("secure", ["plaintext", "real"])
-@pytest.mark.parametrize("name", ["fedprop", "fedprop-mt"])
+@pytest.mark.parametrize("name", FEDPROP)
 def test_fedprops_server_half_reads_no_clients_data(name, secure, tiny_digits):
     """FedProp's CrossClientLP runs at the clients (embedding, LSH, SHADE, padded sums):
     the server half given a federation of noise while the nodes hold the real data gives
-    the same pseudo-labels, models and bytes as the true federation -- what makes FedProp
-    and FedProp+MT ``deployable``."""
+    the same pseudo-labels, models and bytes as the true federation -- what lets FedProp
+    and FedProp+MT run on any transport."""
     rng = np.random.default_rng(1)
     noise = Federation(
         tiny_digits.name,
@@ -152,7 +155,6 @@ def test_fedprops_server_half_reads_no_clients_data(name, secure, tiny_digits):
     digests, accuracy = rounds(blind, tiny_digits)
     assert (digests, accuracy) == rounds(honest, tiny_digits)
     assert all(digests)
-    assert type(blind).deployable
 
 
 def test_fedprop_with_the_lwe_backend_reads_no_clients_data(tiny_digits):
@@ -174,8 +176,8 @@ def test_fedprop_with_the_lwe_backend_reads_no_clients_data(tiny_digits):
     assert {"cclp/lwe/3"} <= set(blind.transport.stats.seconds) and "cclp/shade/1" not in blind.transport.stats.seconds
 
 
-CONVERTED = ("fedsemi-pi", "fedsemi-mt", "fedsemi-d", "fedanchor", "protofssl", "fedmatch")
-"""Methods converted after the FedAvg family (issue 14, phase 2), each with the small
+OTHERS = tuple(n for n in METHOD_NAMES if n not in FEDAVG + FEDPROP)
+"""Every other registered method (FedSemi, FedAnchor, ProtoFSSL, ...), each with the small
 settings of ``tests/methods/test_client_order.py``."""
 CONVERTED_TINY = {**TINY, "rounds": 5, "n_unlabeled": 10, "helpers": 2, "pretrain_epochs": 1,
                   "server_batch_size": 20, "threshold": 0.0, "confidence": 0.3, "helper_interval": 1}
@@ -200,8 +202,8 @@ def noise_of(federation, seed=0):
 
 
 @pytest.mark.parametrize("secure", ["plaintext", "real"])
-@pytest.mark.parametrize("name", CONVERTED)
-def test_a_converted_server_half_reads_no_clients_data(name, secure, tiny_digits, tiny_digits_server):
+@pytest.mark.parametrize("name", OTHERS)
+def test_every_other_server_half_reads_no_clients_data(name, secure, tiny_digits, tiny_digits_server):
     """As for the FedAvg family: the server half given a federation of noise while the
     nodes hold the real data gives every output of the true federation (models included)."""
     federation = tiny_digits_server if name == "fedanchor" else tiny_digits
@@ -210,7 +212,6 @@ def test_a_converted_server_half_reads_no_clients_data(name, secure, tiny_digits
     blind = build_method(name, secure=secure, seed=1, **converted_hyper(name))
     blind.setup(noise_of(federation), transport=InProcessTransport(MethodProgramClient(),
                                                                     nodes_of(blind, federation)))
-    assert type(blind).deployable
     assert rounds(blind, federation) == rounds(honest, federation)
     assert [model_vector(m).tobytes() for m in (v for v in vars(blind).values() if isinstance(v, torch.nn.Module))] \
         == [model_vector(m).tobytes() for m in (v for v in vars(honest).values() if isinstance(v, torch.nn.Module))]

@@ -143,22 +143,22 @@ def label_string(labels: list[np.ndarray] | np.ndarray) -> str:
 
 @contextmanager
 def captured_pseudo_labels() -> Iterator[list[str]]:
-    """The pseudo-labels every method hands to :func:`securefl.methods.base.label_digest`
+    """The pseudo-labels every method hands to :func:`securefl.methods.halves.label_digest`
     (its one digest function), in call order, while the context is open."""
-    import securefl.methods.base as base
+    from securefl.methods import halves
 
     seen: list[str] = []
-    original = base.label_digest
+    original = halves.label_digest
 
     def capture(labels):
         seen.append(label_string(labels))
         return original(labels)
 
-    base.label_digest = capture
+    halves.label_digest = capture
     try:
         yield seen
     finally:
-        base.label_digest = original
+        halves.label_digest = original
 
 
 def _plain(value: Any) -> Any:
@@ -179,7 +179,7 @@ def record(name: str, secure: str, feds: dict[str, Any], **changes: Any) -> list
     import torch
 
     from securefl.methods import build_method, hyper_parameters
-    from securefl.methods.base import label_digest
+    from securefl.methods.halves import label_digest
 
     torch.set_num_threads(1)
     federation = feds["server"] if name == "fedanchor" else feds["clients"]

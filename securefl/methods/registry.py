@@ -1,0 +1,148 @@
+"""The method registry: a method is one registration, a name bound to its server-half class
+and its hyper-parameter dataclass (:mod:`securefl.methods.hyper`).
+
+Classes may be given as ``"module:Class"`` paths, imported when first needed, so that
+building one method does not import the others.  :func:`build_method` checks the
+hyper-parameters (:func:`build_hyper`) before it builds the method; ``securefl run``,
+the method program of every transport (:func:`securefl.methods.halves.configured_method`)
+and the tests derive their method lists from :func:`method_names`.  Re-exported by
+:mod:`securefl.methods`; ``docs/write-a-method.md`` shows a registration.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any
+
+from securefl.errors import ConfigError, InputError
+from securefl.methods.hyper import derived_hyper, hyper_error
+
+if TYPE_CHECKING:
+    from securefl.methods.base import Method
+
+
+@dataclass(frozen=True)
+class Registration:
+    """One registered method: its class and its hyper-parameter dataclass, each a class or
+    the ``"module:Class"`` path it is imported from when first needed (``hyper=None``: one
+    derived from the constructor, :func:`securefl.methods.hyper.derived_hyper`)."""
+
+    method: type | str
+    hyper: type | str | None = None
+
+
+_REGISTRY: dict[str, Registration] = {}
+
+
+def register_method(name: str, method: type | str, *, hyper: type | str | None = None) -> None:
+    """Make ``method`` (a :class:`Method` subclass or its ``"module:Class"`` path) known as
+    ``name`` to :func:`build_method`, ``securefl run --method`` and the method program of
+    every transport, with hyper-parameter dataclass ``hyper`` (a
+    :class:`~securefl.methods.hyper.Hyper` subclass or its path).  A name is registered
+    once (InputError otherwise); the process that runs a method's client half must have
+    registered it too (in process it is the same one)."""
+    if not isinstance(name, str) or not name or name == "all" or name in _REGISTRY:
+        raise InputError("name", name, "must be a new method name (not 'all', not registered)")
+    _REGISTRY[name] = Registration(method, hyper)
+
+
+def unregister_method(name: str) -> None:
+    """Forget the method registered as ``name`` (ConfigError if there is none)."""
+    _registration(name)
+    del _REGISTRY[name]
+
+
+for _name, _path, _hyper in (
+    ("fedprop", "fedprop:FedProp", "FedPropHyper"),
+    ("fedprop-mt", "fedprop:FedPropMT", "FedPropMTHyper"),
+    ("protofssl", "protofssl:ProtoFSSL", "ProtoFSSLHyper"),
+    ("fedsemi-pi", "fedsemi:FedSemiPi", "FedSemiHyper"),
+    ("fedsemi-mt", "fedsemi:FedSemiMT", "FedSemiHyper"),
+    ("fedsemi-d", "fedsemi:FedSemiD", "FedSemiDHyper"),
+    ("fedanchor", "fedanchor:FedAnchor", "FedAnchorHyper"),
+    ("fedavg-labeled", "baselines:FedAvgLabeled", "FedAvgHyper"),
+    ("fedavg-supervised", "baselines:FedAvgSupervised", "FedAvgHyper"),
+    ("fedavg-locallp", "baselines:FedAvgLocalLP", "LocalLPHyper"),
+    ("fedavg-pl", "baselines:FedAvgPL", "NetworkPLHyper"),
+    ("fedavg-mt", "baselines:FedAvgMT", "FedAvgMTHyper"),
+    ("fedavg-fixmatch", "baselines:FedAvgFixMatch", "FixMatchHyper"),
+):
+    register_method(_name, f"securefl.methods.{_path}", hyper=f"securefl.methods.hyper:{_hyper}")
+register_method("fedmatch", "securefl.methods.fedmatch:FedMatch",
+                hyper="securefl.methods.hyper:FedMatchHyper")
+
+BUILTIN_METHODS: tuple[str, ...] = tuple(_REGISTRY)
+"""The methods securefl ships (the table above), in the order of ``--method all``."""
+
+
+def method_names() -> tuple[str, ...]:
+    """Every registered method's name: the built-in ones, then those registered later."""
+    return tuple(_REGISTRY)
+
+
+def _registration(name: str) -> Registration:
+    if name not in _REGISTRY:
+        raise ConfigError(f"method={name!r}: unknown method; choose from {', '.join(_REGISTRY)}")
+    return _REGISTRY[name]
+
+
+def _load(target: type | str) -> type:
+    if isinstance(target, type):
+        return target
+    module, _, attribute = target.partition(":")
+    return getattr(importlib.import_module(module), attribute)
+
+
+def method_class(name: str) -> type[Method]:
+    """The class registered under ``name`` (imports its module)."""
+    return _load(_registration(name).method)
+
+
+def hyper_class(name: str) -> type:
+    """The hyper-parameter dataclass of method ``name`` (:mod:`securefl.methods.hyper`)."""
+    registration = _registration(name)
+    if registration.hyper is None:
+        return derived_hyper(method_class(name))
+    return _load(registration.hyper)
+
+
+def hyper_class_of(method: type) -> type:
+    """The hyper-parameter dataclass of class ``method``: the one registered with it under
+    its ``name``, else one derived from its constructor (an unregistered class)."""
+    registration = _REGISTRY.get(getattr(method, "name", None))
+    if registration is not None and _load(registration.method) is method:
+        return hyper_class(method.name)
+    return derived_hyper(method)
+
+
+def hyper_parameters(name: str) -> dict[str, Any]:
+    """The hyper-parameter keywords of method ``name`` with their defaults."""
+    return {spec.name: spec.default for spec in fields(hyper_class(name))}
+
+
+def build_hyper(name: str, hyper: dict[str, Any]) -> Any:
+    """Method ``name``'s hyper-parameter dataclass built from ``hyper`` (the rest default):
+    every value checked, before any data is needed.  An unknown key or a bad value raises
+    InputError naming ``hyper.<name>.<key>`` and the value."""
+    cls = hyper_class(name)
+    known = hyper_parameters(name)
+    unknown = sorted(set(hyper) - set(known))
+    if unknown:
+        raise InputError(f"hyper.{name}.{unknown[0]}", hyper[unknown[0]],
+                         f"unknown hyper-parameter of {name}; known: {', '.join(sorted(known))}")
+    try:
+        return cls(**hyper)
+    except InputError as exc:
+        raise hyper_error(name, exc) from None
+
+
+def build_method(name: str, *, secure: str = "plaintext", seed: int = 0,
+                 crypto_seed: int | None = None, sum_backend: str = "secagg", device: str = "cpu",
+                 **hyper: Any) -> Method:
+    """Build method ``name`` with its hyper-parameters checked first (:func:`build_hyper`);
+    an unknown name raises ConfigError.  ``crypto_seed``, ``sum_backend`` and ``device``:
+    see :mod:`securefl.methods.base`."""
+    checked = build_hyper(name, hyper)
+    return method_class(name)(secure=secure, seed=seed, crypto_seed=crypto_seed,
+                              sum_backend=sum_backend, device=device, **checked.keywords())

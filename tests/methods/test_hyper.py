@@ -1,0 +1,113 @@
+"""The hyper-parameter dataclasses (:mod:`securefl.methods.hyper`) agree with the methods'
+constructors and check what they claim to."""
+
+from __future__ import annotations
+
+from dataclasses import FrozenInstanceError, fields
+
+import pytest
+
+from securefl.errors import InputError
+from securefl.methods import (
+    RUN_PARAMETERS,
+    build_hyper,
+    build_method,
+    hyper_class,
+    method_class,
+    method_names,
+)
+from securefl.methods.hyper import (
+    FedPropHyper,
+    Hyper,
+    constructor_keywords,
+    derived_hyper,
+    hp,
+    integer,
+)
+
+
+@pytest.mark.parametrize("name", method_names())
+def test_the_dataclass_has_the_constructors_keywords_and_defaults(name):
+    keywords = {key: p.default for key, p in constructor_keywords(method_class(name)).items()
+                if key not in RUN_PARAMETERS}
+    defaults = {spec.name: spec.default for spec in fields(hyper_class(name))}
+    assert defaults == keywords
+    assert issubclass(hyper_class(name), Hyper)
+    build_hyper(name, {})  # the paper defaults pass their own checks
+
+
+def test_a_built_dataclass_is_frozen_and_passes_values_as_given():
+    hyper = build_hyper("fedprop", {"alpha": 0.5, "L": 256})
+    assert isinstance(hyper, FedPropHyper) and (hyper.alpha, hyper.L) == (0.5, 256)
+    with pytest.raises(FrozenInstanceError):
+        hyper.alpha = 2.0  # type: ignore[misc]
+    method = build_method("fedprop", alpha=0.5, L=256)
+    assert (method.alpha, method.L, method.k) == (0.5, 256, 10)
+
+
+def test_errors_name_the_method_and_key_and_value():
+    with pytest.raises(InputError) as caught:
+        build_method("fedprop", alpha=2)
+    assert str(caught.value) == "hyper.fedprop.alpha=2: must be a number in (0, 1)"
+    with pytest.raises(InputError, match=r"^hyper.fedprop.bogus=1: unknown hyper-parameter"):
+        build_hyper("fedprop", {"bogus": 1})
+    with pytest.raises(InputError, match="noise_multiplier"):
+        build_hyper("protofssl", {"noise_multiplier": 1.0, "clip": 1.0, "noise_std": 0.1})
+
+
+def test_bools_are_not_integers_and_infinities_are_not_numbers():
+    with pytest.raises(InputError, match="clients_per_round"):
+        build_hyper("fedavg-labeled", {"clients_per_round": True})
+    with pytest.raises(InputError, match="weight_decay"):
+        build_hyper("fedavg-labeled", {"weight_decay": float("inf")})
+
+
+class _Toy:
+    def __init__(self, *, secure: str = "plaintext", seed: int = 0, rate: float = 0.5,
+                 steps: int = 3, shift: int | None = None, name: str = "a",
+                 on: bool = True, anything: list[int] | None = None) -> None:
+        pass
+
+
+def test_a_derived_dataclass_checks_the_annotated_types():
+    toy = derived_hyper(_Toy)
+    assert {spec.name for spec in fields(toy)} == {"rate", "steps", "shift", "name", "on", "anything"}
+    assert toy().keywords() == {"rate": 0.5, "steps": 3, "shift": None, "name": "a", "on": True,
+                                "anything": None}
+    toy(shift=2, anything=[1])
+    for key, value in (("rate", "x"), ("steps", 1.5), ("shift", "2"), ("name", 3), ("on", 1)):
+        with pytest.raises(InputError, match=f"^{key}="):
+            toy(**{key: value})
+
+
+class _ToyChild(_Toy):
+    def __init__(self, *, extra: int = 1, **keywords) -> None:
+        super().__init__(**keywords)
+
+
+def test_keywords_passed_on_to_the_base_class_are_the_methods_too():
+    assert set(constructor_keywords(_ToyChild)) == {"extra", "secure", "seed", "rate", "steps",
+                                                    "shift", "name", "on", "anything"}
+    assert derived_hyper(_ToyChild)(extra=2, rate=0.1).keywords()["rate"] == 0.1
+
+
+def test_a_field_check_runs_on_every_build():
+    from dataclasses import dataclass
+
+    @dataclass(frozen=True)
+    class Small(Hyper):
+        count: int = hp(1, integer(1, 10))
+
+    assert Small(count=9).count == 9
+    for bad in (0, 10, 2.0):
+        with pytest.raises(InputError, match=r"^count=.*must be an integer in \[1, 10\)"):
+            Small(count=bad)
+
+
+def test_protofssls_choices_are_the_methods_own():
+    """hyper.py keeps ProtoFSSL's choices itself (importing protofssl would close an import
+    circle through the registry); they must stay the method's."""
+    from securefl.methods import protofssl
+    from securefl.methods.hyper import PROTOFSSL_AGGREGATIONS, PROTOFSSL_NORMS
+
+    assert (PROTOFSSL_AGGREGATIONS, PROTOFSSL_NORMS) == (protofssl.AGGREGATIONS, protofssl.NORMS)
