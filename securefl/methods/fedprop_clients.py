@@ -452,6 +452,7 @@ class CrossClientSteps:
                 sizes=in_session, session=session, credentials=self._node.credentials(),
                 ring=ring))
         elif hop == 2:  # the flooded answers leave here: counted against the node's cap first
+            lwe_hops.HopState.load(saved, me, 2)  # a hop that ran already is refused before the ledger
             self._node.ledger().serve_lwe(
                 session=transport_session(state) + session,
                 distance=statistical_distance(list(in_session.values()), int(self.method.L)),
