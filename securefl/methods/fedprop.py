@@ -89,7 +89,7 @@ any transport.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from torch import nn
@@ -289,11 +289,16 @@ class FedPropMT(MeanTeacherRounds, FedProp):
 
     name = "fedprop-mt"
     client_half = FedPropMTClient
+    fixed_keywords: ClassVar[dict[str, Any]] = {"warmup_in_budget": False}
+    """FedProp keywords this method does not take (the mean teacher's warm-up is its own)."""
 
     def __init__(self, *, ema_decay: float = 0.99, consistency_weight: float = 100.0,
                  consistency_rampup: int = 5, noise_std: float = 0.1,
                  **keywords: Any) -> None:
-        super().__init__(**keywords)
+        refused = sorted(set(keywords) & set(self.fixed_keywords))
+        if refused:
+            raise InputError(refused[0], keywords[refused[0]], "is not a fedprop-mt hyper-parameter")
+        super().__init__(**keywords, **self.fixed_keywords)
         self.ema_decay = ema_decay
         self.consistency_weight = consistency_weight
         self.consistency_rampup = consistency_rampup

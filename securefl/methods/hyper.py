@@ -228,9 +228,9 @@ def _hamming_backends() -> tuple[str, ...]:
 
 
 @dataclass(frozen=True)
-class FedPropHyper(PseudoLabelHyper):
-    """fedprop: CrossClientLP's ``k``, ``alpha``, LSH length ``L`` in [1, 2^16), the secure
-    Hamming backend, and the optional label-mass gate (FedProp Algorithm 2 / 3)."""
+class CrossClientLPHyper(PseudoLabelHyper):
+    """fedprop and fedprop-mt: CrossClientLP's ``k``, ``alpha``, LSH length ``L`` in
+    [1, 2^16), the secure Hamming backend, and the optional label-mass gate (FedProp Algorithm 2 / 3)."""
 
     k: int = hp(10, integer(1))
     alpha: float = hp(0.99, number(0.0, 1.0, low_open=True, high_open=True))
@@ -238,11 +238,18 @@ class FedPropHyper(PseudoLabelHyper):
     hamming_backend: str = hp("auto", choice(_hamming_backends()))
     min_label_mass: float = hp(0.0, NON_NEGATIVE)
     mass_weighting: bool = hp(False, flag)
+
+
+@dataclass(frozen=True)
+class FedPropHyper(CrossClientLPHyper):
+    """fedprop: CrossClientLP's fields and ``warmup_in_budget`` (the warm-up rounds counted
+    inside the round budget; FedProp only, off: the paper's schedule)."""
+
     warmup_in_budget: bool = hp(False, flag)
 
 
 @dataclass(frozen=True)
-class FedPropMTHyper(FedPropHyper, MeanTeacherHyper):
+class FedPropMTHyper(CrossClientLPHyper, MeanTeacherHyper):
     """fedprop-mt: FedProp's fields and the mean teacher's."""
 
 
@@ -423,15 +430,17 @@ def _annotation_check(annotation: Any) -> tuple[Check, ...]:
 
 def constructor_keywords(method: type) -> dict[str, inspect.Parameter]:
     """The keyword-only parameters of ``method``'s constructor, those it passes on as
-    ``**keywords`` to its base classes' included (first declaration wins), by name."""
+    ``**keywords`` to its base classes' included (first declaration wins), by name; not
+    those the method fixes itself (its ``fixed_keywords``)."""
     found: dict[str, inspect.Parameter] = {}
+    fixed = set(getattr(method, "fixed_keywords", ()))  # set by the method, not a hyper-parameter
     for klass in method.__mro__:
         init = klass.__dict__.get("__init__")
         if init is None:
             continue
         parameters = inspect.signature(init).parameters.values()
         for parameter in parameters:
-            if parameter.kind is inspect.Parameter.KEYWORD_ONLY:
+            if parameter.kind is inspect.Parameter.KEYWORD_ONLY and parameter.name not in fixed:
                 found.setdefault(parameter.name, parameter)
         if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
             break

@@ -155,7 +155,7 @@ def test_fedprop_warmup_in_budget_changes_the_trajectory(monkeypatch, tiny_digit
 def test_fedprop_warmup_in_budget_is_fedprops_only():
     """FedProp+MT keeps the paper's warm-up before its rounds: the key is refused there."""
     assert "warmup_in_budget" not in hyper_parameters("fedprop-mt")
-    with pytest.raises(ConfigError, match="warmup_in_budget"):
+    with pytest.raises(InputError, match="warmup_in_budget"):
         build_method("fedprop-mt", warmup_in_budget=True)
 
 
