@@ -69,13 +69,20 @@ def stopped(federation: LocalFederation) -> None:
     assert pids and not [p for p in pids if _alive(p)]
 
 
-def test_key_substitution_by_a_modified_server_app_is_refused_by_every_supernode():
+def test_key_substitution_and_policy_downgrades_are_refused_by_every_supernode():
+    """One federation (its start-up is the expensive part) for every attack: key
+    substitution by a modified ServerApp (link keys, secure-sum keys); plaintext mode and a
+    planted crypto seed through the run config (an honest ServerApp runs them: the operator
+    writes the run config); a cohort of one through a modified ServerApp."""
     federation = LocalFederation(nodes=3, mode="fast", poll=0.1)
     try:
         federation.start()
         links = launch(federation, {"program": "link-check", "rounds": 1, "frames": 2,
                                     "timeout": 60.0}, "link-keys", "link-keys")
         sums = launch(federation, fedavg(), "sum-keys", "sum-keys")["attack"]
+        plaintext = launch(federation, fedavg(secure="plaintext"), "plaintext", None)["attack"]
+        seeded = launch(federation, fedavg("crypto_seed=11"), "crypto-seed", None)["attack"]
+        cohort = launch(federation, fedavg(), "cohort", "cohort")["attack"]
     finally:
         stopped(federation)
     # link keys: every client refused the forged table and sent no batch
@@ -87,20 +94,7 @@ def test_key_substitution_by_a_modified_server_app_is_refused_by_every_supernode
     assert set(sums["sent"]["train"]) == set(CLIENTS)
     refused_by_all(sums, "secagg/keys", "does not verify under roster")
     assert "secagg/ciphertexts" not in sums["sent"] and sums["error"].startswith("DropoutError")
-
-
-def test_a_policy_downgrade_is_refused_by_every_supernode():
-    """Plaintext mode and a planted crypto seed through the run config (an honest ServerApp
-    runs them: the operator writes the run config), a cohort of one through a modified
-    ServerApp."""
-    federation = LocalFederation(nodes=3, mode="fast", poll=0.1)
-    try:
-        federation.start()
-        plaintext = launch(federation, fedavg(secure="plaintext"), "plaintext", None)["attack"]
-        seeded = launch(federation, fedavg("crypto_seed=11"), "crypto-seed", None)["attack"]
-        cohort = launch(federation, fedavg(), "cohort", "cohort")["attack"]
-    finally:
-        stopped(federation)
+    # policy downgrades: refused at the first request, nothing sent
     refused_by_all(plaintext, "train", "requires 'real' (it never uploads in the clear)")
     refused_by_all(seeded, "train", "run config carries a crypto_seed")
     refused_by_all(cohort, "train", "a secure sum of 1 members is below this node's minimum cohort 2")
