@@ -259,6 +259,15 @@ class SumResult:
     server_bytes_sent: int = 0
 
 
+def merged_dropped(sums: Mapping[str, SumResult]) -> dict[str, tuple[int, ...]]:
+    """Who dropped at which round over all ``sums`` (a client dropping from any)."""
+    merged: dict[str, set[int]] = {}
+    for result in sums.values():
+        for round_name, clients in result.dropped.items():
+            merged.setdefault(round_name, set()).update(clients)
+    return {k: tuple(sorted(v)) for k, v in merged.items()}
+
+
 @dataclass
 class SecureSumOutcome:
     """Every sum of one :func:`aggregate_steps` call and what the steps cost
@@ -289,11 +298,7 @@ class SecureSumOutcome:
     @property
     def dropped(self) -> dict[str, tuple[int, ...]]:
         """Who dropped at which round, over all sums (a client dropping from any)."""
-        merged: dict[str, set[int]] = {}
-        for result in self.sums.values():
-            for round_name, clients in result.dropped.items():
-                merged.setdefault(round_name, set()).update(clients)
-        return {k: tuple(sorted(v)) for k, v in merged.items()}
+        return merged_dropped(self.sums)
 
 
 def new_config(members: Sequence[int], *, threshold: int, dim: int, modulus_bits: int = 64

@@ -16,7 +16,7 @@ from securefl.crypto.identity import CREDENTIALS, Credentials
 from securefl.crypto.secagg import SurvivorPlan
 from securefl.errors import InputError, ProtocolError
 from securefl.fl.engine import StepTable
-from securefl.fl.secure_sum_steps import SumResult
+from securefl.fl.secure_sum_steps import SumResult, merged_dropped
 from securefl.fl.state_codec import load, save
 from securefl.fl.transport import Exchange, InProcessTransport, NodeContext, Record, Transport
 
@@ -83,11 +83,7 @@ class SumOutcome:
     @property
     def dropped(self) -> dict[str, tuple[int, ...]]:
         """Who dropped at which round, over all sums (a client dropping from any)."""
-        merged: dict[str, set[int]] = {}
-        for result in self.sums.values():
-            for round_name, clients in result.dropped.items():
-                merged.setdefault(round_name, set()).update(clients)
-        return {k: tuple(sorted(v)) for k, v in merged.items()}
+        return merged_dropped(self.sums)
 
 
 class SumBackend(ABC):
