@@ -223,6 +223,11 @@ def apply_settings(raw: dict[str, Any], settings: list[str]) -> dict[str, Any]:
     TOML value (``0.9``, ``10``, ``true``, ``"cnn"``, ``[1, 2]``); anything that is not one
     is taken as a string (``--set hyper.fedprop.model=cnn``).  What the key and value mean
     is validated with the rest of the configuration.
+
+    A shared key set here, ``hyper.K``, is the user's word for every method: it also
+    replaces ``K`` in each method table that holds it (``[hyper.fedprop] warmup_rounds =
+    10`` of the file does not silently win over ``--set hyper.warmup_rounds=1``); a
+    per-method setting after it (``--set hyper.protofssl.lr=0.001``) refines it again.
     """
     merged = copy.deepcopy(raw)
     for setting in settings:
@@ -242,6 +247,10 @@ def apply_settings(raw: dict[str, Any], settings: list[str]) -> dict[str, Any]:
                     f"set={setting!r}: {'.'.join(path[: depth + 1])} is not a table"
                 )
         table[path[-1]] = value
+        if len(path) == 2 and path[0] == "hyper":
+            for sub in table.values():
+                if isinstance(sub, dict) and path[1] in sub:
+                    sub[path[1]] = value
     return merged
 
 

@@ -149,10 +149,15 @@ def build(job: Job) -> Any:
                             hyper=job.config.hyper_for(job.method))
 
 
-@lru_cache(maxsize=2)
 def dataset(name: str, data_dir: str | None = None) -> Any:
     """:func:`securefl.data.load_dataset`, cached per process (a warm executor loads the
-    default once and every forked message handler inherits it)."""
+    default once and every forked message handler inherits it).  The cache key is always
+    ``(name, data_dir)``: ``dataset("digits")`` and ``dataset("digits", None)`` share it."""
+    return _cached_dataset(name, data_dir)
+
+
+@lru_cache(maxsize=2)
+def _cached_dataset(name: str, data_dir: str | None) -> Any:
     from securefl.data import load_dataset
 
     return load_dataset(name, data_dir=data_dir)

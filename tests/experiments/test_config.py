@@ -54,6 +54,19 @@ def test_overrides_replace_file_values(tmp_path):
     assert (config.dataset, config.data_dir) == ("mnist", str(tmp_path))
 
 
+def test_a_shared_setting_overrides_the_files_method_tables():
+    """``--set hyper.K`` reaches every method, even one whose table in the file sets K
+    (the digits default's ``[hyper.fedprop] warmup_rounds = 10``); a later per-method
+    setting refines it again."""
+    config = load_config(None, methods=["fedprop", "fedavg-locallp"],
+                         settings=["hyper.warmup_rounds=1", "hyper.L=128",
+                                   "hyper.fedavg-locallp.warmup_rounds=3"])
+    assert config.hyper_for("fedprop")["warmup_rounds"] == 1
+    assert config.hyper_for("fedprop")["L"] == 128
+    assert config.hyper_for("fedavg-locallp")["warmup_rounds"] == 3
+    assert load_config(None, methods=["fedprop"]).hyper_for("fedprop")["warmup_rounds"] == 10
+
+
 def test_to_dict_round_trips():
     config = load_config()
     assert replace(config_from_dict(config.to_dict()), source=config.source) == config

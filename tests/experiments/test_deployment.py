@@ -227,3 +227,11 @@ def test_a_real_runs_secret_crypto_seed_stays_out_of_the_clients_run_config():
     assert json.loads(job_of(run).method_run["method-keywords"])["crypto_seed"] is None
     plain = job("fedavg-labeled", "plaintext")
     assert json.loads(job_of(plain).method_run["method-keywords"])["crypto_seed"] is not None
+
+
+def test_the_dataset_cache_has_one_key_per_dataset():
+    """A warm executor loads ``dataset("digits")`` once; the handlers it forks ask for
+    ``dataset("digits", None)`` and must get the same object, not a second load per message."""
+    from securefl.experiments.deployment import dataset
+
+    assert dataset("digits") is dataset("digits", None)
