@@ -87,6 +87,8 @@ the sum's survivors, its own rows).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+
 import numpy as np
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
@@ -101,8 +103,8 @@ from securefl.crypto.rand import RandomSource
 from securefl.crypto.secagg import SecAggConfig
 from securefl.errors import InputError, ProtocolError
 from securefl.fl import extract_features, links, secure_sum_steps
-from securefl.fl.links import transport_session
 from securefl.fl.costs import COMPUTE, CRYPTO
+from securefl.fl.links import transport_session
 from securefl.fl.transport import NodeContext, Record, put_message, take_message
 from securefl.methods.fedavg_clients import TRAIN, PseudoLabelClient, PseudoLabelMTClient
 from securefl.methods.halves import LocalData
@@ -119,8 +121,6 @@ LWE = tuple(f"cclp/lwe/{hop}" for hop in range(1, lwe_hops.HOPS + 1))
 """The LWE backend's hops after ``cclp/codes`` (``hamming_backend="lwe"``)."""
 COLUMNS = "cclp/columns"
 SUM = "cclp/sum"
-STEPS = (ADVERTISE, SHARES, CODES, *SHADE, *LWE, COLUMNS, SUM)
-"""CrossClientLP's steps before the secure sum's (``secure_sum_steps.STEPS``) and ``train``."""
 SUM_NAME = "cclp"
 """Name of CrossClientLP's secure sum (:mod:`securefl.fl.secure_sum_steps`)."""
 PREFIX = "cclp/"
@@ -160,7 +160,7 @@ def take_messages(record: Record, slot: str) -> list[Message]:
 def clear(state: Record) -> None:
     """Forget this round's CrossClientLP state and links."""
     for table in (state.arrays, state.config):
-        for key in [k for k in table if k.startswith(PREFIX) or k.startswith("links/")]:
+        for key in [k for k in table if k.startswith((PREFIX, "links/"))]:
             del table[key]
 
 
@@ -171,21 +171,15 @@ class CrossClientSteps:
     reports_pseudo_labels = True
 
     def handle(self, step: str, request: Record, state: Record, node: NodeContext) -> Record:
-        if step not in STEPS:
+        """Answer ``step`` with the handler :data:`CLIENT_STEPS` names (any other step is the
+        next half's)."""
+        handler = CLIENT_STEPS.get(step)
+        if handler is None:
             return super().handle(step, request, state, node)
         self._node = node
         reply = Record()
         start = time.perf_counter()
-        handler = {SHARES: self._shares, CODES: self._codes,
-                   COLUMNS: self._columns, SUM: self._sum}.get(step)
-        if step == ADVERTISE:
-            self._advertise(request, state, reply, self.data(node), identity=int(node.partition))
-        elif step in LWE:
-            self._lwe(LWE.index(step) + 1, request, state, reply)
-        elif handler is None:
-            self._shade(SHADE.index(step) + 1, request, state, reply)
-        else:
-            handler(request, state, reply, self.data(node))
+        handler(self, request, state, reply)
         reply.config[CRYPTO] = time.perf_counter() - start - float(reply.config.get(COMPUTE, 0.0))
         return reply
 
@@ -245,8 +239,8 @@ class CrossClientSteps:
         return client
 
     # ----------------------------------------------------------------- steps
-    def _advertise(self, request: Record, state: Record, reply: Record, data: LocalData, *,
-                   identity: int) -> None:
+    def _advertise(self, request: Record, state: Record, reply: Record) -> None:
+        data, identity = self.data(self._node), int(self._node.partition)
         clear(state)
         party = int(request.config["cclp/party"])
         members = np.asarray(request.arrays.get("cclp/members", np.zeros(0, np.int64)))
@@ -280,7 +274,7 @@ class CrossClientSteps:
         else:
             reply.arrays["cclp/share"] = np.frombuffer(agreement.draw_share(), np.uint8).copy()
         state.arrays["cclp/lsh/share"] = np.frombuffer(agreement.share, np.uint8).copy()
-        reply.config["cclp/points"] = int(len(data.client))
+        reply.config["cclp/points"] = len(data.client)
 
     def _hash(self, state: Record, seed: bytes) -> np.ndarray:
         client = CrossClientLPClient(
@@ -292,7 +286,7 @@ class CrossClientSteps:
         state.arrays["cclp/codes"] = codes
         return codes
 
-    def _shares(self, request: Record, state: Record, reply: Record, data: LocalData) -> None:
+    def _shares(self, request: Record, state: Record, reply: Record) -> None:
         party = self._party(state)
         if not self.real:
             shares = np.asarray(request.arrays.get("cclp/shares"))
@@ -309,7 +303,7 @@ class CrossClientSteps:
                       me=party, credentials=self._node.credentials())
         put_message(reply, SLOT_LSH, message)
 
-    def _codes(self, request: Record, state: Record, reply: Record, data: LocalData) -> None:
+    def _codes(self, request: Record, state: Record, reply: Record) -> None:
         party = self._party(state)
         agreement = self._agreement(state)
         codes = self._hash(state, agreement.receive_shares(take_message(request, SLOT_LSH)))
@@ -482,11 +476,12 @@ class CrossClientSteps:
         reply.config[LINK_SENT] = sent
         reply.config[LINK_RECEIVED] = received
 
-    def _columns(self, request: Record, state: Record, reply: Record, data: LocalData) -> None:
-        put_message(reply, SLOT_COLUMNS, self._protocol_client(state, data).request_columns())
+    def _columns(self, request: Record, state: Record, reply: Record) -> None:
+        put_message(reply, SLOT_COLUMNS,
+                    self._protocol_client(state, self.data(self._node)).request_columns())
 
-    def _sum(self, request: Record, state: Record, reply: Record, data: LocalData) -> None:
-        client = self._protocol_client(state, data)
+    def _sum(self, request: Record, state: Record, reply: Record) -> None:
+        client = self._protocol_client(state, self.data(self._node))
         client.receive_columns(take_message(request, SLOT_S_L))
         members = int(request.config["cclp/sum/members"])
         state.arrays["cclp/s-l"] = np.ascontiguousarray(client.s_l)
@@ -522,6 +517,29 @@ class CrossClientSteps:
                             unlabeled=~data.client.labeled,
                             min_label_mass=self.method.min_label_mass,
                             mass_weighting=self.method.mass_weighting)
+
+
+ClientStep = Callable[[CrossClientSteps, Record, Record, Record], None]
+"""A client step: ``(half, request, state, reply)``, filling ``reply`` and updating ``state``."""
+
+
+def _hop(run: Callable[[CrossClientSteps, int, Record, Record, Record], None], hop: int) -> ClientStep:
+    """The client step of hop ``hop`` of a Hamming backend's ``run(half, hop, request, state, reply)``."""
+    return lambda half, request, state, reply: run(half, hop, request, state, reply)
+
+
+CLIENT_STEPS: dict[str, ClientStep] = {
+    ADVERTISE: CrossClientSteps._advertise,
+    SHARES: CrossClientSteps._shares,
+    CODES: CrossClientSteps._codes,
+    **{step: _hop(CrossClientSteps._shade, hop) for hop, step in enumerate(SHADE, 1)},
+    **{step: _hop(CrossClientSteps._lwe, hop) for hop, step in enumerate(LWE, 1)},
+    COLUMNS: CrossClientSteps._columns,
+    SUM: CrossClientSteps._sum,
+}
+"""CrossClientLP's client step table: step name -> handler (the module docstring lists them)."""
+STEPS = tuple(CLIENT_STEPS)
+"""CrossClientLP's steps before the secure sum's (``secure_sum_steps.STEPS``) and ``train``."""
 
 
 class _TrainState:
