@@ -162,7 +162,8 @@ class RoundState:
     Parties are indices into ``members`` (the round's client ids in party order); ``live``
     the parties still in the protocol (those that answered the last step), ``last`` that
     step's exchange.  ``sent`` / ``received``: nominal bytes per party (module docstring);
-    ``clock``: the server's own CPU time.  The later fields are filled stage by stage.
+    ``clock``: the server's own CPU time.  The fields after ``session`` are not arguments:
+    the stages fill them.
     """
 
     members: list[int]
@@ -175,25 +176,25 @@ class RoundState:
     num_classes: int
     hamming_backend: str
     session: bytes = field(default_factory=lambda: secrets.token_bytes(8))
-    live: list[int] = field(default_factory=list)
-    last: Exchange | None = None
-    sizes: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    sent: dict[int, int] = field(default_factory=dict)
-    received: dict[int, int] = field(default_factory=dict)
-    failed: dict[int, str] = field(default_factory=dict)
-    dropped: dict[str, list[int]] = field(default_factory=dict)
-    exchanges: list[Exchange] = field(default_factory=list)
-    clock: ServerClock = field(default_factory=ServerClock)
-    agreement: SeedAgreementServer = field(default_factory=SeedAgreementServer)
-    cost_model: str = "shade"
-    own: dict[int, Message] = field(default_factory=dict)
-    shares: dict[tuple[int, int], dict[int, Message]] = field(default_factory=dict)
-    lwe: LweSession | None = None
-    graph: list[int] = field(default_factory=list)
-    server: CrossClientLPServer | None = None
-    in_sum: list[int] = field(default_factory=list)
-    sum_config: SecAggConfig | None = None
-    aggregation: Aggregation | None = None
+    live: list[int] = field(init=False)
+    sizes: np.ndarray = field(init=False)
+    sent: dict[int, int] = field(init=False)
+    received: dict[int, int] = field(init=False)
+    last: Exchange | None = field(default=None, init=False)
+    failed: dict[int, str] = field(default_factory=dict, init=False)
+    dropped: dict[str, list[int]] = field(default_factory=dict, init=False)
+    exchanges: list[Exchange] = field(default_factory=list, init=False)
+    clock: ServerClock = field(default_factory=ServerClock, init=False)
+    agreement: SeedAgreementServer = field(default_factory=SeedAgreementServer, init=False)
+    cost_model: str = field(default="shade", init=False)
+    own: dict[int, Message] = field(default_factory=dict, init=False)
+    shares: dict[tuple[int, int], dict[int, Message]] = field(default_factory=dict, init=False)
+    lwe: LweSession | None = field(default=None, init=False)
+    graph: list[int] = field(default_factory=list, init=False)
+    server: CrossClientLPServer | None = field(default=None, init=False)
+    in_sum: list[int] = field(default_factory=list, init=False)
+    sum_config: SecAggConfig | None = field(default=None, init=False)
+    aggregation: Aggregation | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         self.live = list(range(len(self.members)))
