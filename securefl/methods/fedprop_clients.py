@@ -87,7 +87,9 @@ the sum's survivors, its own rows).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
@@ -104,14 +106,15 @@ from securefl.crypto.secagg import SecAggConfig
 from securefl.errors import InputError, ProtocolError
 from securefl.fl import extract_features, links, secure_sum_steps
 from securefl.fl.costs import COMPUTE, CRYPTO
+from securefl.fl.engine import Handler, StepTable
 from securefl.fl.links import transport_session
 from securefl.fl.transport import NodeContext, Record, put_message, take_message
 from securefl.methods.fedavg_clients import TRAIN, PseudoLabelClient, PseudoLabelMTClient
-from securefl.methods.halves import LocalData
+from securefl.methods.halves import LocalData, MethodClient
 from securefl.protocols.crossclient import TAG_ROWS, CrossClientLPClient
 from securefl.protocols.keys import KeyPair
 from securefl.protocols.lsh import SeedAgreementClient, common_seed
-from securefl.protocols.propagation import gate_by_mass
+from securefl.protocols.propagation import LabelPropagationResult, gate_by_mass
 
 ADVERTISE = "cclp/advertise"
 SHARES = "cclp/shares"
@@ -238,6 +241,10 @@ class CrossClientSteps:
             client.sum_parties = state.arrays["cclp/sum-parties"]
         return client
 
+    def _features(self, request: Record, data: LocalData) -> np.ndarray:
+        """V_j = f(X_j): the client's points embedded by the request's feature model."""
+        return extract_features(self.build(data, request.arrays["model"]), data.client.x).astype(np.float64)
+
     # ----------------------------------------------------------------- steps
     def _advertise(self, request: Record, state: Record, reply: Record) -> None:
         data, identity = self.data(self._node), int(self._node.partition)
@@ -251,8 +258,7 @@ class CrossClientSteps:
         state.arrays["cclp/members"] = members.astype(np.int64)
         round_index = int(request.config["round"])
         begin = time.perf_counter()
-        model = self.build(data, request.arrays["model"])
-        features = extract_features(model, data.client.x).astype(np.float64)
+        features = self._features(request, data)
         reply.config[COMPUTE] = time.perf_counter() - begin
         if not np.all(np.isfinite(features)):
             raise InputError("features", "non-finite", f"client {party}'s features contain NaN or inf")
@@ -570,3 +576,46 @@ class FedPropMTClient(_TrainState, CrossClientSteps, PseudoLabelMTClient):
     """FedProp+MT's client: CrossClientLP's steps (on the teacher's features, which the
     server sends as the round's feature model), then FedProp+MT's ClientUpdate."""
 
+
+@dataclass(frozen=True)
+class FeatureProtocol:
+    """CrossClientLP's parameters for clients that hold their features already (no method):
+    the mode (``secure``), the code length ``L``, the Hamming backend and ``seed``, the
+    seed of the clients' LSH seed shares (``None``: the OS CSPRNG), as a method's
+    ``crypto_seed_for("lsh", round)`` gives it."""
+
+    secure: str
+    L: int
+    hamming_backend: str = "shade"
+    seed: int | None = None
+
+    def crypto_seed_for(self, purpose: str, round_index: int) -> int | None:
+        """The seed of the LSH seed shares (the only seed these steps draw from)."""
+        return self.seed
+
+
+class FeatureClient(CrossClientSteps, StepTable):
+    """CrossClientLP's client steps, exactly as :class:`FedPropClient` runs them, for a node
+    whose data ``x`` already are its features V_j (``securefl bench crossclient``): the
+    embedding is the identity, the secure sum's steps are answered as a method's client
+    answers them, any other step is refused.  The rows are finished by
+    :meth:`finish_rows`, the work of the ``train`` step (lines 15-16)."""
+
+    program = "cclp-features"
+    handlers: ClassVar[Mapping[str, Handler]] = {
+        step: MethodClient.secure_sum_reply for step in secure_sum_steps.STEPS}
+
+    def __init__(self, protocol: FeatureProtocol) -> None:
+        self.method = protocol
+
+    data = staticmethod(MethodClient.data)
+
+    def _features(self, request: Record, data: LocalData) -> np.ndarray:
+        return np.asarray(data.client.x, dtype=np.float64)
+
+    def finish_rows(self, rows: tuple[np.ndarray, np.ndarray], state: Record,
+                    data: LocalData) -> LabelPropagationResult:
+        """Lines 15-16 on the client's ``rows`` (block of the padded total, survivors)."""
+        client = self._protocol_client(state, data)
+        return client.finish(Message(SERVER, client.party, TAG_ROWS, rows),
+                             FixedPoint(int(state.config["cclp/sum/members"])), padded=self.real)
