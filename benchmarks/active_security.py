@@ -77,7 +77,8 @@ def bench(checkout: Path, clients: int, dim: int, dropout: float, authenticated:
                    "--dim", str(dim), "--dropout", str(dropout), "--json", str(out),
                    "--authenticated" if authenticated else "--no-authenticated"]
         env = {**os.environ, "PYTHONPATH": str(checkout)}
-        subprocess.run(command, env=env, check=True, stdout=subprocess.DEVNULL)
+        # cwd: ``python -m`` puts the working folder first on sys.path
+        subprocess.run(command, env=env, cwd=checkout, check=True, stdout=subprocess.DEVNULL)
         record = json.loads(out.read_text())
     record["critical_path_cpu_seconds"] = record["server_cpu_seconds"] + record["client_cpu_seconds_max"]
     record["bytes_sent_and_received_per_client"] = (record["bytes_per_client"]
