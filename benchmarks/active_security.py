@@ -9,7 +9,8 @@ For every ``--size`` N x D and every checkout (this one, ``after``, and any ``--
 LABEL=PATH``: that tree's ``securefl`` on ``PYTHONPATH``) it runs ``securefl bench secagg
 --clients N --dim D --dropout F`` with ``--no-authenticated`` (semi-honest) and then
 ``--authenticated`` (roster identities, signed keys, consistency round), each in a fresh
-process, and records both JSONs and the ratios active / semi-honest of: the server's CPU
+process, ``--repeat`` times alternating, and records every JSON, the medians and the
+ratios of medians active / semi-honest of: the server's CPU
 seconds, the clients' mean and max CPU seconds, the **critical path** with the clients in
 parallel (server CPU + the slowest client's CPU; a round cannot finish sooner on any
 number of machines), bytes sent, received and both per client, and all bytes.  The
@@ -25,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -98,6 +100,8 @@ def main() -> None:
     parser.add_argument("--out", required=True, help="JSON file to write")
     parser.add_argument("--size", action="append", required=True, help="N x D, e.g. 500x100000")
     parser.add_argument("--dropout", type=float, default=0.1)
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="pairs per size and checkout, alternating; the ratios are of medians")
     parser.add_argument("--checkout", action="append", default=[], help="LABEL=PATH of another tree")
     parser.add_argument("--checkout-size", action="append", default=None,
                         help="run the other trees at these sizes only (default: every --size)")
@@ -115,17 +119,21 @@ def main() -> None:
         for label, checkout in checkouts.items():
             if label != "after" and args.checkout_size is not None and size not in args.checkout_size:
                 continue
-            sides = {}
-            for name, authenticated in (("semi_honest", False), ("active", True)):
-                before = os.getloadavg()
-                begin = time.perf_counter()
-                sides[name] = bench(checkout, clients, dim, args.dropout, authenticated)
-                sides[name]["wall_seconds_of_process"] = time.perf_counter() - begin
-                sides[name]["load_average_before_process"] = before
-                print(f"{label} {size} {name}: {sides[name]['wall_seconds_of_process']:.0f} s", flush=True)
-            ratios = {k: sides["active"][k] / sides["semi_honest"][k] for k in RATIOS}
+            sides: dict[str, list[dict]] = {"semi_honest": [], "active": []}
+            for _ in range(args.repeat):
+                for name, authenticated in (("semi_honest", False), ("active", True)):
+                    before = os.getloadavg()
+                    begin = time.perf_counter()
+                    run = bench(checkout, clients, dim, args.dropout, authenticated)
+                    run["wall_seconds_of_process"] = time.perf_counter() - begin
+                    run["load_average_before_process"] = before
+                    sides[name].append(run)
+                    print(f"{label} {size} {name}: {run['wall_seconds_of_process']:.0f} s", flush=True)
+            medians = {name: {k: statistics.median(r[k] for r in runs) for k in RATIOS}
+                       for name, runs in sides.items()}
+            ratios = {k: medians["active"][k] / medians["semi_honest"][k] for k in RATIOS}
             record["runs"].append({"checkout": label, "clients": clients, "dim": dim, **sides,
-                                   "ratio_active_to_semi_honest": ratios})
+                                   "medians": medians, "ratio_active_to_semi_honest": ratios})
             Path(args.out).write_text(json.dumps(record, indent=1) + "\n")
 
 
