@@ -53,8 +53,8 @@ the in-process simulator has no SuperNodes.  So securefl keeps its own roster (w
 operator may fill with the same people's keys).
 
 **What verification costs, and what is not repeated.**  One Ed25519 verification is the
-active protocols' unit of cost: SecAgg's client verifies n - 1 key signatures and t
-survivor-list signatures, about 3.3 X25519 exchanges each (``benchmarks/active_security.py``,
+active protocols' unit of cost: SecAgg's client verifies n - 1 key signatures and at most
+t survivor-list signatures, about three X25519 exchanges each (``benchmarks/active_security.py``,
 ``primitives``).  Nothing is verified or parsed twice: a roster parses a member's key
 into its verifier object on first use and keeps it (the roster is immutable);
 :func:`node_credentials` parses a node's two files once per content (a changed file is
@@ -66,9 +66,9 @@ signatures (:mod:`securefl.crypto.secagg`).  Every signature it *is* shown it ve
 **Why Ed25519 stays, although a faster verifier exists.**  Of the project's dependencies,
 ``cryptography`` offers Ed25519 and ECDSA (OpenSSL), ``pycryptodome`` Ed25519 in C
 (about 20x slower than OpenSSL's).  OpenSSL's P-256 ECDSA verification (its nistz256
-assembly) is the one faster standard verifier: about 0.7x Ed25519's CPU per signature on
-this machine.  It is not adopted: it would cut the authenticated SecAgg client's cost by
-under a sixth (verification is about half of it), not to the issue's 1.2x; it would change
+assembly) is the one faster standard verifier: about two thirds of Ed25519's CPU per
+signature on this machine.  It is not adopted: it would cut the authenticated SecAgg
+client's cost by about a fifth (verification is about half of it), not to the issue's 1.2x; it would change
 every roster and identity file; ECDSA signing needs a fresh secret nonce per signature
 (a repeated or biased one reveals the key) where Ed25519's is derived; and ECDSA
 signatures are malleable ((r, s) and (r, -s) both verify), which any check keyed by

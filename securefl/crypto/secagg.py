@@ -16,7 +16,8 @@ Protocol (semi-honest variant, Fig. 4 of the paper), ring Z_R with R = 2^k:
    (itself included, point v + 1).  Each share is encrypted with AES-GCM under
    HKDF(X25519(c_u^SK, c_v^PK)); the associated data binds session id, round, sender and
    receiver, so a tampered, misrouted, replayed or cross-session ciphertext fails to
-   decrypt.  The server relays ciphertexts (needs |U2| >= t).
+   decrypt.  The key is the same both ways; u keeps it (its own state) to open v's
+   shares in round 2 instead of deriving it again.  The server relays ciphertexts (needs |U2| >= t).
 2. **masked input.** u computes s_uv = HKDF(X25519(s_u^SK, s_v^PK)) for every v in U2 and
    sends  y_u = x_u + PRG(b_u) + sum_(v in U2, v != u) sign(v - u) PRG(s_uv)  mod R,
    PRG = AES-128-CTR; the pairwise masks cancel in the sum (needs |U3| >= t).
@@ -81,8 +82,8 @@ transport and :func:`securefl.crypto.secure_sum` run by default).  Each client s
 cohort digest C of the members' roster ids in index order, keys)
 (:mod:`securefl.crypto.identity`); the server relays the signatures and the cohort list
 with the key list, and a client verifies that the list hashes to C, names it at its own
-index, and that every listed key carries its owner's signature -- before it encrypts a
-share.  Against a deviating server this rules out key substitution: the review's attack
+index, that every other listed key carries its owner's signature and that its own keys
+are listed unchanged (compared, not verified) -- before it encrypts a share.  Against a deviating server this rules out key substitution: the review's attack
 (n = 5, t = 3, no colluding client: relay its own keys, open the shares sent to them,
 rebuild b_v and s_v^SK, unmask x_v) is refused in round 1 (a test runs it against both
 variants).
