@@ -2,8 +2,8 @@
 
     python benchmarks/crossclient_round.py --old DIR --new DIR --out FILE [--repeats R]
 
-The round a deployment runs (:func:`securefl.methods.crossclient_server.cross_client_round`,
-the clients' :mod:`securefl.methods.fedprop_clients` steps) on an in-process transport, at
+The round a deployment runs (:func:`securefl.methods.fedprop.round.cross_client_round`,
+the clients' :mod:`securefl.methods.fedprop.client` steps) on an in-process transport, at
 the digits round shape (5 clients x 121 points of scikit-learn digits, L = 1024), real mode
 with SHADE and with ring-LWE and the plaintext placeholder.  Each run is a fresh process
 with ``PYTHONPATH`` set to one checkout; old and new alternate (old, new, old, new, ...) so
@@ -37,8 +37,8 @@ def one_round(secure: str, backend: str) -> dict:
     from securefl.fl import model_vector
     from securefl.fl.transport import InProcessTransport, NodeContext
     from securefl.methods import build_method
-    from securefl.methods.crossclient_server import cross_client_round
-    from securefl.methods.fedprop_clients import FedPropClient
+    from securefl.methods.fedprop.client import FedPropClient
+    from securefl.methods.fedprop.round import cross_client_round
     from securefl.methods.halves import MethodProgramClient, local_data, run_config
     from securefl.models import build_model
     from securefl.protocols.crossclient import TAG_ROWS

@@ -4,7 +4,7 @@
 
 Reads every ``results.json`` under the folders and, per folder, pools the rounds of every
 job that has ``label_coverage_by_round`` (FedProp; the simulation-only diagnostic of
-:meth:`securefl.methods.fedprop.FedProp.label_coverage`).  It prints, per folder: the
+:meth:`securefl.methods.fedprop.server.FedProp.label_coverage`).  It prints, per folder: the
 number of such rounds, the Pearson correlation between a round's ``uncovered_count`` (the
 classes no sampled client holds a label of) and its test accuracy, the rounds and mean test
 accuracy per uncovered count, and the medians over rounds of the per-round median label mass

@@ -41,7 +41,7 @@ def test_the_docs_site_builds_strictly(tmp_path):
     assert 'href="#securefl.crypto.bits.transpose_bits"><code>transpose_bits</code>' in crypto
     assert not any(":func:`" in page.read_text() for page in (site / "api").rglob("*.html"))
     methods = (site / "methods" / "index.html").read_text()
-    assert 'href="../api/methods/#securefl.methods.fedprop.FedProp"' in methods
+    assert 'href="../api/methods/#securefl.methods.fedprop.server.FedProp"' in methods
 
 
 def _small_site(tmp_path: Path, page: str, readme: str) -> Path:

@@ -3,9 +3,9 @@
 N points of a Gaussian mixture (see :mod:`securefl.bench.lp`) are split evenly over
 ``--parties`` clients, each revealing ``--labels-per-client`` random labels.  The same
 round runs twice with the same seed, each as a deployment runs it: the server's steps
-(:func:`securefl.methods.crossclient_server.cross_client_round`) driven by
+(:func:`securefl.methods.fedprop.round.cross_client_round`) driven by
 :func:`securefl.fl.engine.drive` on an in-process transport to the clients' step table
-(:class:`securefl.methods.fedprop_clients.FeatureClient`: FedProp's client steps on
+(:class:`securefl.methods.fedprop.client.FeatureClient`: FedProp's client steps on
 features the node holds), real mode (X25519/AES-GCM seed agreement, secure Hamming matrix
 by ``--hamming-backend`` SHADE, LWE or ring-LWE in its hops, padded Bonawitz secure sum)
 and the plaintext placeholder.
@@ -17,7 +17,7 @@ real run's split (``crypto_seconds_real``: clients' cryptography plus the server
 ``server_seconds_real``; ``client_seconds_real``: the clients' handlers), the nominal
 bytes per client (sent + received: every CrossClientLP message's frame, the
 client-to-client ones included, and what the client sent in the secure sum, as
-:class:`~securefl.methods.crossclient_server.CrossClientRound` meters them), the paper's
+:class:`~securefl.methods.fedprop.round.CrossClientRound` meters them), the paper's
 ~2.5 MB per client for the CIFAR-10 round (5 clients x 500 points, L = 4096) beside ours,
 the agreement of the LSH-based pseudo-labels with Algorithm 1 on the exact cosine of the
 raw features, and the real round projected onto 100 Mbit/s, 1 Gbit/s and 10 Gbit/s links
@@ -41,8 +41,8 @@ from securefl.crypto.projection import seconds_at_bandwidth
 from securefl.data.federation import ClientData
 from securefl.errors import InputError
 from securefl.fl.transport import InProcessTransport, NodeContext
-from securefl.methods.crossclient_server import CrossClientRound, cross_client_round
-from securefl.methods.fedprop_clients import FeatureClient, FeatureProtocol
+from securefl.methods.fedprop.client import FeatureClient, FeatureProtocol
+from securefl.methods.fedprop.round import CrossClientRound, cross_client_round
 from securefl.methods.halves import LocalData
 from securefl.protocols.crossclient import HAMMING_BACKENDS
 from securefl.protocols.propagation import LabelPropagationResult, label_propagation

@@ -118,7 +118,7 @@ class PrivacyPolicy:
     allow_crypto_seed: bool = False
     allow_model_reveal: bool = False
     """Whether a real-mode client may send a model of its own in the clear when asked
-    (FedMatch's helper refresh, :mod:`securefl.methods.fedmatch`); strict default: never."""
+    (FedMatch's helper refresh, :mod:`securefl.methods.fedmatch.server`); strict default: never."""
 
     def __post_init__(self) -> None:
         if self.secure not in MODES:

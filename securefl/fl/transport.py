@@ -103,13 +103,20 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from securefl.crypto.channel import Message
-from securefl.crypto.identity import (CREDENTIALS, IDENTITY_FILE, Credentials, Identity, Roster,
-                                      node_credentials)
+from securefl.crypto.identity import (
+    CREDENTIALS,
+    IDENTITY_FILE,
+    Credentials,
+    Identity,
+    Roster,
+    node_credentials,
+)
 from securefl.errors import InputError, ProtocolError
 
 if TYPE_CHECKING:
-    from securefl.fl.policy import PrivacyLedger, PrivacyPolicy
     import torch
+
+    from securefl.fl.policy import PrivacyLedger, PrivacyPolicy
 
 ConfigValue = int | float | bool | str | bytes
 CONFIG_VALUE_LIMIT = 256
@@ -123,7 +130,7 @@ SESSION_BYTES = 16
 SESSION_SCOPED = ("links/", "secagg/", "cclp/", "ot/")
 """Prefixes of client-state entries that belong to one session (:mod:`securefl.fl.links`'
 keys and counters, :mod:`securefl.fl.secure_sum_steps`' parties, the IKNP setups SHADE
-keeps with each peer across rounds, :mod:`securefl.methods.fedprop_clients`): never
+keeps with each peer across rounds, :mod:`securefl.methods.fedprop.client`): never
 checkpointed by :meth:`InProcessTransport.client_states`."""
 
 

@@ -17,20 +17,20 @@ method does not import the others.  The built-in methods (:data:`BUILTIN_METHODS
 =====================  ==========================================  =====================
 name                   class                                       paper
 =====================  ==========================================  =====================
-fedprop                securefl.methods.fedprop:FedProp            FedProp Alg. 2
-fedprop-mt             securefl.methods.fedprop:FedPropMT          FedProp §5.1 (+MT)
-protofssl              securefl.methods.protofssl:ProtoFSSL        ProtoFSSL Alg. 1
-fedsemi-pi             securefl.methods.fedsemi:FedSemiPi          FedSemi (tau=0)
-fedsemi-mt             securefl.methods.fedsemi:FedSemiMT          FedSemi (tau=1)
-fedsemi-d              securefl.methods.fedsemi:FedSemiD           FedSemi (dynamic)
-fedanchor              securefl.methods.fedanchor:FedAnchor        FedAnchor
-fedavg-labeled         securefl.methods.baselines:FedAvgLabeled    lower bound
-fedavg-supervised      securefl.methods.baselines:FedAvgSupervised upper bound
-fedavg-locallp         securefl.methods.baselines:FedAvgLocalLP    FedAvg+PL(localLP)
-fedavg-pl              securefl.methods.baselines:FedAvgPL         FedAvg+PL(network)
-fedavg-mt              securefl.methods.baselines:FedAvgMT         FedAvg+MT
-fedavg-fixmatch        securefl.methods.baselines:FedAvgFixMatch   FedAvg+FixMatch
-fedmatch               securefl.methods.fedmatch:FedMatch          FedMatch (Jeong et al.)
+fedprop                securefl.methods.fedprop.server:FedProp            FedProp Alg. 2
+fedprop-mt             securefl.methods.fedprop.server:FedPropMT          FedProp §5.1 (+MT)
+protofssl              securefl.methods.protofssl.server:ProtoFSSL        ProtoFSSL Alg. 1
+fedsemi-pi             securefl.methods.fedsemi.server:FedSemiPi          FedSemi (tau=0)
+fedsemi-mt             securefl.methods.fedsemi.server:FedSemiMT          FedSemi (tau=1)
+fedsemi-d              securefl.methods.fedsemi.server:FedSemiD           FedSemi (dynamic)
+fedanchor              securefl.methods.fedanchor.server:FedAnchor        FedAnchor
+fedavg-labeled         securefl.methods.fedavg.server:FedAvgLabeled    lower bound
+fedavg-supervised      securefl.methods.fedavg.server:FedAvgSupervised upper bound
+fedavg-locallp         securefl.methods.fedavg.server:FedAvgLocalLP    FedAvg+PL(localLP)
+fedavg-pl              securefl.methods.fedavg.server:FedAvgPL         FedAvg+PL(network)
+fedavg-mt              securefl.methods.fedavg.server:FedAvgMT         FedAvg+MT
+fedavg-fixmatch        securefl.methods.fedavg.server:FedAvgFixMatch   FedAvg+FixMatch
+fedmatch               securefl.methods.fedmatch.server:FedMatch          FedMatch (Jeong et al.)
 =====================  ==========================================  =====================
 
 fedavg-locallp, -pl and -mt are FedProp's Table 1 baselines (fedprop.md §5.1),

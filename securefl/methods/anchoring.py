@@ -13,7 +13,7 @@ Appendix B), as pure functions.
 
 Hand-written because the paper's loss (class-wise positives over *all* cross-label
 negatives) is not a standard library loss.  Nothing here crosses a party boundary; the
-anchor embeddings a client receives are sent by :mod:`securefl.methods.fedanchor`.
+anchor embeddings a client receives are sent by :mod:`securefl.methods.fedanchor.server`.
 """
 
 from __future__ import annotations

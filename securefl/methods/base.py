@@ -52,8 +52,8 @@ from __future__ import annotations
 
 import hashlib
 from abc import ABC, abstractmethod
-from dataclasses import asdict, dataclass, fields
 from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, fields
 from typing import Any, Callable, ClassVar, TypeVar
 
 import numpy as np
@@ -88,7 +88,7 @@ class RoundResult:
     SHA-256 of the round's pseudo-labels (in client order) or ``None`` where the method
     has none; real and plaintext runs with the same seed must give the same digest.
     ``privacy`` is the method's privacy accounting after this round (ProtoFSSL's
-    :meth:`~securefl.methods.protofssl.ProtoFSSL.privacy_report`) or ``None``.
+    :meth:`~securefl.methods.protofssl.server.ProtoFSSL.privacy_report`) or ``None``.
     ``seconds_at_bandwidth`` (FedProp) projects the round onto 100 Mbit/s, 1 Gbit/s and
     10 Gbit/s links: ``cpu_seconds + 8 * link_bytes / bandwidth`` with ``cpu_seconds`` the
     round's process CPU time (all clients and the server) and ``link_bytes`` the busiest

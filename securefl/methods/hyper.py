@@ -156,7 +156,7 @@ SHIFT = hp(None, optional(integer(0)))
 @dataclass(frozen=True)
 class FedAvgHyper(Hyper):
     """FedAvg's ClientUpdate and schedule (FedProp Appendix A, CIFAR-10):
-    :class:`securefl.methods.baselines.FedAvgMethod`; fedavg-labeled, fedavg-supervised."""
+    :class:`securefl.methods.fedavg.server.FedAvgMethod`; fedavg-labeled, fedavg-supervised."""
 
     model: str = MODEL
     clients_per_round: int = hp(5, integer(1))
@@ -174,7 +174,7 @@ class FedAvgHyper(Hyper):
 @dataclass(frozen=True)
 class MeanTeacherHyper(Hyper):
     """Mean teacher (Tarvainen & Valpola 2017): EMA decay, consistency weight and ramp-up,
-    input noise (:class:`securefl.methods.baselines.MeanTeacherRounds`)."""
+    input noise (:class:`securefl.methods.fedavg.server.MeanTeacherRounds`)."""
 
     ema_decay: float = hp(0.99, PROBABILITY_BELOW_ONE)
     consistency_weight: float = hp(100.0, NON_NEGATIVE)
@@ -254,9 +254,9 @@ class FedPropMTHyper(CrossClientLPHyper, MeanTeacherHyper):
 
 
 PROTOFSSL_AGGREGATIONS = ("fedavg", "fedprox")
-"""ProtoFSSL's server aggregations (:data:`securefl.methods.protofssl.AGGREGATIONS`)."""
+"""ProtoFSSL's server aggregations (:data:`securefl.methods.protofssl.server.AGGREGATIONS`)."""
 PROTOFSSL_NORMS = ("none", "bn", "gn")
-"""ProtoFSSL's ResNet normalisations (:data:`securefl.methods.protofssl.NORMS`)."""
+"""ProtoFSSL's ResNet normalisations (:data:`securefl.methods.protofssl.server.NORMS`)."""
 
 
 def _distances() -> tuple[str, ...]:

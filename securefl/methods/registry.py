@@ -54,22 +54,22 @@ def unregister_method(name: str) -> None:
 
 
 for _name, _path, _hyper in (
-    ("fedprop", "fedprop:FedProp", "FedPropHyper"),
-    ("fedprop-mt", "fedprop:FedPropMT", "FedPropMTHyper"),
-    ("protofssl", "protofssl:ProtoFSSL", "ProtoFSSLHyper"),
-    ("fedsemi-pi", "fedsemi:FedSemiPi", "FedSemiHyper"),
-    ("fedsemi-mt", "fedsemi:FedSemiMT", "FedSemiHyper"),
-    ("fedsemi-d", "fedsemi:FedSemiD", "FedSemiDHyper"),
-    ("fedanchor", "fedanchor:FedAnchor", "FedAnchorHyper"),
-    ("fedavg-labeled", "baselines:FedAvgLabeled", "FedAvgHyper"),
-    ("fedavg-supervised", "baselines:FedAvgSupervised", "FedAvgHyper"),
-    ("fedavg-locallp", "baselines:FedAvgLocalLP", "LocalLPHyper"),
-    ("fedavg-pl", "baselines:FedAvgPL", "NetworkPLHyper"),
-    ("fedavg-mt", "baselines:FedAvgMT", "FedAvgMTHyper"),
-    ("fedavg-fixmatch", "baselines:FedAvgFixMatch", "FixMatchHyper"),
+    ("fedprop", "fedprop.server:FedProp", "FedPropHyper"),
+    ("fedprop-mt", "fedprop.server:FedPropMT", "FedPropMTHyper"),
+    ("protofssl", "protofssl.server:ProtoFSSL", "ProtoFSSLHyper"),
+    ("fedsemi-pi", "fedsemi.server:FedSemiPi", "FedSemiHyper"),
+    ("fedsemi-mt", "fedsemi.server:FedSemiMT", "FedSemiHyper"),
+    ("fedsemi-d", "fedsemi.server:FedSemiD", "FedSemiDHyper"),
+    ("fedanchor", "fedanchor.server:FedAnchor", "FedAnchorHyper"),
+    ("fedavg-labeled", "fedavg.server:FedAvgLabeled", "FedAvgHyper"),
+    ("fedavg-supervised", "fedavg.server:FedAvgSupervised", "FedAvgHyper"),
+    ("fedavg-locallp", "fedavg.server:FedAvgLocalLP", "LocalLPHyper"),
+    ("fedavg-pl", "fedavg.server:FedAvgPL", "NetworkPLHyper"),
+    ("fedavg-mt", "fedavg.server:FedAvgMT", "FedAvgMTHyper"),
+    ("fedavg-fixmatch", "fedavg.server:FedAvgFixMatch", "FixMatchHyper"),
 ):
     register_method(_name, f"securefl.methods.{_path}", hyper=f"securefl.methods.hyper:{_hyper}")
-register_method("fedmatch", "securefl.methods.fedmatch:FedMatch",
+register_method("fedmatch", "securefl.methods.fedmatch.server:FedMatch",
                 hyper="securefl.methods.hyper:FedMatchHyper")
 
 BUILTIN_METHODS: tuple[str, ...] = tuple(_REGISTRY)

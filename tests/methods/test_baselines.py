@@ -15,7 +15,7 @@ from securefl.methods import (
     method_class,
 )
 from securefl.methods.base import Method
-from securefl.methods.fedavg_clients import FedAvgClient
+from securefl.methods.fedavg.client import FedAvgClient
 from securefl.methods.halves import local_data
 
 from .conftest import play

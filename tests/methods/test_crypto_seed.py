@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import securefl.methods.fedprop_clients as fedprop_clients
+import securefl.methods.fedprop.client as fedprop_clients
 from securefl.errors import InputError
 from securefl.methods import build_method, hyper_parameters
 from securefl.methods.base import plaintext_crypto_seed

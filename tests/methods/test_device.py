@@ -19,12 +19,12 @@ FAST = {"clients_per_round": 3, "local_epochs": 1, "batch_size": 8, "warmup_roun
         "L": 64, "pretrain_epochs": 1, "rounds": 5}
 
 SPIED = {
-    "securefl.methods.fedavg_clients": ("build_model", "client_rng"),
-    "securefl.methods.fedsemi_clients": ("build_model", "client_rng"),
-    "securefl.methods.protofssl_client": ("build_model", "client_rng"),
-    "securefl.methods.fedanchor_client": ("build_model", "client_rng"),
-    "securefl.methods.fedmatch_client": ("build_model", "client_rng"),
-    "securefl.methods.baselines": ("build_model",),
+    "securefl.methods.fedavg.client": ("build_model", "client_rng"),
+    "securefl.methods.fedsemi.client": ("build_model", "client_rng"),
+    "securefl.methods.protofssl.client": ("build_model", "client_rng"),
+    "securefl.methods.fedanchor.client": ("build_model", "client_rng"),
+    "securefl.methods.fedmatch.client": ("build_model", "client_rng"),
+    "securefl.methods.fedavg.server": ("build_model",),
     "securefl.methods.common": ("build_model",),
 }
 

@@ -10,8 +10,8 @@ from torch import nn
 from securefl.errors import ConfigError, InputError
 from securefl.fl import SimulationRNG
 from securefl.methods import build_method, hyper_parameters
-from securefl.methods.baselines import FedAvgMethod
-from securefl.methods.protofssl_client import local_update
+from securefl.methods.fedavg.server import FedAvgMethod
+from securefl.methods.protofssl.client import local_update
 from securefl.protocols.prototype_sharing import Prototypes
 
 from .conftest import play

@@ -9,8 +9,8 @@ import pytest
 
 from securefl.data.federation import ClientData
 from securefl.fl.transport import InProcessTransport, NodeContext
-from securefl.methods.crossclient_server import cross_client_round
-from securefl.methods.fedprop_clients import FeatureClient, FeatureProtocol
+from securefl.methods.fedprop.client import FeatureClient, FeatureProtocol
+from securefl.methods.fedprop.round import cross_client_round
 from securefl.methods.halves import LocalData
 from securefl.protocols.crossclient import cross_client_lp
 

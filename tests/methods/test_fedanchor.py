@@ -14,7 +14,12 @@ from hypothesis import strategies as st
 from securefl.errors import ConfigError, InputError
 from securefl.fl import client_rng
 from securefl.methods import build_method, hyper_parameters
-from securefl.methods.anchoring import anchor_class_scores, anchor_pseudo_labels, fix_and_mix, label_contrastive_loss
+from securefl.methods.anchoring import (
+    anchor_class_scores,
+    anchor_pseudo_labels,
+    fix_and_mix,
+    label_contrastive_loss,
+)
 
 from .conftest import play
 
@@ -130,7 +135,7 @@ def test_defaults_are_the_papers_method():
 
 
 def test_default_run_trains_on_the_fix_and_mix_sets(tiny_digits_server, monkeypatch):
-    import securefl.methods.fedanchor_client as module
+    import securefl.methods.fedanchor.client as module
 
     calls = []
 
@@ -148,7 +153,7 @@ def test_empty_fix_set_means_no_client_training(tiny_digits_server):
     import copy
 
     from securefl.methods.anchoring import anchor_pseudo_labels
-    from securefl.methods.fedanchor_client import latents, train_client
+    from securefl.methods.fedanchor.client import latents, train_client
 
     method, _, _ = _run(tiny_digits_server, "plaintext", rounds=0, threshold=1.0)
     before = [p.detach().clone() for p in method.network.parameters()]

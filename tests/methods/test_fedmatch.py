@@ -12,8 +12,7 @@ from securefl.errors import ConfigError, InputError, ProtocolError
 from securefl.fl.policy import POLICY, PrivacyPolicy
 from securefl.fl.transport import NodeContext, Record
 from securefl.methods import build_method
-from securefl.methods.fedmatch import nearest_helpers
-from securefl.methods.fedmatch_client import (
+from securefl.methods.fedmatch.client import (
     REVEAL_EMBEDDING,
     REVEAL_PSI,
     agreement_labels,
@@ -22,6 +21,7 @@ from securefl.methods.fedmatch_client import (
     regularisation,
     unlabeled_loss,
 )
+from securefl.methods.fedmatch.server import nearest_helpers
 from securefl.methods.halves import MethodProgramClient, local_data, run_config
 from securefl.models import build_model
 
@@ -161,7 +161,7 @@ def test_the_pool_is_refreshed_every_helper_interval_rounds(tiny_digits):
 def test_a_client_reveals_psi_only_when_asked_and_its_helpers_come_from_the_request(secure, tiny_digits):
     from securefl.crypto.identity import CREDENTIALS, new_federation
     from securefl.fl.uploads import UploadPlan
-    from securefl.methods.fedmatch_client import parameter_vector
+    from securefl.methods.fedmatch.client import parameter_vector
 
     method = build_method("fedmatch", secure=secure, seed=3, **{**TINY, "confidence": 0.0})
     method.setup(tiny_digits.for_training())
@@ -224,7 +224,7 @@ def test_bad_configuration(tiny_digits, tiny_digits_server):
     with pytest.raises(ConfigError, match="labels-at-client"):
         build_method("fedmatch").setup(tiny_digits_server)
     with pytest.raises(InputError, match="buffers"):
-        from securefl.methods.fedmatch_client import check_decomposable
+        from securefl.methods.fedmatch.client import check_decomposable
 
         check_decomposable(torch.nn.BatchNorm1d(3))
 

@@ -8,7 +8,7 @@ import torch
 
 from securefl.errors import InputError
 from securefl.methods import build_method
-from securefl.methods.fedprop import FedProp
+from securefl.methods.fedprop.server import FedProp
 
 from .conftest import play
 
@@ -146,7 +146,7 @@ def test_translation_augmentation_rule(tiny_digits):
 def _first_round_training(monkeypatch, federation, hyper, **options):
     """Round 0 of FedProp: the method, its result and, per train call (the round's clients in
     order), the pseudo-labels and weights the client trained on (its usable points)."""
-    import securefl.methods.fedavg_clients as clients
+    import securefl.methods.fedavg.client as clients
 
     seen = []
     original = clients.train_mixed

@@ -15,8 +15,8 @@ from securefl.errors import DropoutError
 from securefl.fl import extract_features, model_vector
 from securefl.fl.transport import InProcessTransport, NodeContext
 from securefl.methods import build_method
-from securefl.methods.crossclient_server import cross_client_round
-from securefl.methods.fedprop_clients import FedPropClient
+from securefl.methods.fedprop.client import FedPropClient
+from securefl.methods.fedprop.round import cross_client_round
 from securefl.methods.halves import MethodProgramClient, local_data, run_config
 from securefl.models import build_model
 from securefl.protocols.crossclient import TAG_ROWS, cross_client_lp
@@ -359,7 +359,7 @@ def test_the_server_drives_exactly_the_steps_the_clients_table_declares(secure, 
     the clients' Hamming backend define, each one the client step table (or the secure sum's)
     declares, and the outputs those of the in-process protocol."""
     from securefl.fl import secure_sum_steps
-    from securefl.methods.fedprop_clients import (
+    from securefl.methods.fedprop.client import (
         ADVERTISE,
         CLIENT_STEPS,
         CODES,
@@ -394,7 +394,7 @@ def test_the_server_drives_exactly_the_steps_the_clients_table_declares(secure, 
 def test_every_hamming_backend_a_client_may_resolve_has_a_relay():
     """The server's pluggable SecureHamming pieces cover every backend a client's policy can
     resolve ``auto`` or a configured name to (a missing one would fail the round)."""
-    from securefl.methods.crossclient_server import HAMMING, ROW_SUMS, SETUPS
+    from securefl.methods.fedprop.round import HAMMING, ROW_SUMS, SETUPS
     from securefl.protocols.crossclient import HAMMING_BACKENDS
 
     assert set(HAMMING) == set(HAMMING_BACKENDS) - {"auto"}

@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from securefl.crypto.identity import CREDENTIALS, new_federation
-from securefl.fl.policy import POLICY, PrivacyPolicy
 from securefl.errors import ConfigError, InputError
+from securefl.fl.policy import POLICY, PrivacyPolicy
 from securefl.methods import build_method
 from securefl.methods.common import layer_groups
 from securefl.methods.consistency import (
@@ -190,7 +190,7 @@ def test_a_client_uploads_only_layers_its_own_fsm_chose_in_groups_of_min_group(s
     from securefl.errors import ProtocolError
     from securefl.fl.group_sums import GroupSumPlan
     from securefl.fl.transport import NodeContext, Record
-    from securefl.methods.fedsemi_clients import flat, layer_sum
+    from securefl.methods.fedsemi.client import flat, layer_sum
     from securefl.methods.halves import MethodProgramClient, local_data, run_config
 
     method = build_method("fedsemi-mt", secure=secure, seed=3, rounds=5, batch_size=8, local_epochs=2)

@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 
 import numpy as np
-import torch
 import pytest
+import torch
 
 from securefl.data import ClientData, Federation
 from securefl.errors import InputError, ProtocolError
@@ -17,7 +17,7 @@ from securefl.fl import model_vector
 from securefl.fl.policy import POLICY, PrivacyPolicy
 from securefl.fl.transport import InProcessTransport, NodeContext, Record
 from securefl.methods import METHOD_NAMES, build_method, method_class
-from securefl.methods.baselines import FedAvgMethod
+from securefl.methods.fedavg.server import FedAvgMethod
 from securefl.methods.halves import MethodProgramClient, configured_method, local_data, run_config
 
 FEDPROP = ("fedprop", "fedprop-mt")

@@ -107,7 +107,7 @@ def test_a_field_check_runs_on_every_build():
 def test_protofssls_choices_are_the_methods_own():
     """hyper.py keeps ProtoFSSL's choices itself (importing protofssl would close an import
     circle through the registry); they must stay the method's."""
-    from securefl.methods import protofssl
     from securefl.methods.hyper import PROTOFSSL_AGGREGATIONS, PROTOFSSL_NORMS
+    from securefl.methods.protofssl import server as protofssl
 
     assert (PROTOFSSL_AGGREGATIONS, PROTOFSSL_NORMS) == (protofssl.AGGREGATIONS, protofssl.NORMS)

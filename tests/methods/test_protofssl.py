@@ -13,18 +13,18 @@ from hypothesis import strategies as st
 
 from securefl.crypto import dp
 from securefl.errors import ConfigError, InputError
+from securefl.fl import model_vector
 from securefl.methods import build_method
+from securefl.methods.protofssl.client import ProtoFSSLClient
 from securefl.methods.prototypical import (
     class_prototypes,
     helper_pseudo_labels,
-    prototype_logits,
     protofssl_loss,
+    prototype_logits,
     soft_cross_entropy,
     split_episode,
 )
 from securefl.protocols.prototype_sharing import Prototypes, aggregate_prototypes, pseudo_labels
-from securefl.fl import model_vector
-from securefl.methods.protofssl_client import ProtoFSSLClient
 
 from .conftest import play
 

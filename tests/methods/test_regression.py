@@ -37,7 +37,15 @@ import pytest
 from securefl.machine import kernel_path
 from securefl.methods import METHOD_NAMES
 
-from .regression.outputs import LABEL_FLIPS, MODES, WEIGHT_RTOL, differences, federations, load, record
+from .regression.outputs import (
+    LABEL_FLIPS,
+    MODES,
+    WEIGHT_RTOL,
+    differences,
+    federations,
+    load,
+    record,
+)
 
 
 @pytest.fixture(scope="module")
@@ -159,7 +167,7 @@ def test_a_learning_rate_one_percent_off_fails_the_portable_comparison(frozen, f
 
 def test_a_dropped_client_fails_the_portable_comparison(frozen, feds, monkeypatch):
     """Each round the last sampled client is silently left out."""
-    from securefl.methods.baselines import FedAvgMethod
+    from securefl.methods.fedavg.server import FedAvgMethod
 
     sample = FedAvgMethod._sample
     monkeypatch.setattr(FedAvgMethod, "_sample", lambda self: sample(self)[:-1])
@@ -171,7 +179,7 @@ def test_a_dropped_client_fails_the_portable_comparison(frozen, feds, monkeypatc
 def test_a_changed_pseudo_label_rule_fails_the_portable_comparison(frozen, feds, monkeypatch):
     """FedAvg+PL's rule 'the top class of the softmax' becomes 'the top class where it leads
     the second by more than 0.01 (else no label)'."""
-    from securefl.methods.fedavg_clients import NetworkPLClient
+    from securefl.methods.fedavg.client import NetworkPLClient
 
     rule = NetworkPLClient.predictions
 

@@ -10,7 +10,7 @@ with ``H(p) = -sum_c p_c log p_c``, ``lambda = entropy_weight`` and ``a`` FedAvg
 translation (:func:`securefl.fl.training.train_mixed`'s batches, the unlabeled points at
 pseudo-label weight 0): the unlabeled points pull the decision boundary away from
 themselves.  The server half is FedAvg's
-(:class:`~securefl.methods.baselines.FedAvgMethod`): sampling, the learning-rate schedule
+(:class:`~securefl.methods.fedavg.server.FedAvgMethod`): sampling, the learning-rate schedule
 and the weighted average of the uploads, a secure sum in real mode.
 
 Who learns what: as FedAvg -- the server learns only the sum of the sampled clients' models
@@ -27,8 +27,8 @@ import numpy as np
 import torch
 
 from securefl.fl.training import train_mixed
-from securefl.methods.baselines import FedAvgMethod
-from securefl.methods.fedavg_clients import FedAvgClient
+from securefl.methods.fedavg.client import FedAvgClient
+from securefl.methods.fedavg.server import FedAvgMethod
 from securefl.methods.hyper import NON_NEGATIVE, FedAvgHyper, hp
 
 

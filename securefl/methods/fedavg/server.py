@@ -56,7 +56,7 @@ FedProx mu), and ServerUpdate is FedAvg weighted by |D_k|: the clients upload
 the server halves: sampling, the round's inputs (learning rate, consistency weight,
 warm-up flag), aggregation; they read only public facts of the federation (number of
 clients, which hold labels, classes, input shape).  Each names its client half in
-:mod:`securefl.methods.fedavg_clients` (``client_half``), where ClientUpdate, local
+:mod:`securefl.methods.fedavg.client` (``client_half``), where ClientUpdate, local
 pseudo-labelling and the upload happen; a round is the exchange ``train`` (+ the three
 secure-sum exchanges in real mode) on the method's transport.  The learning
 rate follows FedProp's cosine annealing ``lr_t = lr (1 + cos(pi t / lr_decay_rounds)) / 2``
@@ -105,12 +105,19 @@ from torch import nn
 
 from securefl.data.federation import Federation
 from securefl.errors import InputError
-from securefl.fl import SimulationRNG, load_model_vector, model_bytes, model_vector, predict_labels, sample_clients
+from securefl.fl import (
+    SimulationRNG,
+    load_model_vector,
+    model_bytes,
+    model_vector,
+    predict_labels,
+    sample_clients,
+)
 from securefl.fl.costs import RoundMeter
 from securefl.fl.transport import Exchange, Record, Transport
 from securefl.fl.uploads import UploadPlan
 from securefl.methods.base import Method, RoundResult, round_bookkeeping
-from securefl.methods.fedavg_clients import (
+from securefl.methods.fedavg.client import (
     TRAIN,
     FedAvgMTClient,
     FixMatchClient,
@@ -421,7 +428,7 @@ class MeanTeacherRounds:
     ``noise_std``; after any warm-up the server broadcasts the student (``model``) and
     the teacher (``teacher``) with the round's consistency weight; clients train the
     student with :func:`train_mixed` plus the consistency term and an EMA teacher update
-    after every step (:class:`securefl.methods.fedavg_clients.MeanTeacherClient`) and
+    after every step (:class:`securefl.methods.fedavg.client.MeanTeacherClient`) and
     upload both, which the server averages separately (two secure sums in the same
     exchanges).  The teacher is evaluated.
     """

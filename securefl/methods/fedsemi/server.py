@@ -40,7 +40,7 @@ bit-identical models.
 **Server half and client half** (:mod:`securefl.methods.halves`).  The class here is the
 server half: sampling, the history ``Lambda``, the boundary, which client sums which layer,
 and the new global networks; it reads only public facts of the federation.  Its client
-half, :class:`securefl.methods.fedsemi_clients.FedSemiClient`, trains and contributes.  A
+half, :class:`securefl.methods.fedsemi.client.FedSemiClient`, trains and contributes.  A
 round is the exchange ``train`` (global student and teacher down, the FSM vector up), then
 ``upload`` (boundary and the sums' parameters down; the teacher and the chosen layers'
 deltas up as secure-sum inputs, :mod:`securefl.fl.group_sums`: one sum for the teachers
@@ -85,7 +85,7 @@ from securefl.methods.consistency import (
     tau_rectangle,
     upload_boundary,
 )
-from securefl.methods.fedsemi_clients import TEACHER, TRAIN, UPLOAD, FedSemiClient, flat, layer_sum
+from securefl.methods.fedsemi.client import TEACHER, TRAIN, UPLOAD, FedSemiClient, flat, layer_sum
 
 
 class FedSemi(Method):

@@ -93,7 +93,7 @@ drawn, so the paper's runs are unchanged bit for bit.
 server half: sampling, helper selection and the prototype relay (:class:`PrototypeStore`),
 the model average, the global prototypes and the privacy accounting; it reads only public
 facts of the federation.  Its client half,
-:class:`securefl.methods.protofssl_client.ProtoFSSLClient`, trains (its RMSprop state in
+:class:`securefl.methods.protofssl.client.ProtoFSSLClient`, trains (its RMSprop state in
 its state Record, checkpointed with the simulator's client states), makes its prototypes
 and draws every prototype noise.  A round is the exchange ``train`` (model and helpers'
 prototypes down; the model upload, and without ``noise_multiplier`` the client's shared
@@ -132,7 +132,7 @@ from securefl.fl.uploads import UploadPlan
 from securefl.methods.base import Method, RoundResult
 from securefl.methods.common import build_network
 from securefl.methods.halves import collect_pseudo_labels
-from securefl.methods.protofssl_client import (
+from securefl.methods.protofssl.client import (
     GLOBAL_SUM,
     PROTOTYPES,
     TRAIN,

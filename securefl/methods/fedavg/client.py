@@ -1,4 +1,4 @@
-"""Client halves of the FedAvg family (:mod:`securefl.methods.baselines`; FedProp's
+"""Client halves of the FedAvg family (:mod:`securefl.methods.fedavg.server`; FedProp's
 training): what one client does in a round, written once for every transport.
 
 Steps (one exchange each):
@@ -9,7 +9,7 @@ Steps (one exchange each):
     ``w`` is ``-(w + 1)``), ``lr``, ``warmup`` (labeled-only training),
     ``consistency_weight`` (mean teacher), the secure sums' parameters
     (:class:`securefl.fl.uploads.UploadPlan`); FedProp's adds its rows of CrossClientLP's
-    result (:mod:`securefl.methods.fedprop_clients`).
+    result (:mod:`securefl.methods.fedprop.client`).
     The client builds the architecture from its keywords (``model``, ``seed``) and its
     data's shape, loads the vector(s), runs ClientUpdate with its generators
     ``client_rng(seed, round, client)`` -- bit for bit the update the simulator made on a
@@ -47,11 +47,11 @@ from securefl.fl import (
     extract_features,
     load_model_vector,
     model_vector,
+    secure_sum_steps,
     train_fixmatch,
     train_mixed,
     train_supervised,
 )
-from securefl.fl import secure_sum_steps
 from securefl.fl.costs import COMPUTE, CRYPTO
 from securefl.fl.transport import NodeContext, Record
 from securefl.methods.common import default_shift, perturb, translation
@@ -263,7 +263,7 @@ class FixMatchClient(FedAvgClient):
 class MeanTeacherClient:
     """Mean-teacher rounds (mixin before a :class:`FedAvgClient`): the request's
     ``teacher`` is trained as the EMA of the student after every step, with the
-    consistency term of :class:`securefl.methods.baselines.MeanTeacherRounds`, and
+    consistency term of :class:`securefl.methods.fedavg.server.MeanTeacherRounds`, and
     uploaded beside the student."""
 
     def local_models(self, request, data):

@@ -47,7 +47,7 @@ rows of Z, which it holds after line 15: no message changes, and with both off t
 pseudo-labels and weights are the paper's, bit for bit.
 
 FedProp+MT (:class:`FedPropMT`): FedProp combined with FedAvg+MT
-(:class:`securefl.methods.baselines.MeanTeacherRounds`): the server broadcasts a student
+(:class:`securefl.methods.fedavg.server.MeanTeacherRounds`): the server broadcasts a student
 and a mean teacher; clients train the student on FedProp's loss plus the mean-teacher
 consistency ``w_t * mean_i ||softmax(student(eta(x_i))) - softmax(teacher(eta'(x_i)))||^2 / C``
 (Tarvainen & Valpola 2017: independent random translations and Gaussian input noise, sigmoid
@@ -71,13 +71,13 @@ FedProp only (FedProp+MT keeps the paper's warm-up before its rounds).
 
 Split into halves (:mod:`securefl.methods.halves`): the whole round runs on the method's
 transport.  CrossClientLP's client parties run at the clients
-(:mod:`securefl.methods.fedprop_clients`: embedding, LSH seed agreement, LSH codes, SHADE in
+(:mod:`securefl.methods.fedprop.client`: embedding, LSH seed agreement, LSH codes, SHADE in
 four hops with sealed batches relayed between clients, column request, the padded secure
-sum); the server half (:func:`securefl.methods.crossclient_server.cross_client_round`)
+sum); the server half (:func:`securefl.methods.fedprop.round.cross_client_round`)
 relays, assembles H, builds the graph, solves for the requested columns and forwards each
 client's rows, which its ``train`` request carries; ClientUpdate and the model's secure
-aggregation follow (:class:`~securefl.methods.fedprop_clients.FedPropClient`,
-:class:`~securefl.methods.fedprop_clients.FedPropMTClient`).  The server half reads only the
+aggregation follow (:class:`~securefl.methods.fedprop.client.FedPropClient`,
+:class:`~securefl.methods.fedprop.client.FedPropMTClient`).  The server half reads only the
 federation's public facts, so FedProp runs on Flower (as every method does).  The
 pseudo-label digest and accuracy come from the clients' reports (run config ``reports``).
 With ``hamming_backend="lwe"`` or ``"rlwe"`` the clients run the LWE backend in four hops instead of
@@ -99,14 +99,14 @@ from securefl.errors import InputError
 from securefl.fl import model_vector
 from securefl.fl.costs import RoundMeter
 from securefl.methods.base import RoundResult
-from securefl.methods.baselines import MeanTeacherRounds, PseudoLabelMethod
-from securefl.methods.crossclient_server import cross_client_round
-from securefl.methods.fedprop_clients import (
+from securefl.methods.fedavg.server import MeanTeacherRounds, PseudoLabelMethod
+from securefl.methods.fedprop.client import (
     ROWS_BLOCK,
     ROWS_SURVIVORS,
     FedPropClient,
     FedPropMTClient,
 )
+from securefl.methods.fedprop.round import cross_client_round
 from securefl.protocols.crossclient import HAMMING_BACKENDS
 from securefl.protocols.propagation import check_mass_options
 
@@ -162,7 +162,7 @@ class FedProp(PseudoLabelMethod):
 
     def _prepare_round(self, selected: np.ndarray, round_index: int) -> dict[str, Any]:
         """CrossClientLP among the selected clients over the transport
-        (:func:`~securefl.methods.crossclient_server.cross_client_round`: the clients embed,
+        (:func:`~securefl.methods.fedprop.round.cross_client_round`: the clients embed,
         hash and run their parties; the server relays, assembles H, solves and forwards);
         each client's rows of the padded total travel in its ``train`` request.  A warm-up
         round of the budget (``warmup_in_budget``) has no CrossClientLP: labeled-only FedAvg."""

@@ -1,4 +1,4 @@
-"""Client half of FedAnchor (:mod:`securefl.methods.fedanchor`): what one client does in a
+"""Client half of FedAnchor (:mod:`securefl.methods.fedanchor.server`): what one client does in a
 round, written once for every transport.
 
 Steps (one exchange each):

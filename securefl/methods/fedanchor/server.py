@@ -60,7 +60,7 @@ head is never trained at clients, so it is only downloaded.
 server half: sampling, the anchor latents, the secure FedAvg and the server's training on
 its own anchor set (pre-training in ``setup``, the anchor epochs after each round); of the
 clients it reads only public facts (how many).  Its client half,
-:class:`securefl.methods.fedanchor_client.FedAnchorClient`, pseudo-labels, trains and
+:class:`securefl.methods.fedanchor.client.FedAnchorClient`, pseudo-labels, trains and
 uploads.  A round is the exchange ``train`` (model, anchor head, anchor latents and labels
 down; the upload up, secure-sum round 0 in real mode) and in real mode the three
 secure-sum exchanges (:mod:`securefl.fl.uploads`); pseudo-labels leave a client only as
@@ -98,7 +98,7 @@ from securefl.fl.uploads import UploadPlan
 from securefl.methods.anchoring import label_contrastive_loss, mixup_loss
 from securefl.methods.base import Method, RoundResult, round_bookkeeping
 from securefl.methods.common import build_network
-from securefl.methods.fedanchor_client import LABELS, LATENTS, TRAIN, FedAnchorClient, latents
+from securefl.methods.fedanchor.client import LABELS, LATENTS, TRAIN, FedAnchorClient, latents
 from securefl.methods.halves import collect_pseudo_labels
 from securefl.models import dropout_generator
 

@@ -1,4 +1,4 @@
-"""Client half of FedSemi-Pi, -MT and -D (:mod:`securefl.methods.fedsemi`): what one client
+"""Client half of FedSemi-Pi, -MT and -D (:mod:`securefl.methods.fedsemi.server`): what one client
 does in a round, written once for every transport.
 
 Steps (one exchange each):

@@ -1,6 +1,6 @@
 """FedProp's server half of CrossClientLP over a transport (FedProp Algorithm 3, lines 1-14).
 
-The client parties run at the clients (:mod:`securefl.methods.fedprop_clients`, which
+The client parties run at the clients (:mod:`securefl.methods.fedprop.client`, which
 lists the steps); the server is :func:`round_steps`, a generator of
 :class:`~securefl.fl.engine.Step`\\ s over one typed state (:class:`RoundState`), one
 exchange per step, which :func:`cross_client_round` runs with the one driver
@@ -77,7 +77,7 @@ from securefl.fl.costs import COMPUTE, CRYPTO
 from securefl.fl.engine import Step, drive, within
 from securefl.fl.secure_sum_steps import Aggregation, ServerClock
 from securefl.fl.transport import Exchange, Record, Transport, put_message, take_message
-from securefl.methods.fedprop_clients import (
+from securefl.methods.fedprop.client import (
     ADVERTISE,
     CODES,
     COLUMNS,

@@ -3,7 +3,7 @@
 FedProp's round (``docs/method-halves.md``, "Per method") is CrossClientLP
 (:mod:`securefl.protocols.crossclient`, FedProp Algorithm 3) followed by FedAvg's
 ``train``.  Every CrossClientLP party a client plays runs here, at the client, on its own
-data; the server half (:class:`securefl.methods.fedprop.FedProp`) only relays, assembles
+data; the server half (:class:`securefl.methods.fedprop.server.FedProp`) only relays, assembles
 the Hamming matrix, solves for columns and forwards rows.  Steps, one exchange each
 (request -> reply); ``j`` is the client's party index in the round (its position among the
 round's selected clients, config ``cclp/party``):
@@ -60,7 +60,7 @@ round's selected clients, config ``cclp/party``):
     (:mod:`securefl.fl.secure_sum_steps`; three ``secagg/*`` exchanges follow).
     Plaintext: the unpadded encoding goes up.
 ``train``
-    as :class:`~securefl.methods.fedavg_clients.PseudoLabelClient`, with the client's rows
+    as :class:`~securefl.methods.fedavg.client.PseudoLabelClient`, with the client's rows
     of the padded total (``cclp/rows/block``, ``cclp/rows/survivors``) in the request: the client removes the survivors'
     pads, decodes and takes argmax labels and entropy weights (lines 15-16), trains on
     them, and reports them (:func:`securefl.methods.halves.report_pseudo_labels`) where
@@ -109,7 +109,7 @@ from securefl.fl.costs import COMPUTE, CRYPTO
 from securefl.fl.engine import Handler, StepTable
 from securefl.fl.links import transport_session
 from securefl.fl.transport import NodeContext, Record, put_message, take_message
-from securefl.methods.fedavg_clients import TRAIN, PseudoLabelClient, PseudoLabelMTClient
+from securefl.methods.fedavg.client import TRAIN, PseudoLabelClient, PseudoLabelMTClient
 from securefl.methods.halves import LocalData, MethodClient
 from securefl.protocols.crossclient import TAG_ROWS, CrossClientLPClient
 from securefl.protocols.keys import KeyPair

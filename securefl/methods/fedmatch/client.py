@@ -1,4 +1,4 @@
-"""Client half of FedMatch (:mod:`securefl.methods.fedmatch`): disjoint learning of
+"""Client half of FedMatch (:mod:`securefl.methods.fedmatch.server`): disjoint learning of
 ``sigma`` and ``psi`` with inter-client consistency, written once for every transport.
 
 Step (one exchange):
@@ -23,7 +23,7 @@ A client keeps nothing between rounds.  Who learns what: the client learns the g
 ``sigma``, ``psi`` and its helpers' ``psi_h`` (other clients' unlabeled-data parameters: in
 FedMatch, a client sees its helpers' models); it sends ``sigma_k``, ``psi_k`` only into
 secure sums in real mode, and in a refresh round ``psi_k`` and its probe output in the clear
-(the server needs them to choose and send helpers; :mod:`securefl.methods.fedmatch`).
+(the server needs them to choose and send helpers; :mod:`securefl.methods.fedmatch.server`).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ weak view reaches ``tau`` (``confidence``); ``p`` is the local prediction, ``p_h
 ``h``'s (``theta_h = sigma_G + psi_h``), ``A`` the strong augmentation (RandAugment +
 Cutout of the weak view) and ``y^`` the agreement-based pseudo-label: the class with
 most votes among the local and the helpers' argmaxes
-(:mod:`securefl.methods.fedmatch_client`).  The server averages ``sigma`` and ``psi``
+(:mod:`securefl.methods.fedmatch.client`).  The server averages ``sigma`` and ``psi``
 (FedAvg, weights ``|D_k|``) and deploys ``sigma + psi * [|psi| > l1_threshold]`` (the code's
 hard threshold of ``psi`` at inference).
 
@@ -67,7 +67,7 @@ both modes.
 **Server half and client half** (:mod:`securefl.methods.halves`).  The class here is the
 server half (sampling, the helper pool and its choice, aggregation); it reads only the
 federation's public facts.  Its client half is
-:class:`securefl.methods.fedmatch_client.FedMatchClient`; a round is the exchange ``train``
+:class:`securefl.methods.fedmatch.client.FedMatchClient`; a round is the exchange ``train``
 (+ the secure sums' exchanges in real mode).  Randomness: the server's
 :class:`~securefl.fl.SimulationRNG` samples clients (among all of them: unlabeled ones
 train ``psi`` only); a client's draws come from :func:`securefl.fl.client_rng`.
@@ -90,7 +90,7 @@ from securefl.fl.transport import Record, Transport
 from securefl.fl.uploads import UploadPlan
 from securefl.methods.base import Method, RoundResult
 from securefl.methods.common import build_network
-from securefl.methods.fedmatch_client import (
+from securefl.methods.fedmatch.client import (
     HELPER,
     PSI,
     REVEAL_EMBEDDING,

@@ -1,4 +1,4 @@
-"""Client half of ProtoFSSL (:mod:`securefl.methods.protofssl`): what one client does in a
+"""Client half of ProtoFSSL (:mod:`securefl.methods.protofssl.server`): what one client does in a
 round, written once for every transport.
 
 Steps (one exchange each):
@@ -54,8 +54,16 @@ import numpy as np
 import torch
 
 from securefl.errors import ProtocolError
-from securefl.fl import SimulationRNG, client_rng, group_sums, load_model_vector, model_vector, secure_sum_steps
+from securefl.fl import (
+    SimulationRNG,
+    client_rng,
+    group_sums,
+    load_model_vector,
+    model_vector,
+    secure_sum_steps,
+)
 from securefl.fl.costs import COMPUTE, CRYPTO
+from securefl.fl.device import model_device
 from securefl.fl.training import prox_term
 from securefl.fl.transport import NodeContext, Record
 from securefl.methods.common import translation
@@ -63,11 +71,10 @@ from securefl.methods.halves import REPORT, LocalData, MethodClient
 from securefl.methods.prototypical import (
     class_prototypes,
     helper_pseudo_labels,
-    prototype_logits,
     protofssl_loss,
+    prototype_logits,
     split_episode,
 )
-from securefl.fl.device import model_device
 from securefl.models import build_model, dropout_generator
 from securefl.protocols.prototype_sharing import Prototypes, prototype_sum_input, share_prototypes
 from securefl.protocols.prototype_sharing import class_prototypes as exact_prototypes

@@ -1,0 +1,2 @@
+"""FedAnchor: server-side anchor labels and label contrastive loss.  ``server`` holds the
+method (the server half and the in-process simulation), ``client`` the client half."""

@@ -1,0 +1,3 @@
+"""The FedAvg family: labeled-only and supervised FedAvg and the semi-supervised baselines
+(+localLP, +PL, +MT, +FixMatch).  ``server`` holds the methods (the server half and the
+in-process simulation), ``client`` the client halves that run on the nodes."""

@@ -1,0 +1,2 @@
+"""FedSemi (Π, MT and D variants).  ``server`` holds the methods (the server half and the
+in-process simulation), ``client`` the client halves that run on the nodes."""

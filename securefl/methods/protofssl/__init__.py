@@ -1,0 +1,2 @@
+"""ProtoFSSL: prototype sharing with optional Gaussian noise.  ``server`` holds the method
+(the server half and the in-process simulation), ``client`` the client half."""
