@@ -277,10 +277,16 @@ def write_pickle(obj: Any, path: Path) -> None:
 def read_pickle(path: Path) -> Any:
     """Load a checkpoint written by :func:`write_pickle`.
 
-    Pickle runs code on load: only resume checkpoints you wrote yourself.
+    Pickle runs code on load: only resume checkpoints you wrote yourself.  A checkpoint
+    naming a class this securefl no longer has (written before a module moved) is a
+    :class:`~securefl.errors.ConfigError`, not a traceback.
     """
     with open(path, "rb") as handle:
-        return pickle.load(handle)
+        try:
+            return pickle.load(handle)
+        except (ModuleNotFoundError, AttributeError) as exc:
+            raise ConfigError(f"checkpoint {path} was written by another securefl version "
+                              f"({exc}); start the run again in a new --out") from None
 
 
 def job_from_dict(data: dict[str, Any]) -> JobLog:

@@ -144,3 +144,17 @@ def test_privacy_of_the_last_round_is_summarised_and_printed():
     assert len(lines) == 2
     assert "epsilon per client <= 6.57 (client 0, 2 releases; 2 of 3 clients released" in lines[0]
     assert "NOT differentially private (exact sums)" in lines[1]
+
+
+def test_a_checkpoint_naming_a_moved_class_is_a_clear_error(tmp_path):
+    """A checkpoint from before a module moved (``securefl.methods.fedprop`` became a
+    package) names a class this version lacks: ConfigError naming the file, no traceback."""
+    import pickle
+
+    from securefl.errors import ConfigError
+    from securefl.experiments.results import read_pickle
+
+    path = tmp_path / "checkpoint.pkl"
+    path.write_bytes(pickle.dumps(ConfigError("x")).replace(b"securefl.errors", b"securefl.errorz"))
+    with pytest.raises(ConfigError, match="checkpoint .* another securefl version"):
+        read_pickle(path)
