@@ -20,10 +20,21 @@ sender sends the correction ``u = p0 + Delta_l - p1``; the receiver, who holds `
 computes ``m_c = G(k_c) + c u``.  Cost: three expansions of ``2 n_a`` bytes per OT (two
 by the sender, one by the receiver), and ``16 ceil(n_a / 8)`` bytes of correction plus
 16 bytes of IKNP matrix per OT on the wire: about ``n_a n_b L 16`` bits per pair of
-parties — 51 GB for n = 5000 split in two, which is why everything is streamed in
-chunks of receiver points (IKNP) and cache-sized tiles (expansion), with bounded
-memory, and the corrections cross an authenticated :class:`~securefl.crypto.channel.Network`
-link frame by frame.
+parties — 51 GB for n = 5000 split in two, so nothing holds a pair's corrections.
+
+**One session, written once, two drivers.**  A pair's session is cut into IKNP chunks of
+whole receiver points (:func:`chunks`, ~``CHUNK_OTS`` OTs), each chunk into correction
+frames of whole cache-sized tiles (:func:`framing`).  :class:`ReceiverSession` and
+:class:`SenderSession` are the two parties' I/O-free steps over one chunk: the receiver's
+IKNP matrix ``U`` (:meth:`ReceiverSession.matrix`), the sender's correction frames for it
+(:meth:`SenderSession.corrections`, a generator) and the receiver absorbing them
+(:meth:`ReceiverSession.absorb`).  The setup negotiation before them is
+:mod:`securefl.crypto.ot`'s.  Two drivers move the same messages: :func:`shade_pair`
+interleaves the steps chunk by chunk in memory, each frame crossing an authenticated
+:class:`~securefl.crypto.channel.Network` link and absorbed before the next is made (one
+frame buffer per thread: memory bounded whatever ``n_a n_b``); the transport hops
+(:mod:`securefl.crypto.shade_hops`) run each step for every chunk in one hop, as one
+batch per message round.  Same tags, shapes and frame sizes either way, so the same bytes.
 
 **All pairs** (:func:`shade_hamming_matrix`, the ``"shade"`` backend of
 :func:`securefl.crypto.secure_hamming_matrix`).  For every pair ``a < b`` one party is

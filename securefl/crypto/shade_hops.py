@@ -1,6 +1,6 @@
 """SHADE for one pair of parties in a fixed number of hops (relayed transports).
 
-:func:`securefl.crypto.shade.shade_pair` runs a pair in one loop, frame by frame.  Over a
+:func:`securefl.crypto.shade.shade_pair` drives a pair's session chunk by chunk.  Over a
 transport whose every hop is a message round (``docs/method-halves.md``, "SHADE over
 links") the same protocol is cut into four hops, each a batch of messages from one party
 of the pair to the other, the sender ``s`` (holds ``x``, ``(n_a, L)``) and the receiver
@@ -16,11 +16,14 @@ of the pair to the other, the sender ``s`` (holds ``x``, ``(n_a, L)``) and the r
    ``U`` of *all* chunks of the session (it recomputes ``t`` at hop 4: the row PRG is
    deterministic).
 4. :func:`sender_correct` (s -> r): the corrections ``u`` of all chunks, framed exactly
-   as :func:`~securefl.crypto.shade.shade_pair` frames them, and s's share;
+   by :meth:`~securefl.crypto.shade.SenderSession.corrections`, and s's share;
    :func:`receiver_finish` absorbs them and returns r's share.
 
-The messages, their tags, shapes and order are those of :func:`shade_pair`, so the
-frame bytes are the same; the parties are the same classes, only the loop is cut.  Two
+Each hop runs the steps of :class:`~securefl.crypto.shade.ReceiverSession` and
+:class:`~securefl.crypto.shade.SenderSession` for every chunk of the session (the code
+:func:`shade_pair` interleaves), so the messages, their tags and shapes are those of
+:func:`shade_pair` and the frame bytes are the same; a hop holds its whole batch (the
+transport's message round), so the receiver recomputes each chunk's ``t`` at hop 4.  Two
 kinds of state: the *setup* (:class:`~securefl.crypto.ot.SenderSetup`,
 :class:`~securefl.crypto.ot.ReceiverSetup`), which outlives the round -- the caller keeps
 it with the party (e.g. in the client's state Record, never in a message) and passes it
