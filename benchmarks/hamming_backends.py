@@ -49,13 +49,19 @@ def _ratios(bench: str, over: dict, under: dict) -> dict[str, float]:
     return ratios
 
 
+def _workers(bench: str, workers: int) -> list[str]:
+    """The ``--workers`` flag where the benchmark takes one (``bench crossclient`` runs the
+    deployed hops, which have no worker threads)."""
+    return ["--workers", str(workers)] if bench == "hamming" else []
+
+
 def _bench(bench: str, arguments: list[str], backend: str, workers: int) -> dict:
     with tempfile.TemporaryDirectory() as folder:
         target = Path(folder) / "record.json"
         load_before = os.getloadavg()
         subprocess.run(
             [sys.executable, "-m", "securefl.cli", "bench", bench, *arguments, BACKEND_FLAG[bench], backend,
-             "--workers", str(workers), "--json", str(target)],
+             *_workers(bench, workers), "--json", str(target)],
             check=True,
         )
         record = json.loads(target.read_text())
@@ -76,7 +82,7 @@ def main() -> None:
                   for over, under in (("shade", "lwe"), ("shade", "rlwe"), ("lwe", "rlwe"))}
         record = {
             "shape": name,
-            "command": " ".join([f"securefl bench {bench}", *arguments, "--workers", str(args.workers)]),
+            "command": " ".join([f"securefl bench {bench}", *arguments, *_workers(bench, args.workers)]),
             **records,
             **ratios,
             "verified": all(r["verified"] for r in records.values()),

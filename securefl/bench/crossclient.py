@@ -2,21 +2,25 @@
 
 N points of a Gaussian mixture (see :mod:`securefl.bench.lp`) are split evenly over
 ``--parties`` clients, each revealing ``--labels-per-client`` random labels.  The same
-round runs twice with the same seed: ``backend="real"`` (X25519/AES-GCM seed agreement,
-secure Hamming matrix by ``--hamming-backend`` SHADE or LWE, padded Bonawitz secure sum)
-and ``backend="plaintext"``.
+round runs twice with the same seed, each as a deployment runs it: the server's steps
+(:func:`securefl.methods.crossclient_server.cross_client_round`) driven by
+:func:`securefl.fl.engine.drive` on an in-process transport to the clients' step table
+(:class:`securefl.methods.fedprop_clients.FeatureClient`: FedProp's client steps on
+features the node holds), real mode (X25519/AES-GCM seed agreement, secure Hamming matrix
+by ``--hamming-backend`` SHADE, LWE or ring-LWE in its hops, padded Bonawitz secure sum)
+and the plaintext placeholder.
 
 Reported: pseudo-label agreement and the largest score / weight differences between
 the two (must be 1.0 and 0: the plaintext backend sums the same fixed-point encodings),
-wall seconds of both runs and the real run's split (crypto, server, clients; SHADE's
-fixed cost ``setup_seconds_real``, the pairs' 128 X25519 base OTs that a federation pays
-once per pair, apart from each pair's per-round ``pair_seconds_real``, and
-``seconds_real_after_setup``, what a later round costs), bytes per
-client per phase (sent + received; the secure-sum phase counts what the client sends,
-its downlink is in ``sum_server_bytes_sent``), the paper's ~2.5 MB per client for the
-CIFAR-10 round (5 clients x 500 points, L = 4096) beside ours, the agreement of the
-LSH-based pseudo-labels with Algorithm 1 on the exact cosine of the raw features, and the
-real round projected onto 100 Mbit/s, 1 Gbit/s and 10 Gbit/s links
+wall and process CPU seconds of both runs (the clients' rows finished included) and the
+real run's split (``crypto_seconds_real``: clients' cryptography plus the server's share;
+``server_seconds_real``; ``client_seconds_real``: the clients' handlers), the nominal
+bytes per client (sent + received: every CrossClientLP message's frame, the
+client-to-client ones included, and what the client sent in the secure sum, as
+:class:`~securefl.methods.crossclient_server.CrossClientRound` meters them), the paper's
+~2.5 MB per client for the CIFAR-10 round (5 clients x 500 points, L = 4096) beside ours,
+the agreement of the LSH-based pseudo-labels with Algorithm 1 on the exact cosine of the
+raw features, and the real round projected onto 100 Mbit/s, 1 Gbit/s and 10 Gbit/s links
 (``seconds_at_bandwidth`` = ``cpu_seconds_real + 8 * link_bytes_max_client / bandwidth``,
 :mod:`securefl.crypto.projection`).
 """
@@ -25,18 +29,23 @@ from __future__ import annotations
 
 import argparse
 import time
+from dataclasses import dataclass
 
 import numpy as np
 from rich.progress import Progress
 
-from securefl.bench.common import add_workers_argument, peak_memory_mb
+from securefl.bench.common import peak_memory_mb
 from securefl.bench.lp import synthetic_clusters
 from securefl.crypto import lwe
-from securefl.crypto.channel import SERVER
 from securefl.crypto.projection import seconds_at_bandwidth
+from securefl.data.federation import ClientData
 from securefl.errors import InputError
-from securefl.protocols.crossclient import HAMMING_BACKENDS, PHASES, cross_client_lp
-from securefl.protocols.propagation import label_propagation
+from securefl.fl.transport import InProcessTransport, NodeContext
+from securefl.methods.crossclient_server import CrossClientRound, cross_client_round
+from securefl.methods.fedprop_clients import FeatureClient, FeatureProtocol
+from securefl.methods.halves import LocalData
+from securefl.protocols.crossclient import HAMMING_BACKENDS
+from securefl.protocols.propagation import LabelPropagationResult, label_propagation
 
 PAPER = {
     "source": "FedProp §4.2 Efficiency-Communication: CIFAR-10, 5 clients x 500 points, L = 4096",
@@ -59,9 +68,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--k", type=int, default=10, help="neighbours per point")
     parser.add_argument("--alpha", type=float, default=0.99, help="propagation parameter alpha")
     parser.add_argument("--separation", type=float, default=0.6, help="cluster separation")
-    parser.add_argument(
-        "--solver", choices=("sparse", "dense"), default="sparse", help="server solver for S_L"
-    )
     parser.add_argument("--seed", type=int, default=0, help="data and protocol seed")
     parser.add_argument(
         "--hamming-backend",
@@ -69,7 +75,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="shade",
         help="secure Hamming protocol of the real run",
     )
-    add_workers_argument(parser)
 
 
 def validate(args: argparse.Namespace) -> None:
@@ -88,7 +93,6 @@ def validate(args: argparse.Namespace) -> None:
         ("--dim", args.dim, args.dim >= 1, "must be >= 1"),
         ("--k", args.k, args.k >= 1, "must be >= 1"),
         ("--alpha", args.alpha, 0.0 < args.alpha < 1.0, "must lie strictly between 0 and 1"),
-        ("--workers", args.workers, args.workers >= 1, "must be >= 1"),
         ("--seed", args.seed, args.seed >= 0, "must be non-negative"),
     ]
     for flag, value, ok, problem in checks:
@@ -122,40 +126,40 @@ def _federation(args: argparse.Namespace):
     return per_client_features, per_client_labels, per_client_truth
 
 
-def _mean_per_client(table: dict[str, dict[int, int]], parties: int) -> dict[str, float]:
-    return {
-        phase: float(
-            sum(b for party, b in table.get(phase, {}).items() if party != SERVER) / parties
-        )
-        for phase in PHASES
-    }
+@dataclass
+class _Run:
+    """One round as deployed: its outcome, every client's output, wall and CPU seconds."""
+
+    done: CrossClientRound
+    outputs: list[LabelPropagationResult]
+    seconds: float
+    cpu_seconds: float
+
+
+def _round(args: argparse.Namespace, features: list, labels: list, truth: list, secure: str) -> _Run:
+    """The round in ``secure`` mode on an in-process transport, each client's rows finished."""
+    half = FeatureClient(FeatureProtocol(secure, args.L, args.hamming_backend, args.seed))
+    data = [LocalData(ClientData(x, t, y >= 0), args.classes, (args.dim,))
+            for x, y, t in zip(features, labels, truth)]
+    transport = InProcessTransport(half, [NodeContext(j, {"partition-id": j}, {}, data[j])
+                                          for j in range(args.parties)])
+    start, cpu_start = time.perf_counter(), time.process_time()
+    done = cross_client_round(transport, range(args.parties), feature_model=np.zeros(0),
+                              round_index=0, secure=secure, k=args.k, alpha=args.alpha, L=args.L,
+                              num_classes=args.classes, hamming_backend=args.hamming_backend)
+    outputs = [half.finish_rows(done.rows[j], transport.states[j], data[j])
+               for j in range(args.parties)]
+    return _Run(done, outputs, time.perf_counter() - start, time.process_time() - cpu_start)
 
 
 def run(args: argparse.Namespace, progress: Progress) -> dict:
     """Run the round with both backends, compare, return the JSON record."""
     validate(args)
     features, labels, truth = _federation(args)
-    kwargs = dict(
-        num_classes=args.classes,
-        k=args.k,
-        alpha=args.alpha,
-        L=args.L,
-        seed=args.seed,
-        solver=args.solver,
-        workers=args.workers,
-    )
     task = progress.add_task(f"crossclient {args.parties} x {args.n // args.parties}", total=3)
-
-    start = time.perf_counter()
-    plain = cross_client_lp(features, labels, backend="plaintext", **kwargs)
-    seconds_plaintext = time.perf_counter() - start
+    plain = _round(args, features, labels, truth, "plaintext")
     progress.advance(task)
-    start, cpu_start = time.perf_counter(), time.process_time()
-    real = cross_client_lp(
-        features, labels, backend="real", hamming_backend=args.hamming_backend, **kwargs
-    )
-    seconds_real = time.perf_counter() - start
-    cpu_seconds_real = time.process_time() - cpu_start
+    real = _round(args, features, labels, truth, "real")
     progress.advance(task)
     exact = label_propagation(
         np.vstack(features),
@@ -176,16 +180,14 @@ def run(args: argparse.Namespace, progress: Progress) -> dict:
     )
     all_labels, all_truth = np.concatenate(labels), np.concatenate(truth)
     unlabeled = all_labels < 0
-    per_client = real.bytes_per_client()
-    sent = _mean_per_client(real.bytes_sent, args.parties)
-    received = _mean_per_client(real.bytes_received, args.parties)
-    mean_bytes = float(np.mean(list(per_client.values())))
+    done = real.done
+    per_client = {c: done.bytes_sent[c] + done.bytes_received[c] for c in done.bytes_sent}
+    mean_bytes = done.protocol_bytes_per_client
     agreement = float(np.mean(pl_real == pl_plain))
-    projected = seconds_at_bandwidth(cpu_seconds_real, real.link_bytes())
+    projected = seconds_at_bandwidth(real.cpu_seconds, done.link_bytes)
     return {
         "n": args.n,
         "parties": args.parties,
-        "workers": args.workers,
         "n_per_client": args.n // args.parties,
         "labels_per_client": args.labels_per_client,
         "classes": args.classes,
@@ -193,33 +195,26 @@ def run(args: argparse.Namespace, progress: Progress) -> dict:
         "L": args.L,
         "k": args.k,
         "alpha": args.alpha,
-        "solver": args.solver,
         "hamming_backend": args.hamming_backend,
         "pseudo_label_agreement": agreement,
         "max_abs_score_diff": score_diff,
         "max_abs_weight_diff": weight_diff,
-        "seconds_real": seconds_real,
-        "cpu_seconds_real": cpu_seconds_real,
-        "seconds_plaintext": seconds_plaintext,
-        "real_over_plaintext": seconds_real / seconds_plaintext,
-        "crypto_seconds_real": real.crypto_seconds,
-        "setup_seconds_real": real.hamming_setup_seconds,
-        "pair_seconds_real": dict(sorted(real.hamming_pair_seconds.items())),
-        "seconds_real_after_setup": seconds_real - real.hamming_setup_seconds,
-        "server_seconds_real": real.server_seconds,
-        "client_seconds_real": real.client_seconds,
+        "seconds_real": real.seconds,
+        "cpu_seconds_real": real.cpu_seconds,
+        "seconds_plaintext": plain.seconds,
+        "cpu_seconds_plaintext": plain.cpu_seconds,
+        "real_over_plaintext": real.seconds / plain.seconds,
+        "crypto_seconds_real": done.crypto_seconds,
+        "server_seconds_real": done.server_seconds,
+        "client_seconds_real": float(sum(sum(e.client_seconds.values()) for e in done.exchanges)),
         "bytes_per_client": mean_bytes,
         "bytes_per_client_max": int(max(per_client.values())),
-        "link_bytes_max_client": real.link_bytes(),
+        "bytes_sent_per_client": float(np.mean(list(done.bytes_sent.values()))),
+        "bytes_received_per_client": float(np.mean(list(done.bytes_received.values()))),
+        "link_bytes_max_client": done.link_bytes,
         "seconds_at_bandwidth": projected,
         **{f"seconds_at_{label}": value for label, value in projected.items()},
-        "bytes_per_client_by_phase": {phase: sent[phase] + received[phase] for phase in PHASES},
-        "bytes_per_client_excluding_hamming": float(
-            sum(sent[phase] + received[phase] for phase in PHASES if phase != "hamming")
-        ),
-        "bytes_sent_per_client_by_phase": sent,
-        "bytes_received_per_client_by_phase": received,
-        "sum_server_bytes_sent": int(real.bytes_sent["sum"].get(SERVER, 0)),
+        "steps_real": [e.step for e in done.exchanges],
         "paper": PAPER,
         "bytes_per_client_over_paper": mean_bytes / PAPER["bytes_per_client"],
         "pseudo_label_accuracy": float(np.mean(pl_real[unlabeled] == all_truth[unlabeled])),

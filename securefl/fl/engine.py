@@ -23,9 +23,9 @@ reordered step is refused by the client (:func:`~securefl.fl.transport.serve`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from securefl.errors import ProtocolError
 from securefl.fl.transport import ClientHalf, Exchange, NodeContext, Record, Transport
@@ -57,6 +57,15 @@ def drive(transport: Transport, steps: Iterable[Step[S]], state: S, *,
         exchange = transport.exchange(step.name, dict(step.requests(state)), timeout=timeout)
         step.collect(state, exchange)
     return state
+
+
+def within(steps: Iterable[Step[S]], state: S) -> Iterator[Step[Any]]:
+    """Another protocol's ``steps`` run inside this one's, each on that protocol's own
+    ``state`` whatever state the outer :func:`drive` threads (a sub-protocol, such as the
+    secure sum that ends CrossClientLP)."""
+    for step in steps:
+        yield Step(step.name, lambda _outer, step=step: step.requests(state),
+                   lambda _outer, exchange, step=step: step.collect(state, exchange))
 
 
 class StepTable(ClientHalf):

@@ -1,14 +1,28 @@
 """FedProp's server half of CrossClientLP over a transport (FedProp Algorithm 3, lines 1-14).
 
 The client parties run at the clients (:mod:`securefl.methods.fedprop_clients`, which
-lists the steps); :func:`cross_client_round` is everything the server does, one exchange
-per step: it relays the LSH seed agreement (:class:`~securefl.protocols.lsh.SeedAgreementServer`)
-and the links' public keys, relays the sealed SHADE batches between clients (it cannot read
-or alter them: :mod:`securefl.fl.links`), adds the two shares of every pair's block and
-places the own blocks into the Hamming matrix H, builds the graph and solves for the
-requested columns (:class:`~securefl.protocols.crossclient.CrossClientLPServer`), runs the
-padded secure sum (:mod:`securefl.fl.secure_sum_steps`, sum ``cclp``) and returns each
-client's block of the total with the survivor list, which the ``train`` request carries.
+lists the steps); the server is :func:`round_steps`, a generator of
+:class:`~securefl.fl.engine.Step`\\ s over one typed state (:class:`RoundState`), one
+exchange per step, which :func:`cross_client_round` runs with the one driver
+(:func:`securefl.fl.engine.drive`) on any transport.  Its stages, one function each:
+
+1. ``cclp/advertise``: the block sizes (:func:`_advertise`, :func:`_sizes`);
+2. the setup and SecureHamming, by mode (:data:`SETUPS`): real mode relays the LSH seed
+   agreement (:class:`~securefl.protocols.lsh.SeedAgreementServer`) and the links' public
+   keys, collects the own blocks and runs the Hamming backend the clients resolved
+   (:data:`HAMMING`: :class:`ShadeRelay` relays the sealed SHADE batches between clients,
+   which it cannot read or alter, :mod:`securefl.fl.links`; :class:`LweRelay` the LWE and
+   ring-LWE broadcasts and answers), adds the two shares of every pair's block and places
+   the own blocks into the Hamming matrix H; the plaintext placeholder
+   (:class:`Placeholder`) hands out the seed shares and computes H from the codes;
+3. ``cclp/columns``: builds the graph and solves for the requested columns
+   (:class:`~securefl.protocols.crossclient.CrossClientLPServer`);
+4. ``cclp/sum`` and the sum's own steps, by mode (:data:`ROW_SUMS`): the padded secure sum
+   (:mod:`securefl.fl.secure_sum_steps`, sum ``cclp``, its steps run inside this round's
+   by :func:`securefl.fl.engine.within`) or the placeholder's direct sum;
+5. :func:`finish`: each client's block of the total with the survivor list, which the
+   ``train`` request carries.
+
 It reads no client data: what it learns is what the server of
 :mod:`securefl.protocols.crossclient` learns (public keys, ciphertexts, H, the labeled
 positions, the block sizes, the padded total and its survivors).
@@ -44,21 +58,24 @@ from __future__ import annotations
 
 import re
 import secrets
-import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import ClassVar, Protocol
 
 import numpy as np
 
 from securefl.crypto import lwe_hops
-from securefl.crypto.lwe import check_session
 from securefl.crypto.channel import SERVER, Message, frame_size
 from securefl.crypto.hamming import check_codes, choose_backend
 from securefl.crypto.hamming_plain import hamming_matrix, pack_codes
+from securefl.crypto.lwe import check_session
 from securefl.crypto.projection import busiest_link_bytes
+from securefl.crypto.secagg import SecAggConfig
 from securefl.errors import DropoutError, ProtocolError
 from securefl.fl import links, secure_sum_steps
 from securefl.fl.costs import COMPUTE, CRYPTO
+from securefl.fl.engine import Step, drive, within
+from securefl.fl.secure_sum_steps import Aggregation, ServerClock
 from securefl.fl.transport import Exchange, Record, Transport, put_message, take_message
 from securefl.methods.fedprop_clients import (
     ADVERTISE,
@@ -138,232 +155,493 @@ class CrossClientRound:
                    for r in e.replies.values())
 
 
+@dataclass
+class RoundState:
+    """The server's state of one round, threaded through :func:`round_steps` by the driver.
+
+    Parties are indices into ``members`` (the round's client ids in party order); ``live``
+    the parties still in the protocol (those that answered the last step), ``last`` that
+    step's exchange.  ``sent`` / ``received``: nominal bytes per party (module docstring);
+    ``clock``: the server's own CPU time.  The fields after ``session`` are not arguments:
+    the stages fill them.
+    """
+
+    members: list[int]
+    feature_model: np.ndarray
+    round_index: int
+    real: bool
+    k: int
+    alpha: float
+    L: int
+    num_classes: int
+    hamming_backend: str
+    session: bytes = field(default_factory=lambda: secrets.token_bytes(8))
+    live: list[int] = field(init=False)
+    sizes: np.ndarray = field(init=False)
+    sent: dict[int, int] = field(init=False)
+    received: dict[int, int] = field(init=False)
+    last: Exchange | None = field(default=None, init=False)
+    failed: dict[int, str] = field(default_factory=dict, init=False)
+    dropped: dict[str, list[int]] = field(default_factory=dict, init=False)
+    exchanges: list[Exchange] = field(default_factory=list, init=False)
+    clock: ServerClock = field(default_factory=ServerClock, init=False)
+    agreement: SeedAgreementServer = field(default_factory=SeedAgreementServer, init=False)
+    cost_model: str = field(default="shade", init=False)
+    own: dict[int, Message] = field(default_factory=dict, init=False)
+    shares: dict[tuple[int, int], dict[int, Message]] = field(default_factory=dict, init=False)
+    lwe: LweSession | None = field(default=None, init=False)
+    graph: list[int] = field(default_factory=list, init=False)
+    server: CrossClientLPServer | None = field(default=None, init=False)
+    in_sum: list[int] = field(default_factory=list, init=False)
+    sum_config: SecAggConfig | None = field(default=None, init=False)
+    aggregation: Aggregation | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        self.live = list(range(len(self.members)))
+        self.sizes = np.zeros(len(self.members), dtype=np.int64)
+        self.sent = dict.fromkeys(self.live, 0)
+        self.received = dict.fromkeys(self.live, 0)
+
+    def addressed(self, requests: Mapping[int, Record]) -> dict[int, Record]:
+        """``requests`` by party, addressed to the live parties' client ids."""
+        return {self.members[j]: requests[j] for j in self.live}
+
+    def absorb(self, exchange: Exchange) -> None:
+        """Record ``exchange``; the live parties that did not answer leave the protocol."""
+        self.exchanges.append(exchange)
+        self.failed.update(exchange.failed)
+        left = [j for j in self.live if self.members[j] not in exchange.replies]
+        if left:
+            self.dropped[exchange.step] = [self.members[j] for j in left]
+        self.live = [j for j in self.live if self.members[j] in exchange.replies]
+        self.last = exchange
+
+    def reply(self, j: int) -> Record:
+        """Party ``j``'s reply to the last step."""
+        return self.last.replies[self.members[j]]
+
+    def message_from(self, j: int, slot: str) -> Message:
+        """The protocol message party ``j`` put in ``slot`` of its last reply (metered)."""
+        message = take_message(self.reply(j), slot)
+        if message.sender != j or message.receiver != SERVER:
+            raise ProtocolError(f"client {self.members[j]} sent {slot} as party {message.sender}")
+        self.sent[j] += frame_size(message)
+        return message
+
+    def to_client(self, record: Record, slot: str, message: Message) -> Record:
+        """``record`` with ``message`` in ``slot`` (metered for its receiver)."""
+        put_message(record, slot, message)
+        self.received[message.receiver] += frame_size(message)
+        return record
+
+    def layout(self) -> Record:
+        """The live parties and every party's block size (the Hamming hops' requests)."""
+        return Record({"cclp/alive": np.array(self.live, dtype=np.int64), "cclp/sizes": self.sizes})
+
+
+def _step(name: str, requests: Callable[[RoundState], dict[int, Record]],
+          collect: Callable[[RoundState, Exchange], None]) -> Step[RoundState]:
+    """A step whose two halves run on the server's clock."""
+    return Step(name, lambda state: state.clock.run(requests, state),
+                lambda state, exchange: state.clock.run(collect, state, exchange))
+
+
+def _absorb(state: RoundState, exchange: Exchange) -> None:
+    state.absorb(exchange)
+
+
+# ----------------------------------------------------------------------------- stage 1
+
+
+def _advertise(state: RoundState) -> dict[int, Record]:
+    roster = np.array(state.members, dtype=np.int64)
+    return state.addressed({
+        j: Record({"model": np.asarray(state.feature_model, dtype=np.float64), "cclp/members": roster},
+                  {"round": int(state.round_index), "cclp/party": j, "cclp/session": state.session})
+        for j in state.live})
+
+
+def _sizes(state: RoundState, exchange: Exchange) -> None:
+    state.absorb(exchange)
+    for j in state.live:
+        state.sizes[j] = int(state.reply(j).config["cclp/points"])
+
+
+# ----------------------------------------------------------------------------- stage 2
+
+
+class Setup(Protocol):
+    """Stage 2 of a mode: the steps after ``cclp/advertise`` that leave ``state.graph`` and
+    the graph built on H in ``state.server``."""
+
+    def steps(self, state: RoundState) -> Iterator[Step[RoundState]]: ...
+
+
+class HammingRelay(Protocol):
+    """The server's side of one SecureHamming backend after ``cclp/codes``: its hops, whose
+    replies leave the pair shares (tags ``<prefix>/share/<a>-<b>``) in ``state.shares``."""
+
+    prefix: str
+
+    def steps(self, state: RoundState) -> Iterator[Step[RoundState]]: ...
+
+
+class Secure:
+    """Real mode's setup: seed agreement and links, own blocks, the clients' Hamming backend."""
+
+    def steps(self, state: RoundState) -> Iterator[Step[RoundState]]:
+        yield _step(SHARES, _relay_keys, _absorb)
+        yield _step(CODES, _relay_shares, _own_blocks)
+        relay = HAMMING[state.hamming_backend]
+        yield from relay.steps(state)
+        if not state.live:
+            raise DropoutError("every client dropped out before SecureHamming")
+        state.clock.run(lambda: _receive_hamming(state, _assemble(
+            state.live, state.sizes, state.own, state.shares, state.L, prefix=relay.prefix)))
+
+
+def _relay_keys(state: RoundState) -> dict[int, Record]:
+    keys = state.agreement.broadcast_keys([state.message_from(j, SLOT_LSH) for j in state.live])
+    ids, table = links.key_table({j: state.reply(j).arrays["cclp/link-key"] for j in state.live})
+    return state.addressed({m.receiver: state.to_client(
+        Record({"cclp/link-ids": ids, "cclp/link-keys": table}), SLOT_LSH, m) for m in keys})
+
+
+def _relay_shares(state: RoundState) -> dict[int, Record]:
+    relayed = state.agreement.relay_shares([state.message_from(j, SLOT_LSH) for j in state.live])
+    requests = {m.receiver: state.to_client(
+        Record({"cclp/alive": np.array(state.live, dtype=np.int64), "cclp/sizes": state.sizes}),
+        SLOT_LSH, m) for m in relayed if m.receiver in state.live}
+    state.cost_model = choose_backend([int(state.sizes[j]) for j in state.live], int(state.L))
+    return state.addressed(requests)
+
+
+def _own_blocks(state: RoundState, exchange: Exchange) -> None:
+    state.absorb(exchange)
+    state.own = {j: state.message_from(j, SLOT_OWN) for j in state.live}
+    if state.hamming_backend == "auto":
+        state.hamming_backend = _agreed_backend(state.own, state.cost_model)
+    for j in state.live:
+        state.sent[j] += int(state.reply(j).config.get(LINK_SENT, 0))
+
+
+def _collect_shares(state: RoundState, exchange: Exchange) -> None:
+    """Absorb a hop: the links' metered bytes and every finished pair's share."""
+    state.absorb(exchange)
+    for j in state.live:
+        answer = state.reply(j)
+        state.sent[j] += int(answer.config.get(LINK_SENT, 0))
+        state.received[j] += int(answer.config.get(LINK_RECEIVED, 0))
+        for key in list(answer.config):
+            match = _SHARE.match(key)
+            if match:
+                pair = (int(match.group(1)), int(match.group(2)))
+                state.shares.setdefault(pair, {})[j] = state.message_from(j, key[: -len("/count")])
+
+
+class ShadeRelay:
+    """SHADE (:mod:`securefl.crypto.shade_hops`): the sealed batches of every pair relayed
+    from each hop's replies into the next hop's requests; shares at hops 4 and 5."""
+
+    prefix: ClassVar[str] = "shade"
+
+    def steps(self, state: RoundState) -> Iterator[Step[RoundState]]:
+        for hop in SHADE:
+            yield _step(hop, _shade_hop, _collect_shares)
+
+
+def _shade_hop(state: RoundState) -> dict[int, Record]:
+    requests = {j: state.layout() for j in state.live}
+    _forward_links({j: state.reply(j) for j in state.live}, requests)
+    return state.addressed(requests)
+
+
+@dataclass
+class LweSession:
+    """The relay's state of one LWE session: its parties, and the forwards (origin, message)
+    each party gets in the next request (``inbox``) and the one after (``hints``)."""
+
+    parties: list[int]
+    inbox: dict[int, list[tuple[int, Message]]] = field(default_factory=dict)
+    hints: dict[int, list[tuple[int, Message]]] = field(default_factory=dict)
+
+    def relay(self, origin: int, message: Message, target: dict[int, list[tuple[int, Message]]]
+              ) -> None:
+        """Every forward of ``message`` (:func:`securefl.crypto.lwe_hops.relay`) into ``target``."""
+        for forward in lwe_hops.relay(self.parties, message):
+            target.setdefault(forward.receiver, []).append((origin, forward))
+
+
+@dataclass(frozen=True)
+class LweRelay:
+    """LWE or ring-LWE (:mod:`securefl.crypto.lwe_hops`): keys relayed (hop 1), each ``C``
+    block to its evaluators (hop 2), each hint to its encryptors (hop 3), every forward
+    with its recipient's own tag; the answers ``D`` client to client in sealed batches;
+    shares at hops 2 and 3."""
+
+    ring: bool
+    prefix: ClassVar[str] = "lwe"
+
+    def steps(self, state: RoundState) -> Iterator[Step[RoundState]]:
+        state.clock.run(self._open, state)
+        for step in LWE:
+            yield _step(step, _lwe_hop, _lwe_collect)
+
+    def _open(self, state: RoundState) -> None:
+        check_session([int(state.sizes[j]) for j in state.live], int(state.L), ring=self.ring)
+        state.lwe = LweSession(list(state.live))
+        for j in state.live:
+            state.lwe.relay(j, state.message_from(j, SLOT_LWE_KEY), state.lwe.inbox)
+
+
+def _lwe_hop(state: RoundState) -> dict[int, Record]:
+    requests = {}
+    for j in state.live:
+        delivered = [m for origin, m in state.lwe.inbox.get(j, []) if origin in state.live]
+        requests[j] = state.layout()
+        put_messages(requests[j], SLOT_LWE_IN, delivered)
+        state.received[j] += sum(frame_size(m) for m in delivered)
+    _forward_links({j: state.reply(j) for j in state.live}, requests)
+    return state.addressed(requests)
+
+
+def _lwe_collect(state: RoundState, exchange: Exchange) -> None:
+    _collect_shares(state, exchange)
+    session = state.lwe
+    broadcasts = exchange.step == LWE[0]
+    session.inbox = session.hints if exchange.step == LWE[1] else {}
+    if not broadcasts:
+        return
+    for j in state.live:
+        for message in take_messages(state.reply(j), SLOT_LWE_OUT):
+            if message.sender != j or message.receiver != SERVER:
+                raise ProtocolError(f"client {state.members[j]} sent an LWE broadcast as party "
+                                    f"{message.sender}")
+            state.sent[j] += frame_size(message)
+            session.relay(j, message, session.inbox if message.tag.startswith("lwe/C/")
+                          else session.hints)
+
+
+class Placeholder:
+    """Plaintext mode's setup: every seed share to every client, their codes in the clear,
+    H computed directly (the same H as the real backends)."""
+
+    def steps(self, state: RoundState) -> Iterator[Step[RoundState]]:
+        yield _step(SHARES, _all_shares, _codes)
+
+
+def _all_shares(state: RoundState) -> dict[int, Record]:
+    shares = np.stack([np.asarray(state.reply(j).arrays["cclp/share"]) for j in state.live]) \
+        if state.live else np.zeros((0, 16), np.uint8)
+    return state.addressed({j: Record({"cclp/shares": shares}) for j in state.live})
+
+
+def _codes(state: RoundState, exchange: Exchange) -> None:
+    state.absorb(exchange)
+    if not state.live:
+        raise DropoutError("every client dropped out before SecureHamming")
+    codes = check_codes([state.reply(j).arrays["cclp/codes"] for j in state.live])
+    for j, block in zip(state.live, codes):
+        if block.shape != (state.sizes[j], state.L):
+            raise ProtocolError(f"client {state.members[j]}: codes must have shape "
+                                f"({state.sizes[j]}, {state.L})")
+    _receive_hamming(state, hamming_matrix(pack_codes(np.concatenate(codes, axis=0))))
+
+
+def _receive_hamming(state: RoundState, matrix: np.ndarray) -> None:
+    """Lines 6-9 on H over the live parties, who make up the graph."""
+    state.graph = list(state.live)
+    state.server = CrossClientLPServer(k=int(state.k), alpha=float(state.alpha), L=int(state.L),
+                                       num_classes=int(state.num_classes))
+    state.server.receive_hamming(matrix, list(state.graph), [int(state.sizes[j]) for j in state.graph])
+
+
+SETUPS: dict[bool, Setup] = {True: Secure(), False: Placeholder()}
+"""Stage 2 by mode (``real``)."""
+HAMMING: dict[str, HammingRelay] = {"shade": ShadeRelay(), "lwe": LweRelay(ring=False),
+                                    "rlwe": LweRelay(ring=True)}
+"""The server's side of each SecureHamming backend a client may resolve to."""
+
+
+# ----------------------------------------------------------------------------- stages 3-4
+
+
+def _ask_columns(state: RoundState) -> dict[int, Record]:
+    return state.addressed({j: Record() for j in state.live})
+
+
+def _columns(state: RoundState, exchange: Exchange) -> None:
+    state.absorb(exchange)
+    state.in_sum = list(state.live)
+    if not state.in_sum:
+        raise DropoutError("every client dropped out before SecureSum")
+
+
+def _serve_columns(state: RoundState) -> dict[int, Record]:
+    """Lines 10-12: S_L^(j) and the row layout to every client in the sum, with the sum's
+    parameters (:data:`ROW_SUMS`)."""
+    asked = [state.message_from(j, SLOT_COLUMNS) for j in state.in_sum]
+    for message in asked:
+        if message.tag != TAG_COLUMNS:
+            raise ProtocolError(f"client {state.members[message.sender]}: expected {TAG_COLUMNS!r}")
+    rows = ROW_SUMS[state.real]
+    rows.configure(state)
+    requests = {}
+    for message in state.server.serve_columns(asked):
+        j = message.receiver
+        request = state.to_client(Record(config={"cclp/sum/members": len(state.in_sum)}),
+                                  SLOT_S_L, message)
+        rows.request(state, j, request)
+        requests[j] = request
+    return state.addressed(requests)
+
+
+def _threshold(state: RoundState) -> int:
+    return len(state.in_sum) // 2 + 1
+
+
+def _dim(state: RoundState) -> int:
+    return int(sum(state.sizes[j] for j in state.in_sum)) * int(state.num_classes)
+
+
+@dataclass(frozen=True)
+class Summed:
+    """The row sum's outcome: the ring total over ``survivors``, for ``receivers`` (parties)."""
+
+    total: np.ndarray
+    survivors: list[int]
+    receivers: list[int]
+
+
+class RowSum(Protocol):
+    """Stage 4 of a mode: the sum of the clients' (padded) row vectors after ``cclp/sum``."""
+
+    def configure(self, state: RoundState) -> None: ...
+
+    def request(self, state: RoundState, j: int, request: Record) -> None: ...
+
+    def steps(self, state: RoundState) -> Iterator[Step]: ...
+
+    def result(self, state: RoundState) -> Summed: ...
+
+
+class SecAggRows:
+    """Real mode: the padded vectors enter the secure sum ``cclp``, whose round 0 rides on
+    the ``cclp/sum`` replies and whose rounds 1-3 run as its own steps."""
+
+    def configure(self, state: RoundState) -> None:
+        state.sum_config = secure_sum_steps.new_config(
+            [state.members[j] for j in state.in_sum], threshold=_threshold(state), dim=_dim(state))
+
+    def request(self, state: RoundState, j: int, request: Record) -> None:
+        config = state.sum_config
+        request.config.update({"cclp/sum/index": state.in_sum.index(j),
+                               "cclp/sum/threshold": config.threshold,
+                               "cclp/sum/session": config.session, "cclp/sum/cohort": config.cohort})
+
+    def steps(self, state: RoundState) -> Iterator[Step]:
+        state.aggregation = secure_sum_steps.open_aggregation(
+            {SUM_NAME: state.sum_config}, [state.members[j] for j in state.in_sum], state.last)
+        yield from within(secure_sum_steps.steps(state.aggregation), state.aggregation)
+
+    def result(self, state: RoundState) -> Summed:
+        outcome = secure_sum_steps.finish(state.aggregation)
+        state.exchanges.extend(outcome.exchanges)
+        state.failed.update(outcome.failed)
+        state.clock.thread += outcome.server_seconds
+        summed = outcome.sums[SUM_NAME]
+        position = {c: j for j, c in enumerate(state.members)}
+        for client, count_sent in summed.bytes_sent.items():
+            state.sent[position[client]] += int(count_sent)
+        out_of_sum = {c for clients in summed.dropped.values() for c in clients} | set(outcome.failed)
+        for round_name, clients in summed.dropped.items():
+            if clients:
+                state.dropped[f"{SUM}/{round_name}"] = list(clients)
+        return Summed(summed.total, [position[c] for c in summed.survivors],
+                      [j for j in state.in_sum if state.members[j] not in out_of_sum])
+
+
+class PlainRows:
+    """Plaintext mode: the unpadded encodings summed directly over the clients that sent one."""
+
+    def configure(self, state: RoundState) -> None:
+        state.sum_config = None
+
+    def request(self, state: RoundState, j: int, request: Record) -> None:
+        return None
+
+    def steps(self, state: RoundState) -> Iterator[Step]:
+        return iter(())
+
+    def result(self, state: RoundState) -> Summed:
+        answered, threshold, dim = state.live, _threshold(state), _dim(state)
+        if len(answered) < threshold:
+            raise DropoutError(f"{len(answered)} of {len(state.in_sum)} clients entered the sum, "
+                               f"fewer than the threshold {threshold}")
+        total = np.zeros(dim, dtype=np.uint64)
+        for j in answered:
+            vector = np.asarray(state.reply(j).arrays.get("cclp/input"))
+            if vector.shape != (dim,) or vector.dtype != np.uint64:
+                raise ProtocolError(f"client {state.members[j]}: sum input must be ({dim},) uint64")
+            total += vector
+            state.sent[j] += int(vector.nbytes)
+        return Summed(total, list(answered), list(answered))
+
+
+ROW_SUMS: dict[bool, RowSum] = {True: SecAggRows(), False: PlainRows()}
+"""Stage 4 by mode (``real``)."""
+
+
+# ----------------------------------------------------------------------------- the round
+
+
+def round_steps(state: RoundState) -> Iterator[Step]:
+    """The server's steps of one round, in order; later steps depend on the replies."""
+    yield _step(ADVERTISE, _advertise, _sizes)
+    yield from SETUPS[state.real].steps(state)
+    yield _step(COLUMNS, _ask_columns, _columns)
+    yield _step(SUM, _serve_columns, _absorb)
+    yield from ROW_SUMS[state.real].steps(state)
+
+
+def finish(state: RoundState) -> CrossClientRound:
+    """After the last step: each receiver's block of the total with the survivors, and the
+    label mass of its points (what the server already holds)."""
+    summed = ROW_SUMS[state.real].result(state)
+    return state.clock.run(_forward_rows, state, summed)
+
+
+def _forward_rows(state: RoundState, summed: Summed) -> CrossClientRound:
+    members, sizes, server = state.members, state.sizes, state.server
+    rows = {}
+    for message in server.forward_rows(summed.total, summed.survivors, summed.receivers):
+        state.received[message.receiver] += frame_size(message)
+        rows[members[message.receiver]] = (np.asarray(message.arrays[0]), np.asarray(message.arrays[1]))
+    mass = server.label_mass(summed.survivors)
+    offsets = dict(zip(state.graph, np.concatenate([[0], np.cumsum([sizes[j] for j in state.graph])])[:-1]))
+    label_mass = {members[j]: mass[offsets[j]: offsets[j] + sizes[j]] for j in summed.receivers}
+    return CrossClientRound(
+        rows=rows, graph=[members[j] for j in state.graph], in_sum=[members[j] for j in state.in_sum],
+        survivors=[members[j] for j in summed.survivors], dropped=state.dropped, failed=state.failed,
+        bytes_sent={members[j]: b for j, b in state.sent.items()},
+        bytes_received={members[j]: b for j, b in state.received.items()},
+        server_seconds=state.clock.thread, exchanges=state.exchanges, label_mass=label_mass,
+        labeled_positions={members[j]: server.requests[j] for j in state.in_sum})
+
+
 def cross_client_round(transport: Transport, members: Sequence[int], *, feature_model: np.ndarray,
                        round_index: int, secure: str, k: int, alpha: float, L: int,
                        num_classes: int, timeout: float | None = None,
                        hamming_backend: str = "shade") -> CrossClientRound:
-    """Run CrossClientLP among ``members`` (clients, in party order) on ``transport``;
+    """Run CrossClientLP among ``members`` (clients, in party order) on ``transport``:
+    :func:`round_steps` driven by :func:`securefl.fl.engine.drive`, then :func:`finish`.
     ``feature_model`` is the vector of the model whose features the clients embed;
     ``hamming_backend`` (real mode) ``"shade"``, ``"lwe"``, ``"rlwe"`` or ``"auto"`` (each client
     resolves it by its own node's policy, :meth:`securefl.fl.policy.PrivacyPolicy.hamming_backend`;
     the server follows what they resolved, :func:`_agreed_backend`), as the clients run it."""
-    real = secure == "real"
-    members = [int(c) for c in members]
-    count = len(members)
-    sent = dict.fromkeys(range(count), 0)
-    received = dict.fromkeys(range(count), 0)
-    exchanges: list[Exchange] = []
-    failed: dict[int, str] = {}
-    dropped: dict[str, list[int]] = {}
-    seconds = 0.0
-
-    def exchange(step: str, requests: dict[int, Record], among: Sequence[int]) -> tuple[Exchange, list[int]]:
-        result = transport.exchange(step, {members[j]: requests[j] for j in among}, timeout=timeout)
-        exchanges.append(result)
-        failed.update(result.failed)
-        left = [j for j in among if members[j] not in result.replies]
-        if left:
-            dropped[step] = [members[j] for j in left]
-        return result, [j for j in among if members[j] in result.replies]
-
-    def reply(result: Exchange, j: int) -> Record:
-        return result.replies[members[j]]
-
-    def message_from(result: Exchange, j: int, slot: str) -> Message:
-        message = take_message(reply(result, j), slot)
-        if message.sender != j or message.receiver != SERVER:
-            raise ProtocolError(f"client {members[j]} sent {slot} as party {message.sender}")
-        sent[j] += frame_size(message)
-        return message
-
-    def to_client(record: Record, slot: str, message: Message) -> Record:
-        put_message(record, slot, message)
-        received[message.receiver] += frame_size(message)
-        return record
-
-    session = secrets.token_bytes(8)
-    roster = np.array(members, dtype=np.int64)
-    first = {j: Record({"model": np.asarray(feature_model, dtype=np.float64), "cclp/members": roster},
-                       {"round": int(round_index), "cclp/party": j, "cclp/session": session})
-             for j in range(count)}
-    result, live = exchange(ADVERTISE, first, range(count))
-    sizes = np.zeros(count, dtype=np.int64)
-    for j in live:
-        sizes[j] = int(reply(result, j).config["cclp/points"])
-
-    begin = time.thread_time()
-    if real:
-        agreement = SeedAgreementServer()
-        keys = agreement.broadcast_keys([message_from(result, j, SLOT_LSH) for j in live])
-        ids, table = links.key_table({j: reply(result, j).arrays["cclp/link-key"] for j in live})
-        requests = {m.receiver: to_client(Record({"cclp/link-ids": ids, "cclp/link-keys": table}),
-                                          SLOT_LSH, m) for m in keys}
-        seconds += time.thread_time() - begin
-        result, live = exchange(SHARES, requests, live)
-        begin = time.thread_time()
-        relayed = agreement.relay_shares([message_from(result, j, SLOT_LSH) for j in live])
-        requests = {m.receiver: to_client(Record({"cclp/alive": np.array(live, dtype=np.int64),
-                                                  "cclp/sizes": sizes}), SLOT_LSH, m)
-                    for m in relayed if m.receiver in live}
-        seconds += time.thread_time() - begin
-        model = choose_backend([int(sizes[j]) for j in live], int(L))
-        result, graph = exchange(CODES, requests, live)
-        own = {j: message_from(result, j, SLOT_OWN) for j in graph}
-        if hamming_backend == "auto":
-            hamming_backend = _agreed_backend(own, model)
-        for j in graph:
-            sent[j] += int(reply(result, j).config.get(LINK_SENT, 0))
-        shares: dict[tuple[int, int], dict[int, Message]] = {}
-
-        def collect_shares(result: Exchange, graph: list[int]) -> None:
-            for j in graph:
-                answer = reply(result, j)
-                sent[j] += int(answer.config.get(LINK_SENT, 0))
-                received[j] += int(answer.config.get(LINK_RECEIVED, 0))
-                for key in list(answer.config):
-                    match = _SHARE.match(key)
-                    if match:
-                        pair = (int(match.group(1)), int(match.group(2)))
-                        shares.setdefault(pair, {})[j] = message_from(result, j, key[: -len("/count")])
-
-        if hamming_backend in ("lwe", "rlwe"):
-            # lwe_hops: keys relayed (hop 1), each C block to its evaluators (hop 2), each
-            # hint to its encryptors (hop 3), every forward with its recipient's own tag;
-            # the answers D client to client in sealed batches; shares at hops 2 and 3.
-            begin = time.thread_time()
-            in_session = list(graph)
-            check_session([int(sizes[j]) for j in in_session], int(L), ring=hamming_backend == "rlwe")
-            inbox: dict[int, list[tuple[int, Message]]] = {}
-            hints: dict[int, list[tuple[int, Message]]] = {}
-            for j in graph:
-                for forward in lwe_hops.relay(in_session, message_from(result, j, SLOT_LWE_KEY)):
-                    inbox.setdefault(forward.receiver, []).append((j, forward))
-            for step in LWE:
-                requests = {}
-                for j in graph:
-                    delivered = [m for origin, m in inbox.get(j, []) if origin in graph]
-                    requests[j] = Record({"cclp/alive": np.array(graph, dtype=np.int64), "cclp/sizes": sizes})
-                    put_messages(requests[j], SLOT_LWE_IN, delivered)
-                    received[j] += sum(frame_size(m) for m in delivered)
-                _forward_links({j: reply(result, j) for j in graph}, requests)
-                seconds += time.thread_time() - begin
-                result, graph = exchange(step, requests, graph)
-                begin = time.thread_time()
-                collect_shares(result, graph)
-                inbox = hints if step == LWE[1] else {}
-                if step == LWE[0]:
-                    for j in graph:
-                        for message in take_messages(reply(result, j), SLOT_LWE_OUT):
-                            if message.sender != j or message.receiver != SERVER:
-                                raise ProtocolError(f"client {members[j]} sent an LWE broadcast as party "
-                                                    f"{message.sender}")
-                            sent[j] += frame_size(message)
-                            target = inbox if message.tag.startswith("lwe/C/") else hints
-                            for forward in lwe_hops.relay(in_session, message):
-                                target.setdefault(forward.receiver, []).append((j, forward))
-            seconds += time.thread_time() - begin
-        else:
-            for step in SHADE:
-                begin = time.thread_time()
-                requests = {j: Record({"cclp/alive": np.array(graph, dtype=np.int64), "cclp/sizes": sizes})
-                            for j in graph}
-                _forward_links({j: reply(result, j) for j in graph}, requests)
-                seconds += time.thread_time() - begin
-                result, graph = exchange(step, requests, graph)
-                collect_shares(result, graph)
-        if not graph:
-            raise DropoutError("every client dropped out before SecureHamming")
-        begin = time.thread_time()
-        matrix = _assemble(graph, sizes, own, shares, L,
-                           prefix="lwe" if hamming_backend in ("lwe", "rlwe") else "shade")
-    else:
-        shares_up = np.stack([np.asarray(reply(result, j).arrays["cclp/share"]) for j in live]) \
-            if live else np.zeros((0, 16), np.uint8)
-        result, graph = exchange(SHARES, {j: Record({"cclp/shares": shares_up}) for j in live}, live)
-        if not graph:
-            raise DropoutError("every client dropped out before SecureHamming")
-        begin = time.thread_time()
-        codes = check_codes([reply(result, j).arrays["cclp/codes"] for j in graph])
-        for j, block in zip(graph, codes):
-            if block.shape != (sizes[j], L):
-                raise ProtocolError(f"client {members[j]}: codes must have shape ({sizes[j]}, {L})")
-        matrix = hamming_matrix(pack_codes(np.concatenate(codes, axis=0)))
-
-    server = CrossClientLPServer(k=int(k), alpha=float(alpha), L=int(L), num_classes=int(num_classes))
-    server.receive_hamming(matrix, list(graph), [int(sizes[j]) for j in graph])
-    seconds += time.thread_time() - begin
-
-    result, in_sum = exchange(COLUMNS, {j: Record() for j in graph}, graph)
-    if not in_sum:
-        raise DropoutError("every client dropped out before SecureSum")
-    requests_columns = [message_from(result, j, SLOT_COLUMNS) for j in in_sum]
-    for message in requests_columns:
-        if message.tag != TAG_COLUMNS:
-            raise ProtocolError(f"client {members[message.sender]}: expected {TAG_COLUMNS!r}")
-    begin = time.thread_time()
-    columns = server.serve_columns(requests_columns)
-    threshold = len(in_sum) // 2 + 1
-    dim = int(sum(sizes[j] for j in in_sum)) * int(num_classes)
-    config = secure_sum_steps.new_config([members[j] for j in in_sum], threshold=threshold, dim=dim) \
-        if real else None
-    requests = {}
-    for message in columns:
-        j = message.receiver
-        request = to_client(Record(config={"cclp/sum/members": len(in_sum)}), SLOT_S_L, message)
-        if real:
-            request.config.update({"cclp/sum/index": in_sum.index(j), "cclp/sum/threshold": threshold,
-                                   "cclp/sum/session": config.session, "cclp/sum/cohort": config.cohort})
-        requests[j] = request
-    seconds += time.thread_time() - begin
-    result, answered = exchange(SUM, requests, in_sum)
-    if real:
-        outcome = secure_sum_steps.aggregate_steps(transport, {SUM_NAME: config},
-                                                   [members[j] for j in in_sum], result,
-                                                   timeout=timeout)
-        exchanges.extend(outcome.exchanges)
-        failed.update(outcome.failed)
-        seconds += outcome.server_seconds
-        summed = outcome.sums[SUM_NAME]
-        position = {c: j for j, c in enumerate(members)}
-        for client, count_sent in summed.bytes_sent.items():
-            sent[position[client]] += int(count_sent)
-        out_of_sum = {c for clients in summed.dropped.values() for c in clients} | set(outcome.failed)
-        for round_name, clients in summed.dropped.items():
-            if clients:
-                dropped[f"{SUM}/{round_name}"] = list(clients)
-        total = summed.total
-        survivors = [position[c] for c in summed.survivors]
-        receivers = [j for j in in_sum if members[j] not in out_of_sum]
-    else:
-        if len(answered) < threshold:
-            raise DropoutError(f"{len(answered)} of {len(in_sum)} clients entered the sum, "
-                               f"fewer than the threshold {threshold}")
-        begin = time.thread_time()
-        total = np.zeros(dim, dtype=np.uint64)
-        for j in answered:
-            vector = np.asarray(reply(result, j).arrays.get("cclp/input"))
-            if vector.shape != (dim,) or vector.dtype != np.uint64:
-                raise ProtocolError(f"client {members[j]}: sum input must be ({dim},) uint64")
-            total += vector
-            sent[j] += int(vector.nbytes)
-        seconds += time.thread_time() - begin
-        survivors = receivers = list(answered)
-    begin = time.thread_time()
-    rows = {}
-    for message in server.forward_rows(total, survivors, receivers):
-        received[message.receiver] += frame_size(message)
-        rows[members[message.receiver]] = (np.asarray(message.arrays[0]), np.asarray(message.arrays[1]))
-    mass = server.label_mass(survivors)
-    offsets = dict(zip(graph, np.concatenate([[0], np.cumsum([sizes[j] for j in graph])])[:-1]))
-    label_mass = {members[j]: mass[offsets[j]: offsets[j] + sizes[j]] for j in receivers}
-    seconds += time.thread_time() - begin
-    return CrossClientRound(
-        rows=rows, graph=[members[j] for j in graph], in_sum=[members[j] for j in in_sum],
-        survivors=[members[j] for j in survivors], dropped=dropped, failed=failed,
-        bytes_sent={members[j]: b for j, b in sent.items()},
-        bytes_received={members[j]: b for j, b in received.items()},
-        server_seconds=seconds, exchanges=exchanges, label_mass=label_mass,
-        labeled_positions={members[j]: server.requests[j] for j in in_sum})
+    state = RoundState([int(c) for c in members], feature_model, int(round_index), secure == "real",
+                       int(k), float(alpha), int(L), int(num_classes), hamming_backend)
+    return finish(drive(transport, round_steps(state), state, timeout=timeout))
 
 
 def _agreed_backend(own: dict[int, Message], model: str) -> str:

@@ -87,6 +87,10 @@ the sum's survivors, its own rows).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import ClassVar
+
 import numpy as np
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
@@ -101,15 +105,16 @@ from securefl.crypto.rand import RandomSource
 from securefl.crypto.secagg import SecAggConfig
 from securefl.errors import InputError, ProtocolError
 from securefl.fl import extract_features, links, secure_sum_steps
-from securefl.fl.links import transport_session
 from securefl.fl.costs import COMPUTE, CRYPTO
+from securefl.fl.engine import Handler, StepTable
+from securefl.fl.links import transport_session
 from securefl.fl.transport import NodeContext, Record, put_message, take_message
 from securefl.methods.fedavg_clients import TRAIN, PseudoLabelClient, PseudoLabelMTClient
-from securefl.methods.halves import LocalData
+from securefl.methods.halves import LocalData, MethodClient
 from securefl.protocols.crossclient import TAG_ROWS, CrossClientLPClient
 from securefl.protocols.keys import KeyPair
 from securefl.protocols.lsh import SeedAgreementClient, common_seed
-from securefl.protocols.propagation import gate_by_mass
+from securefl.protocols.propagation import LabelPropagationResult, gate_by_mass
 
 ADVERTISE = "cclp/advertise"
 SHARES = "cclp/shares"
@@ -119,8 +124,6 @@ LWE = tuple(f"cclp/lwe/{hop}" for hop in range(1, lwe_hops.HOPS + 1))
 """The LWE backend's hops after ``cclp/codes`` (``hamming_backend="lwe"``)."""
 COLUMNS = "cclp/columns"
 SUM = "cclp/sum"
-STEPS = (ADVERTISE, SHARES, CODES, *SHADE, *LWE, COLUMNS, SUM)
-"""CrossClientLP's steps before the secure sum's (``secure_sum_steps.STEPS``) and ``train``."""
 SUM_NAME = "cclp"
 """Name of CrossClientLP's secure sum (:mod:`securefl.fl.secure_sum_steps`)."""
 PREFIX = "cclp/"
@@ -160,7 +163,7 @@ def take_messages(record: Record, slot: str) -> list[Message]:
 def clear(state: Record) -> None:
     """Forget this round's CrossClientLP state and links."""
     for table in (state.arrays, state.config):
-        for key in [k for k in table if k.startswith(PREFIX) or k.startswith("links/")]:
+        for key in [k for k in table if k.startswith((PREFIX, "links/"))]:
             del table[key]
 
 
@@ -171,21 +174,15 @@ class CrossClientSteps:
     reports_pseudo_labels = True
 
     def handle(self, step: str, request: Record, state: Record, node: NodeContext) -> Record:
-        if step not in STEPS:
+        """Answer ``step`` with the handler :data:`CLIENT_STEPS` names (any other step is the
+        next half's)."""
+        handler = CLIENT_STEPS.get(step)
+        if handler is None:
             return super().handle(step, request, state, node)
         self._node = node
         reply = Record()
         start = time.perf_counter()
-        handler = {SHARES: self._shares, CODES: self._codes,
-                   COLUMNS: self._columns, SUM: self._sum}.get(step)
-        if step == ADVERTISE:
-            self._advertise(request, state, reply, self.data(node), identity=int(node.partition))
-        elif step in LWE:
-            self._lwe(LWE.index(step) + 1, request, state, reply)
-        elif handler is None:
-            self._shade(SHADE.index(step) + 1, request, state, reply)
-        else:
-            handler(request, state, reply, self.data(node))
+        handler(self, request, state, reply)
         reply.config[CRYPTO] = time.perf_counter() - start - float(reply.config.get(COMPUTE, 0.0))
         return reply
 
@@ -244,9 +241,13 @@ class CrossClientSteps:
             client.sum_parties = state.arrays["cclp/sum-parties"]
         return client
 
+    def _features(self, request: Record, data: LocalData) -> np.ndarray:
+        """V_j = f(X_j): the client's points embedded by the request's feature model."""
+        return extract_features(self.build(data, request.arrays["model"]), data.client.x).astype(np.float64)
+
     # ----------------------------------------------------------------- steps
-    def _advertise(self, request: Record, state: Record, reply: Record, data: LocalData, *,
-                   identity: int) -> None:
+    def _advertise(self, request: Record, state: Record, reply: Record) -> None:
+        data, identity = self.data(self._node), int(self._node.partition)
         clear(state)
         party = int(request.config["cclp/party"])
         members = np.asarray(request.arrays.get("cclp/members", np.zeros(0, np.int64)))
@@ -257,8 +258,7 @@ class CrossClientSteps:
         state.arrays["cclp/members"] = members.astype(np.int64)
         round_index = int(request.config["round"])
         begin = time.perf_counter()
-        model = self.build(data, request.arrays["model"])
-        features = extract_features(model, data.client.x).astype(np.float64)
+        features = self._features(request, data)
         reply.config[COMPUTE] = time.perf_counter() - begin
         if not np.all(np.isfinite(features)):
             raise InputError("features", "non-finite", f"client {party}'s features contain NaN or inf")
@@ -280,7 +280,7 @@ class CrossClientSteps:
         else:
             reply.arrays["cclp/share"] = np.frombuffer(agreement.draw_share(), np.uint8).copy()
         state.arrays["cclp/lsh/share"] = np.frombuffer(agreement.share, np.uint8).copy()
-        reply.config["cclp/points"] = int(len(data.client))
+        reply.config["cclp/points"] = len(data.client)
 
     def _hash(self, state: Record, seed: bytes) -> np.ndarray:
         client = CrossClientLPClient(
@@ -292,7 +292,7 @@ class CrossClientSteps:
         state.arrays["cclp/codes"] = codes
         return codes
 
-    def _shares(self, request: Record, state: Record, reply: Record, data: LocalData) -> None:
+    def _shares(self, request: Record, state: Record, reply: Record) -> None:
         party = self._party(state)
         if not self.real:
             shares = np.asarray(request.arrays.get("cclp/shares"))
@@ -309,7 +309,7 @@ class CrossClientSteps:
                       me=party, credentials=self._node.credentials())
         put_message(reply, SLOT_LSH, message)
 
-    def _codes(self, request: Record, state: Record, reply: Record, data: LocalData) -> None:
+    def _codes(self, request: Record, state: Record, reply: Record) -> None:
         party = self._party(state)
         agreement = self._agreement(state)
         codes = self._hash(state, agreement.receive_shares(take_message(request, SLOT_LSH)))
@@ -482,11 +482,12 @@ class CrossClientSteps:
         reply.config[LINK_SENT] = sent
         reply.config[LINK_RECEIVED] = received
 
-    def _columns(self, request: Record, state: Record, reply: Record, data: LocalData) -> None:
-        put_message(reply, SLOT_COLUMNS, self._protocol_client(state, data).request_columns())
+    def _columns(self, request: Record, state: Record, reply: Record) -> None:
+        put_message(reply, SLOT_COLUMNS,
+                    self._protocol_client(state, self.data(self._node)).request_columns())
 
-    def _sum(self, request: Record, state: Record, reply: Record, data: LocalData) -> None:
-        client = self._protocol_client(state, data)
+    def _sum(self, request: Record, state: Record, reply: Record) -> None:
+        client = self._protocol_client(state, self.data(self._node))
         client.receive_columns(take_message(request, SLOT_S_L))
         members = int(request.config["cclp/sum/members"])
         state.arrays["cclp/s-l"] = np.ascontiguousarray(client.s_l)
@@ -524,6 +525,29 @@ class CrossClientSteps:
                             mass_weighting=self.method.mass_weighting)
 
 
+ClientStep = Callable[[CrossClientSteps, Record, Record, Record], None]
+"""A client step: ``(half, request, state, reply)``, filling ``reply`` and updating ``state``."""
+
+
+def _hop(run: Callable[[CrossClientSteps, int, Record, Record, Record], None], hop: int) -> ClientStep:
+    """The client step of hop ``hop`` of a Hamming backend's ``run(half, hop, request, state, reply)``."""
+    return lambda half, request, state, reply: run(half, hop, request, state, reply)
+
+
+CLIENT_STEPS: dict[str, ClientStep] = {
+    ADVERTISE: CrossClientSteps._advertise,
+    SHARES: CrossClientSteps._shares,
+    CODES: CrossClientSteps._codes,
+    **{step: _hop(CrossClientSteps._shade, hop) for hop, step in enumerate(SHADE, 1)},
+    **{step: _hop(CrossClientSteps._lwe, hop) for hop, step in enumerate(LWE, 1)},
+    COLUMNS: CrossClientSteps._columns,
+    SUM: CrossClientSteps._sum,
+}
+"""CrossClientLP's client step table: step name -> handler (the module docstring lists them)."""
+STEPS = tuple(CLIENT_STEPS)
+"""CrossClientLP's steps before the secure sum's (``secure_sum_steps.STEPS``) and ``train``."""
+
+
 class _TrainState:
     """Gives :meth:`CrossClientSteps.pseudo_labels` the state of the ``train`` request and
     clears CrossClientLP's state after it."""
@@ -552,3 +576,46 @@ class FedPropMTClient(_TrainState, CrossClientSteps, PseudoLabelMTClient):
     """FedProp+MT's client: CrossClientLP's steps (on the teacher's features, which the
     server sends as the round's feature model), then FedProp+MT's ClientUpdate."""
 
+
+@dataclass(frozen=True)
+class FeatureProtocol:
+    """CrossClientLP's parameters for clients that hold their features already (no method):
+    the mode (``secure``), the code length ``L``, the Hamming backend and ``seed``, the
+    seed of the clients' LSH seed shares (``None``: the OS CSPRNG), as a method's
+    ``crypto_seed_for("lsh", round)`` gives it."""
+
+    secure: str
+    L: int
+    hamming_backend: str = "shade"
+    seed: int | None = None
+
+    def crypto_seed_for(self, purpose: str, round_index: int) -> int | None:
+        """The seed of the LSH seed shares (the only seed these steps draw from)."""
+        return self.seed
+
+
+class FeatureClient(CrossClientSteps, StepTable):
+    """CrossClientLP's client steps, exactly as :class:`FedPropClient` runs them, for a node
+    whose data ``x`` already are its features V_j (``securefl bench crossclient``): the
+    embedding is the identity, the secure sum's steps are answered as a method's client
+    answers them, any other step is refused.  The rows are finished by
+    :meth:`finish_rows`, the work of the ``train`` step (lines 15-16)."""
+
+    program = "cclp-features"
+    handlers: ClassVar[Mapping[str, Handler]] = {
+        step: MethodClient.secure_sum_reply for step in secure_sum_steps.STEPS}
+
+    def __init__(self, protocol: FeatureProtocol) -> None:
+        self.method = protocol
+
+    data = staticmethod(MethodClient.data)
+
+    def _features(self, request: Record, data: LocalData) -> np.ndarray:
+        return np.asarray(data.client.x, dtype=np.float64)
+
+    def finish_rows(self, rows: tuple[np.ndarray, np.ndarray], state: Record,
+                    data: LocalData) -> LabelPropagationResult:
+        """Lines 15-16 on the client's ``rows`` (block of the padded total, survivors)."""
+        client = self._protocol_client(state, data)
+        return client.finish(Message(SERVER, client.party, TAG_ROWS, rows),
+                             FixedPoint(int(state.config["cclp/sum/members"])), padded=self.real)

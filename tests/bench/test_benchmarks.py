@@ -9,6 +9,8 @@ from rich.progress import Progress
 
 from securefl.bench import crossclient, hamming, lp, ot
 from securefl.errors import InputError
+from securefl.fl.secure_sum_steps import STEPS as SECAGG_STEPS
+from securefl.methods.fedprop_clients import ADVERTISE, CODES, COLUMNS, SHADE, SHARES, SUM
 
 
 def _args(module, **overrides) -> argparse.Namespace:
@@ -38,10 +40,9 @@ def test_bench_crossclient_record_fields():
     assert record["max_abs_score_diff"] == 0.0
     for field in ("seconds_real", "seconds_plaintext", "bytes_per_client"):
         assert record[field] > 0
-    assert (
-        record["bytes_per_client_by_phase"]["hamming"] > 0
-        and record["bytes_per_client_by_phase"]["sum"] > 0
-    )
+    assert record["bytes_sent_per_client"] > 0 and record["bytes_received_per_client"] > 0
+    # it times the round a deployment runs: the server's steps, the clients' step table
+    assert record["steps_real"] == [ADVERTISE, SHARES, CODES, *SHADE, COLUMNS, SUM, *SECAGG_STEPS]
     projected = record["seconds_at_bandwidth"]
     assert projected["1Gbit/s"] == pytest.approx(
         record["cpu_seconds_real"] + 8 * record["link_bytes_max_client"] / 1e9

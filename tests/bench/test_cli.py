@@ -65,7 +65,7 @@ def one_line_error(capsys, argv) -> str:
         (["bench", "lp", "--dim", "-3"], "--dim=-3"),
         (["bench", "lp", "--separation", "-1"], "--separation=-1.0"),
         (["bench", "hamming", "--workers", "0"], "--workers=0"),
-        (["bench", "crossclient", "--workers", "-1"], "--workers=-1"),
+        (["bench", "crossclient", "--k", "0"], "--k=0"),
         (["bench", "flower-methods", "--methods", "fedavg-labeled,nosuch"],
          "--methods='fedavg-labeled,nosuch': ['nosuch'] are not deployable"),
         (["bench", "flower-methods", "--rounds", "0"], "--rounds=0"),

@@ -45,3 +45,28 @@ def test_drive_threads_state_and_refuses_unknown_steps():
     assert server.seen[2] == {}
     assert set(server.failed) == {0, 1}
     assert all("no step 'nope'" in text for text in server.failed.values())
+
+
+@dataclass
+class Outer:
+    inner: Server
+    log: list = field(default_factory=list)
+
+
+def test_within_runs_a_sub_protocol_on_its_own_state_inside_the_outer_drive():
+    """``within`` hands each inner step its own state while the driver threads the outer one:
+    the inner steps see and update ``Server``, never ``Outer``."""
+    from securefl.fl.engine import within
+
+    transport = InProcessTransport(Adder(), [NodeContext(c, {}, {}) for c in (0, 1)])
+    inner = Server(rounds=2)
+
+    def outer_steps(state: Outer):
+        yield Step("add", lambda s: (s.log.append("outer"), {0: Record({"x": np.array([5.0])})})[1],
+                   lambda s, ex: s.log.append(float(ex.replies[0].arrays["total"][0])))
+        yield from within(_steps(state.inner), state.inner)
+
+    state = drive(transport, outer_steps(Outer(inner)), Outer(inner))
+    assert state.log == ["outer", 5.0]
+    assert inner.seen[0] == {0: 5.0, 1: 1.0}  # client 0 continues from the outer step's total
+    assert set(inner.failed) == {0, 1}  # the inner protocol's last step is one Adder lacks

@@ -350,3 +350,53 @@ def test_rounds_reuse_each_pairs_ot_setup_and_stay_exact(tiny_digits):
     sent = b"".join(np.ascontiguousarray(a).tobytes() for r in replies for a in r.arrays.values())
     assert not any(key in sent for key in keys)
     assert all(not k.startswith("ot/") for state in transport.client_states().values() for k in state.arrays)
+
+
+@pytest.mark.parametrize("secure, backend", [("plaintext", "shade"), ("real", "shade"),
+                                             ("real", "rlwe")])
+def test_the_server_drives_exactly_the_steps_the_clients_table_declares(secure, backend, tiny_digits):
+    """The server's round is one generator of engine Steps: in order, the steps its mode and
+    the clients' Hamming backend define, each one the client step table (or the secure sum's)
+    declares, and the outputs those of the in-process protocol."""
+    from securefl.fl import secure_sum_steps
+    from securefl.methods.fedprop_clients import (
+        ADVERTISE,
+        CLIENT_STEPS,
+        CODES,
+        COLUMNS,
+        LWE,
+        SHADE,
+        SHARES,
+        SUM,
+    )
+
+    driven = []
+
+    def watch(transport):
+        deliver = transport._exchange
+
+        def watched(step, requests, timeout):
+            driven.append(step)
+            return deliver(step, requests, timeout)
+
+        transport._exchange = watched
+
+    done, outputs, reference = _run(tiny_digits, secure=secure, backend=backend, server=watch)
+    hops = {"shade": SHADE, "rlwe": LWE}[backend]
+    expected = [ADVERTISE, SHARES, COLUMNS, SUM] if secure == "plaintext" else \
+        [ADVERTISE, SHARES, CODES, *hops, COLUMNS, SUM, *secure_sum_steps.STEPS]
+    assert driven == expected
+    assert all(step in CLIENT_STEPS or step in secure_sum_steps.STEPS for step in driven)
+    _same(outputs, cross_client_lp(**reference))
+    assert done.failed == {} and done.survivors == MEMBERS
+
+
+def test_every_hamming_backend_a_client_may_resolve_has_a_relay():
+    """The server's pluggable SecureHamming pieces cover every backend a client's policy can
+    resolve ``auto`` or a configured name to (a missing one would fail the round)."""
+    from securefl.methods.crossclient_server import HAMMING, ROW_SUMS, SETUPS
+    from securefl.protocols.crossclient import HAMMING_BACKENDS
+
+    assert set(HAMMING) == set(HAMMING_BACKENDS) - {"auto"}
+    assert HAMMING["rlwe"].ring and not HAMMING["lwe"].ring
+    assert set(SETUPS) == set(ROW_SUMS) == {True, False}
