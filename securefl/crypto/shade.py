@@ -252,7 +252,7 @@ def framing(senders: int) -> tuple[int, int]:
     """``(tile_rows, frame_rows)`` of a session whose sender holds ``senders`` codes: OTs per
     expansion tile (``TILE_BYTES``) and per correction frame (whole tiles, ~``FRAME_BYTES``)."""
     blocks = -(-senders // 8)
-    tile_rows = int(np.clip(TILE_BYTES // (16 * blocks), 1, 4096))
+    tile_rows = min(max(TILE_BYTES // (16 * blocks), 1), 4096)
     return tile_rows, tile_rows * max(1, FRAME_BYTES // (16 * blocks * tile_rows))
 
 
