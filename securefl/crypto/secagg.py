@@ -16,7 +16,8 @@ Protocol (semi-honest variant, Fig. 4 of the paper), ring Z_R with R = 2^k:
    (itself included, point v + 1).  Each share is encrypted with AES-GCM under
    HKDF(X25519(c_u^SK, c_v^PK)); the associated data binds session id, round, sender and
    receiver, so a tampered, misrouted, replayed or cross-session ciphertext fails to
-   decrypt.  The server relays ciphertexts (needs |U2| >= t).
+   decrypt.  The key is the same both ways; u keeps it (its own state) to open v's
+   shares in round 2 instead of deriving it again.  The server relays ciphertexts (needs |U2| >= t).
 2. **masked input.** u computes s_uv = HKDF(X25519(s_u^SK, s_v^PK)) for every v in U2 and
    sends  y_u = x_u + PRG(b_u) + sum_(v in U2, v != u) sign(v - u) PRG(s_uv)  mod R,
    PRG = AES-128-CTR; the pairwise masks cancel in the sum (needs |U3| >= t).
@@ -81,8 +82,8 @@ transport and :func:`securefl.crypto.secure_sum` run by default).  Each client s
 cohort digest C of the members' roster ids in index order, keys)
 (:mod:`securefl.crypto.identity`); the server relays the signatures and the cohort list
 with the key list, and a client verifies that the list hashes to C, names it at its own
-index, and that every listed key carries its owner's signature -- before it encrypts a
-share.  Against a deviating server this rules out key substitution: the review's attack
+index, that every other listed key carries its owner's signature and that its own keys
+are listed unchanged (compared, not verified) -- before it encrypts a share.  Against a deviating server this rules out key substitution: the review's attack
 (n = 5, t = 3, no colluding client: relay its own keys, open the shares sent to them,
 rebuild b_v and s_v^SK, unmask x_v) is refused in round 1 (a test runs it against both
 variants).
@@ -90,11 +91,14 @@ variants).
 **Consistency round** (``SecAggConfig.consistency``, authenticated only; Bonawitz et al.
 §4): between masked input and unmasking, the server sends U3; each client checks it as for
 unmasking and signs it (``secagg/survivors`` over the sorted indices); the server relays
-the signatures it collected (>= t); a client reveals shares only after verifying that at
-least t clients of its own U3 signed exactly that U3, and refuses any signature from
-outside U3 or on another list.  Two lists A != B would each need t > n/2 signers, and a
-client signs once: the server cannot show different survivor sets to different clients
-and still unmask, so a sum over fewer than t survivors is ruled out too.  Every transport
+t of the signatures it collected (those of the t lowest-numbered signers: t signatures on
+one list are the whole proof, and relaying more would only add bytes and verifications);
+a client reveals shares only after verifying every relayed signature -- at least t, of
+clients of its own U3, on exactly that U3 -- and refuses any signature from outside U3,
+on another list, or that fails to verify, however many valid ones come with it.  Two
+lists A != B would each need t > n/2 signers, and a client signs once: the server cannot
+show different survivor sets to different clients and still unmask, so a sum over fewer
+than t survivors is ruled out too.  Every transport
 runs it (:mod:`securefl.fl.secure_sum_steps`: one more exchange); without it the
 *Survivor lists* bound above applies (no single input, but possibly a sum of fewer than t).
 
@@ -209,7 +213,7 @@ def collusion_tolerance(n: int, threshold: int, neighbours: int | None) -> int:
 def survivors_connected(survivors: Sequence[int], n: int, neighbours: int | None) -> bool:
     """Whether the communication graph induced on ``survivors`` is connected: the masks
     of U3 cancel only in the total of each connected part, whose sum the server learns."""
-    alive = set(int(u) for u in survivors)
+    alive = {int(u) for u in survivors}
     if neighbours is None or neighbours >= n - 1 or len(alive) <= 1:
         return True
     start = next(iter(alive))
@@ -301,9 +305,9 @@ def plan_survivors(
     With ``check`` the plan raises :class:`DropoutError` if the protocol cannot finish.
     """
     threshold = check_threshold(n, threshold)
-    if neighbours is not None:
-        if not isinstance(neighbours, (int, np.integer)) or neighbours < 2 or neighbours % 2:
-            raise InputError("neighbours", neighbours, "must be an even integer >= 2 (or None)")
+    if neighbours is not None and (
+            not isinstance(neighbours, (int, np.integer)) or neighbours < 2 or neighbours % 2):
+        raise InputError("neighbours", neighbours, "must be an even integer >= 2 (or None)")
     drop = [len(ROUNDS)] * n
     for client, round_index in _dropout_items(dropouts):
         if not isinstance(client, (int, np.integer)) or not 0 <= client < n:
@@ -506,6 +510,12 @@ def _expect(message: Message, tag: str, sender: int, receiver: int) -> None:
         )
 
 
+def _compact_ids(ids: Sequence[int]) -> np.ndarray:
+    """Roster ids as int32 where they fit (every id the cohort digest hashes is the same
+    integer; int64 otherwise)."""
+    return np.array(ids, dtype=np.int32 if max(ids, default=0) < 2**31 else np.int64)
+
+
 def _survivor_bytes(survivors: Sequence[int]) -> bytes:
     """U3 as the bytes a consistency-round signature covers (sorted indices, int64)."""
     return np.array(sorted(survivors), dtype=">i8").tobytes()
@@ -536,10 +546,12 @@ class SecAggClient:
     _c_key: X25519PrivateKey | None = field(default=None, repr=False)
     _s_key: X25519PrivateKey | None = field(default=None, repr=False)
     _peers: dict[int, tuple[bytes, bytes]] = field(default_factory=dict, repr=False)
+    _gcm_keys: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
     _self_seed: bytes = field(default=b"", repr=False)
     _held: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
     _members: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64), repr=False)
-    _survivors: tuple[int, ...] = field(default=(), repr=False)
+    _survivors: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64), repr=False)
+    _survivor_signature: bytes = field(default=b"", repr=False)
 
     def advertise(self) -> Message:
         """Round 0: fresh key pairs; send (c^PK, s^PK) to the server."""
@@ -613,6 +625,7 @@ class SecAggClient:
                 self._held[v] = row
                 continue
             key = self._gcm_key(v)
+            self._gcm_keys[v] = np.frombuffer(key, dtype=np.uint8)
             nonce = self.rng(_NONCE_BYTES)
             sealed = AESGCM(key).encrypt(
                 nonce, shamir.shares_to_bytes(row), _associated_data(self.config.session, self.index, v)
@@ -636,9 +649,10 @@ class SecAggClient:
         if cohort[self.index] != self.credentials.client:
             raise ProtocolError(f"client {self.index}: index {self.index} of the cohort is client "
                                 f"{cohort[self.index]}, not this client {self.credentials.client}")
-        for v, row, signature in zip(ids, keys, signatures):
-            self.credentials.verify(bytes(signature), protocol=KEY_PROTOCOL, context=self.config.session,
-                                    sender=cohort[v], cohort=self.config.cohort, key=bytes(row))
+        peers = [i for i, v in enumerate(ids) if v != self.index]  # its own keys: compared, not verified
+        self.credentials.verify_all([signatures[i].tobytes() for i in peers], protocol=KEY_PROTOCOL,
+                                    context=self.config.session, senders=[cohort[ids[i]] for i in peers],
+                                    cohort=self.config.cohort, keys=[keys[i].tobytes() for i in peers])
         self._members = np.array(cohort, dtype=np.int64)  # roster id of each index
 
     def _gcm_key(self, v: int) -> bytes:
@@ -657,7 +671,7 @@ class SecAggClient:
                 raise ProtocolError(f"client {self.index}: ciphertext from non-neighbour {sender}")
             raw = bytes(row)
             try:
-                plain = AESGCM(self._gcm_key(sender)).decrypt(
+                plain = AESGCM(self._gcm_keys[sender].tobytes()).decrypt(
                     raw[:_NONCE_BYTES], raw[_NONCE_BYTES:], _associated_data(self.config.session, sender, self.index)
                 )
             except InvalidTag:
@@ -690,13 +704,16 @@ class SecAggClient:
         """Consistency round: check U3 as :meth:`_unmask` would, keep it, and sign it."""
         self._advance(3)
         survivors = self._check_survivors(message)
-        self._survivors = tuple(sorted(survivors))
+        self._survivors = np.array(sorted(survivors), dtype=np.int64)
         signature = self.credentials.sign(protocol=SURVIVORS_PROTOCOL, context=self.config.session,
                                           cohort=self.config.cohort, key=_survivor_bytes(self._survivors))
+        self._survivor_signature = signature
         return Message(self.index, SERVER, TAGS["consistency"], (np.frombuffer(signature, np.uint8),))
 
     def _checked_unmask(self, message: Message) -> Message:
-        """Reveal shares only after at least t members of U3 signed the U3 this client signed."""
+        """Reveal shares only after at least t members of U3 signed the U3 this client signed:
+        every other signer's signature is verified once; its own entry must be the very
+        signature it made (Ed25519 is deterministic), which needs no verification."""
         self._advance(4)
         if len(message.arrays) != 2:
             raise ProtocolError("signatures message must hold (signer ids, signatures)")
@@ -704,16 +721,21 @@ class SecAggClient:
         signatures = message.arrays[1]
         if signatures.shape != (len(signers), SIGNATURE_BYTES) or signatures.dtype != np.uint8:
             raise ProtocolError(f"signatures must be (k, {SIGNATURE_BYTES}) uint8")
-        if not set(signers) <= set(self._survivors):
+        survivors = set(self._survivors.tolist())
+        if not set(signers) <= survivors:
             raise ProtocolError(f"client {self.index}: survivor-list signatures from clients outside U3")
-        for v, signature in zip(signers, signatures):
-            self.credentials.verify(bytes(signature), protocol=SURVIVORS_PROTOCOL, context=self.config.session,
-                                    sender=int(self._members[v]), cohort=self.config.cohort,
-                                    key=_survivor_bytes(self._survivors))
+        others = [i for i, v in enumerate(signers) if v != self.index]
+        if len(others) < len(signers) and signatures[signers.index(self.index)].tobytes() != self._survivor_signature:
+            raise ProtocolError(f"client {self.index}: its own survivor-list signature came back altered")
+        listed = _survivor_bytes(self._survivors)
+        self.credentials.verify_all([signatures[i].tobytes() for i in others], protocol=SURVIVORS_PROTOCOL,
+                                    context=self.config.session,
+                                    senders=[int(self._members[signers[i]]) for i in others],
+                                    cohort=self.config.cohort, keys=[listed] * len(others))
         if len(signers) < self.config.threshold:
             raise DropoutError(f"client {self.index}: only {len(signers)} clients signed the survivor "
                                f"list it was shown; threshold is {self.config.threshold}")
-        return self._reveal(set(self._survivors))
+        return self._reveal(survivors)
 
     def _unmask(self, message: Message) -> Message:
         self._advance(3)
@@ -881,8 +903,9 @@ class SecAggServer:
                                    f"threshold is {self.config.threshold}")
             self._checked = True
             signers = sorted(self._consistency)
-            ids = np.array(signers, dtype=np.int32)
-            signatures = np.stack([self._consistency[u] for u in signers])
+            shown = signers[:self.config.threshold]  # t signatures prove the list (docstring)
+            ids = np.array(shown, dtype=np.int32)
+            signatures = np.stack([self._consistency[u] for u in shown])
             return [Message(SERVER, u, TAGS["signatures"], (ids, signatures)) for u in signers]
         received = (self._keys, self._shares, self._masked, self._unmask)[stage]
         if len(received) < self.config.threshold:
@@ -900,7 +923,7 @@ class SecAggServer:
         arrays: tuple[np.ndarray, ...] = (ids, keys)
         if self.config.cohort:
             signatures = np.stack([np.frombuffer(self._signatures[u], dtype=np.uint8) for u in ids])
-            arrays = (ids, keys, signatures, np.array(self.cohort, dtype=np.int64))
+            arrays = (ids, keys, signatures, _compact_ids(self.cohort))
         return [Message(SERVER, int(u), TAGS["keys"], arrays) for u in ids]
 
     def _close_shares(self) -> list[Message]:

@@ -99,19 +99,24 @@ def test_a_server_substituting_secure_sum_keys_is_refused_before_any_share_is_se
 
 def test_different_survivor_lists_to_different_clients_get_no_share_on_the_transport():
     """The server shows client 3 a survivor list without client 4 (so that 3 would reveal
-    s_4^SK's share while the others reveal b_4's): the signed lists differ, every client
-    refuses the signatures step, no unmask share is sent and the sum fails."""
-    adversary = Adversary()
+    s_4^SK's share while the others reveal b_4's): the t relayed signatures are on the other
+    list, so client 3 refuses the signatures step and sends no unmask share; the sum that
+    completes is the one over the list t clients signed, all five, from which the server
+    learns nothing more.  Shown a second list with t signers of its own, nobody reveals."""
+    def split(*shown_less):
+        adversary = Adversary()
 
-    def split(client, request):
-        if client == 3:
-            request.arrays["secagg/sum/in/0"] = np.array([0, 1, 2, 3], dtype=np.int32)
-        return request
+        def edit(client, request):
+            if client in shown_less:
+                request.arrays["secagg/sum/in/0"] = np.array([0, 1, 2, 3], dtype=np.int32)
+            return request
 
-    adversary.on("secagg/survivors", split)
+        adversary.on("secagg/survivors", edit)
+        return adversary
+
     values = [np.arange(4, dtype=np.uint64) + c for c in range(5)]
-    with pytest.raises(DropoutError):
-        summed(values, [0, 1, 2, 3, 4], 3, intercept=adversary)
-    # an unchanged run over the same harness finishes: the refusal is the attack's doing
-    outcome = summed(values, [0, 1, 2, 3, 4], 3, intercept=Adversary())
-    assert list(outcome.total) == list(sum(values))
+    outcome = summed(values, [0, 1, 2, 3, 4], 3, intercept=split(3))
+    assert "does not verify" in outcome.failed[3] and 3 in outcome.dropped["unmask"]
+    assert list(outcome.total) == list(sum(values)) and outcome.survivors == (0, 1, 2, 3, 4)
+    with pytest.raises(DropoutError):  # 0, 1 signed {0..4}, 2 signed {0..3}: every client refuses
+        summed(values, [0, 1, 2, 3, 4], 3, intercept=split(2, 3))
