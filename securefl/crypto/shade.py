@@ -20,10 +20,21 @@ sender sends the correction ``u = p0 + Delta_l - p1``; the receiver, who holds `
 computes ``m_c = G(k_c) + c u``.  Cost: three expansions of ``2 n_a`` bytes per OT (two
 by the sender, one by the receiver), and ``16 ceil(n_a / 8)`` bytes of correction plus
 16 bytes of IKNP matrix per OT on the wire: about ``n_a n_b L 16`` bits per pair of
-parties — 51 GB for n = 5000 split in two, which is why everything is streamed in
-chunks of receiver points (IKNP) and cache-sized tiles (expansion), with bounded
-memory, and the corrections cross an authenticated :class:`~securefl.crypto.channel.Network`
-link frame by frame.
+parties — 51 GB for n = 5000 split in two, so nothing holds a pair's corrections.
+
+**One session, written once, two drivers.**  A pair's session is cut into IKNP chunks of
+whole receiver points (:func:`chunks`, ~``CHUNK_OTS`` OTs), each chunk into correction
+frames of whole cache-sized tiles (:func:`framing`).  :class:`ReceiverSession` and
+:class:`SenderSession` are the two parties' I/O-free steps over one chunk: the receiver's
+IKNP matrix ``U`` (:meth:`ReceiverSession.matrix`), the sender's correction frames for it
+(:meth:`SenderSession.corrections`, a generator) and the receiver absorbing them
+(:meth:`ReceiverSession.absorb`).  The setup negotiation before them is
+:mod:`securefl.crypto.ot`'s.  Two drivers move the same messages: :func:`shade_pair`
+interleaves the steps chunk by chunk in memory, each frame crossing an authenticated
+:class:`~securefl.crypto.channel.Network` link and absorbed before the next is made (one
+frame buffer per thread: memory bounded whatever ``n_a n_b``); the transport hops
+(:mod:`securefl.crypto.shade_hops`) run each step for every chunk in one hop, as one
+batch per message round.  Same tags, shapes and frame sizes either way, so the same bytes.
 
 **All pairs** (:func:`shade_hamming_matrix`, the ``"shade"`` backend of
 :func:`securefl.crypto.secure_hamming_matrix`).  For every pair ``a < b`` one party is
@@ -78,16 +89,22 @@ loop per bit, OT or lane.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import Callable, Sequence
 
 import numpy as np
 
 from securefl.crypto import kernels
 from securefl.crypto.channel import SERVER, Message, Network
 from securefl.crypto.fixed_key import FixedKeyAES, block_buffer
-from securefl.crypto.hamming_shares import HammingResult, check_codes, own_block, pair_roles, server_reconstruct
+from securefl.crypto.hamming_shares import (
+    HammingResult,
+    check_codes,
+    own_block,
+    pair_roles,
+    server_reconstruct,
+)
 from securefl.crypto.ot import (
     BASE_POINTS,
     KAPPA,
@@ -223,61 +240,195 @@ class ShadeReceiver:
         return np.ascontiguousarray(self.sums[:, : self.senders].T)
 
 
+def chunks(receivers: int, length: int) -> list[tuple[int, int, int]]:
+    """``(chunk, first point, stop point)``: the IKNP chunks of a session whose receiver holds
+    ``receivers`` codes of ``length`` bits (whole receiver points, about ``CHUNK_OTS`` OTs each)."""
+    per_chunk = max(1, CHUNK_OTS // length)
+    return [(index, start, min(start + per_chunk, receivers))
+            for index, start in enumerate(range(0, receivers, per_chunk))]
+
+
+def framing(senders: int) -> tuple[int, int]:
+    """``(tile_rows, frame_rows)`` of a session whose sender holds ``senders`` codes: OTs per
+    expansion tile (``TILE_BYTES``) and per correction frame (whole tiles, ~``FRAME_BYTES``)."""
+    blocks = -(-senders // 8)
+    tile_rows = min(max(TILE_BYTES // (16 * blocks), 1), 4096)
+    return tile_rows, tile_rows * max(1, FRAME_BYTES // (16 * blocks * tile_rows))
+
+
+def prg_bytes(count: int, senders: int) -> int:
+    """AES output bytes of one chunk of ``count`` OTs against ``senders`` codes: the row PRGs
+    (``3 x 128`` rows), the TCCR hashes (three, two AES calls each) and the three expansions."""
+    return 3 * KAPPA * (-(-count // 64) * 8) + 6 * 16 * count + 3 * count * 16 * -(-senders // 8)
+
+
+@dataclass
+class SenderWorker:
+    """One thread's means at the OT sender: its extension (own AES contexts), tile buffers,
+    and the frame buffer that every frame reuses (``None``: each frame a fresh array)."""
+
+    extension: IKNPSender
+    expander: _Expander
+    frame: np.ndarray | None = field(default=None, repr=False)
+
+
+@dataclass
+class ReceiverWorker:
+    """One thread's means at the OT receiver: its extension (own AES contexts), tile buffers
+    (made at the first correction) and the ``t`` of the chunk whose ``U`` it sent last."""
+
+    extension: IKNPReceiver
+    expander: _Expander | None = None
+    kept: tuple[int, np.ndarray] | None = field(default=None, repr=False)
+
+
+@dataclass
+class SenderSession:
+    """The OT sender's side of one SHADE session, I/O-free, one chunk at a time.
+
+    For chunk ``c`` it takes the receiver's IKNP matrix ``U`` and yields the correction
+    frames ``shade/u`` of that chunk (:func:`framing`); :meth:`share` is its share once
+    every chunk is done.  The transport hops (:mod:`securefl.crypto.shade_hops`) run every
+    chunk in one hop; :func:`shade_pair` interleaves them with the receiver's, so only one
+    frame per thread is alive.  Chunks touch disjoint receiver points: threads may run
+    different chunks at once, each with its own :meth:`worker`.
+    """
+
+    codes: np.ndarray
+    receivers: int
+    extension: IKNPSender
+    sender: int
+    receiver: int
+
+    def __post_init__(self) -> None:
+        self.party = ShadeSender(codes=self.codes, receivers=self.receivers)
+        self.plan = chunks(self.receivers, self.codes.shape[1])
+        self.tile_rows, self.frame_rows = framing(self.codes.shape[0])
+
+    def worker(self, *, own_thread: bool = False, reuse_frames: bool = False) -> SenderWorker:
+        """Means for one thread (``own_thread``: fresh AES contexts, not the setup's);
+        ``reuse_frames``: every frame is a view of one buffer, valid until the next frame."""
+        extension = replace(self.extension, hasher=FixedKeyAES(), _prg=None) if own_thread else self.extension
+        frame = np.empty((self.frame_rows, 8 * self.party.blocks), np.uint16) if reuse_frames else None
+        return SenderWorker(extension, _Expander(blocks=self.party.blocks, rows=self.tile_rows), frame)
+
+    def corrections(self, index: int, message: Message, worker: SenderWorker) -> Iterator[Message]:
+        """The correction frames of chunk ``index``, given its IKNP matrix ``message``."""
+        chunk, start, stop = self.plan[index]
+        length = self.codes.shape[1]
+        count, base = (stop - start) * length, start * length
+        q = worker.extension.extend(message, chunk, count)
+        seeds0, seeds1 = worker.extension.random_ot(q, chunk)
+        lanes = 8 * self.party.blocks
+        for frame_start in range(0, count, self.frame_rows):
+            rows = min(self.frame_rows, count - frame_start)
+            frame = np.empty((rows, lanes), np.uint16) if worker.frame is None else worker.frame[:rows]
+            for offset in range(0, rows, self.tile_rows):
+                lo, hi = frame_start + offset, min(frame_start + offset + self.tile_rows, count)
+                self.party.tile(worker.expander, seeds0[lo:hi], seeds1[lo:hi], base + lo,
+                                out=frame[offset: offset + hi - lo])
+            yield Message(self.sender, self.receiver, "shade/u", (frame,))
+
+    def share(self) -> np.ndarray:
+        """The sender's ``(n_a, n_b)`` uint16 share."""
+        return self.party.share()
+
+
+@dataclass
+class ReceiverSession:
+    """The OT receiver's side of one SHADE session, I/O-free, one chunk at a time.
+
+    :meth:`matrix` is chunk ``c``'s IKNP matrix ``U`` (it keeps ``t`` in the worker);
+    :meth:`absorb` takes that chunk's correction frames into a :class:`ShadeReceiver`, from
+    the kept ``t`` or, if the worker sent another chunk since (the hops send every ``U``
+    first), from ``t`` recomputed (the row PRG is deterministic).
+    """
+
+    codes: np.ndarray
+    extension: IKNPReceiver
+    sender: int
+    receiver: int
+
+    def __post_init__(self) -> None:
+        self.choices = np.ascontiguousarray(self.codes.reshape(-1))
+        self.plan = chunks(self.codes.shape[0], self.codes.shape[1])
+
+    def worker(self, *, own_thread: bool = False) -> ReceiverWorker:
+        """Means for one thread (``own_thread``: fresh AES contexts, not the setup's)."""
+        if not own_thread:
+            return ReceiverWorker(self.extension)
+        return ReceiverWorker(replace(self.extension, hasher=FixedKeyAES(), _prg0=None, _prg1=None))
+
+    def _extend(self, index: int, worker: ReceiverWorker) -> tuple[Message, np.ndarray]:
+        chunk, start, stop = self.plan[index]
+        length = self.codes.shape[1]
+        choices = self.choices[start * length: stop * length]
+        return worker.extension.extend(choices, chunk, sender=self.sender, receiver=self.receiver)
+
+    def matrix(self, index: int, worker: ReceiverWorker) -> Message:
+        """The IKNP matrix ``U`` of chunk ``index``."""
+        message, t = self._extend(index, worker)
+        worker.kept = (index, t)
+        return message
+
+    def absorb(self, index: int, frames: Iterator[Message], party: ShadeReceiver, worker: ReceiverWorker) -> None:
+        """Take the correction frames of chunk ``index`` from ``frames`` (exactly as many as
+        the chunk has; a missing or malformed frame raises :class:`ProtocolError`)."""
+        chunk, start, stop = self.plan[index]
+        length = self.codes.shape[1]
+        count, base = (stop - start) * length, start * length
+        if worker.kept is not None and worker.kept[0] == index:
+            t = worker.kept[1]
+        else:
+            t = self._extend(index, worker)[1]
+        worker.kept = None
+        seeds = worker.extension.random_ot(t, chunk)
+        tile_rows, frame_rows = framing(party.senders)
+        blocks = -(-party.senders // 8)
+        if worker.expander is None or worker.expander.blocks != blocks:
+            worker.expander = _Expander(blocks=blocks, rows=tile_rows)
+        for frame_start in range(0, count, frame_rows):
+            message = next(frames, None)
+            if message is None:
+                raise ProtocolError("SHADE: fewer correction frames than OTs")
+            if message.tag != "shade/u":
+                raise ProtocolError(f"SHADE: expected 'shade/u', got {message.tag!r}")
+            rows = min(frame_rows, count - frame_start)
+            if len(message.arrays) != 1 or message.arrays[0].shape[0] != rows:
+                raise ProtocolError(f"SHADE correction frame must be one array of {rows} rows")
+            received = message.arrays[0]
+            for offset in range(0, rows, tile_rows):
+                lo, hi = frame_start + offset, min(frame_start + offset + tile_rows, count)
+                party.tile(worker.expander, seeds[lo:hi], received[offset: offset + hi - lo], base + lo)
+
+
 def _pair_worker(
-    chunks: list[tuple[int, int, int]],
+    indices: list[int],
     *,
-    ot_sender: IKNPSender,
-    ot_receiver: IKNPReceiver,
-    sender_party: ShadeSender,
+    sender_session: SenderSession,
+    receiver_session: ReceiverSession,
     receiver_party: ShadeReceiver,
+    own_thread: bool,
     network: Network,
-    sender: int,
-    receiver: int,
     progress: Callable[[int], None] | None,
 ) -> PairCost:
-    """Run the IKNP chunks ``(chunk_id, first_point, stop_point)`` of one pair.
-
-    Each chunk's OTs are expanded in cache-sized tiles of ``tile_rows`` OTs; the
-    corrections of consecutive tiles are gathered into one frame of at most
-    ~``FRAME_BYTES`` before they cross the link, which keeps the per-frame overhead
-    (header, MAC key, checks) negligible.
-    """
-    length = sender_party.correlation.shape[0]
-    blocks = sender_party.blocks
-    lanes = 8 * blocks
-    tile_rows = int(np.clip(TILE_BYTES // (16 * blocks), 1, 4096))
-    frame_rows = tile_rows * max(1, FRAME_BYTES // (16 * blocks * tile_rows))
-    sender_expander = _Expander(blocks=blocks, rows=tile_rows)
-    receiver_expander = _Expander(blocks=blocks, rows=tile_rows)
-    frame_buffer = np.empty((frame_rows, lanes), dtype=np.uint16)
+    """Drive the chunks ``indices`` of one session in memory, interleaved: per chunk the
+    receiver's ``U``, then each correction frame across ``network`` and straight into the
+    receiver, so one frame at a time is alive (memory bounded whatever the pair's size)."""
+    sender_worker = sender_session.worker(own_thread=own_thread, reuse_frames=True)
+    receiver_worker = receiver_session.worker(own_thread=own_thread)
+    length = receiver_session.codes.shape[1]
     cost = PairCost()
-    for chunk, start, stop in chunks:
+    for index in indices:
+        _, start, stop = receiver_session.plan[index]
+        matrix = network.deliver(receiver_session.matrix(index, receiver_worker))
+        frames = (network.deliver(frame) for frame in sender_session.corrections(index, matrix, sender_worker))
+        receiver_session.absorb(index, frames, receiver_party, receiver_worker)
         count = (stop - start) * length
-        base = start * length
-        choices = receiver_party.choices[base : base + count]
-        message, t = ot_receiver.extend(choices, chunk, sender=sender, receiver=receiver)
-        q = ot_sender.extend(network.deliver(message), chunk, count)
-        seeds0, seeds1 = ot_sender.random_ot(q, chunk)
-        seeds = ot_receiver.random_ot(t, chunk)
         cost.ots += count
-        cost.prg_bytes += 3 * KAPPA * (-(-count // 64) * 8) + 6 * 16 * count
-        for frame_start in range(0, count, frame_rows):
-            frame = frame_buffer[: min(frame_rows, count - frame_start)]
-            for offset in range(0, frame.shape[0], tile_rows):
-                lo, hi = frame_start + offset, min(frame_start + offset + tile_rows, count)
-                sender_party.tile(
-                    sender_expander, seeds0[lo:hi], seeds1[lo:hi], base + lo, out=frame[offset : offset + hi - lo]
-                )
-            delivered = network.deliver(Message(sender, receiver, "shade/u", (frame,)))
-            if len(delivered.arrays) != 1 or delivered.arrays[0].shape != frame.shape:
-                raise ProtocolError(f"SHADE correction frame must be one {frame.shape} array")
-            received = delivered.arrays[0]
-            for offset in range(0, frame.shape[0], tile_rows):
-                lo, hi = frame_start + offset, min(frame_start + offset + tile_rows, count)
-                receiver_party.tile(receiver_expander, seeds[lo:hi], received[offset : offset + hi - lo], base + lo)
-            cost.prg_bytes += 3 * frame.shape[0] * blocks * 16
-            if progress is not None:
-                progress(frame.shape[0])
+        cost.prg_bytes += prg_bytes(count, receiver_party.senders)
+        if progress is not None:
+            progress(count)
     return cost
 
 
@@ -309,7 +460,6 @@ def shade_pair(
     started = time.perf_counter()
     x, y = check_codes([x, y])
     rng = rng if rng is not None else RandomSource()
-    length = x.shape[1]
     if setups is None:
         setups = OTSetups(federation=rng.child("federation").bytes(16))
     me, peer = identities if identities is not None else (sender, receiver)
@@ -322,38 +472,22 @@ def shade_pair(
         setups.sender(me, peer), network.deliver(hello), context=context, rng=sender_rng
     )
     setups.keep(me, peer, sender_setup)
-    receiver_setup, receiver_session = receiver_complete(
+    receiver_setup, opened = receiver_complete(
         pending, setups.receiver(peer, me), network.deliver(answer), context=context
     )
     setups.keep(peer, me, receiver_setup)
-    ot_sender, ot_receiver = sender_setup.extension(session), receiver_setup.extension(receiver_session)
+    ot_sender, ot_receiver = sender_setup.extension(session), receiver_setup.extension(opened)
     setup_seconds = time.perf_counter() - started
-    sender_party = ShadeSender(codes=x, receivers=y.shape[0])
+    sender_session = SenderSession(codes=x, receivers=y.shape[0], extension=ot_sender, sender=sender,
+                                   receiver=receiver)
+    receiver_session = ReceiverSession(codes=y, extension=ot_receiver, sender=sender, receiver=receiver)
     receiver_party = ShadeReceiver(codes=y, senders=x.shape[0])
-    points_per_chunk = max(1, CHUNK_OTS // length)
-    chunks = [
-        (index, start, min(start + points_per_chunk, y.shape[0]))
-        for index, start in enumerate(range(0, y.shape[0], points_per_chunk))
-    ]
-    workers = max(1, min(int(workers), len(chunks)))
-    if workers == 1:
-        links = [network]
-    else:
-        links = [Network(keys=network.keys) for _ in range(workers)]
+    indices = list(range(len(receiver_session.plan)))
+    workers = max(1, min(int(workers), len(indices)))
+    links = [network] if workers == 1 else [Network(keys=network.keys) for _ in range(workers)]
     jobs = [
-        dict(
-            chunks=chunks[w::workers],
-            # one thread per worker: its own hasher and row PRGs (the setup's are not shared)
-            ot_sender=ot_sender if workers == 1 else replace(ot_sender, hasher=FixedKeyAES(), _prg=None),
-            ot_receiver=ot_receiver if workers == 1
-            else replace(ot_receiver, hasher=FixedKeyAES(), _prg0=None, _prg1=None),
-            sender_party=sender_party,
-            receiver_party=receiver_party,
-            network=links[w],
-            sender=sender,
-            receiver=receiver,
-            progress=progress,
-        )
+        {"indices": indices[w::workers], "sender_session": sender_session, "receiver_session": receiver_session,
+         "receiver_party": receiver_party, "own_thread": workers > 1, "network": links[w], "progress": progress}
         for w in range(workers)
     ]
     if workers == 1:
@@ -367,7 +501,7 @@ def shade_pair(
                 network.stats[party].bytes_received += stats.bytes_received
                 network.stats[party].messages_sent += stats.messages_sent
                 network.stats[party].messages_received += stats.messages_received
-    shares = sender_party.share(), receiver_party.share()
+    shares = sender_session.share(), receiver_party.share()
     total = PairCost(
         ots=sum(c.ots for c in costs),
         prg_bytes=sum(c.prg_bytes for c in costs),

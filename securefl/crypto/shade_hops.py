@@ -1,6 +1,6 @@
 """SHADE for one pair of parties in a fixed number of hops (relayed transports).
 
-:func:`securefl.crypto.shade.shade_pair` runs a pair in one loop, frame by frame.  Over a
+:func:`securefl.crypto.shade.shade_pair` drives a pair's session chunk by chunk.  Over a
 transport whose every hop is a message round (``docs/method-halves.md``, "SHADE over
 links") the same protocol is cut into four hops, each a batch of messages from one party
 of the pair to the other, the sender ``s`` (holds ``x``, ``(n_a, L)``) and the receiver
@@ -16,11 +16,14 @@ of the pair to the other, the sender ``s`` (holds ``x``, ``(n_a, L)``) and the r
    ``U`` of *all* chunks of the session (it recomputes ``t`` at hop 4: the row PRG is
    deterministic).
 4. :func:`sender_correct` (s -> r): the corrections ``u`` of all chunks, framed exactly
-   as :func:`~securefl.crypto.shade.shade_pair` frames them, and s's share;
+   by :meth:`~securefl.crypto.shade.SenderSession.corrections`, and s's share;
    :func:`receiver_finish` absorbs them and returns r's share.
 
-The messages, their tags, shapes and order are those of :func:`shade_pair`, so the
-frame bytes are the same; the parties are the same classes, only the loop is cut.  Two
+Each hop runs the steps of :class:`~securefl.crypto.shade.ReceiverSession` and
+:class:`~securefl.crypto.shade.SenderSession` for every chunk of the session (the code
+:func:`shade_pair` interleaves), so the messages, their tags and shapes are those of
+:func:`shade_pair` and the frame bytes are the same; a hop holds its whole batch (the
+transport's message round), so the receiver recomputes each chunk's ``t`` at hop 4.  Two
 kinds of state: the *setup* (:class:`~securefl.crypto.ot.SenderSetup`,
 :class:`~securefl.crypto.ot.ReceiverSetup`), which outlives the round -- the caller keeps
 it with the party (e.g. in the client's state Record, never in a message) and passes it
@@ -51,27 +54,16 @@ from securefl.crypto.ot import (
     sender_answer,
 )
 from securefl.crypto.rand import RandomSource
-from securefl.crypto.shade import CHUNK_OTS, FRAME_BYTES, TILE_BYTES, ShadeReceiver, ShadeSender, _Expander
+from securefl.crypto.shade import ReceiverSession, SenderSession, ShadeReceiver, chunks, framing
 from securefl.errors import ProtocolError
+
+__all__ = ["HOPS", "chunks", "framing", "receiver_base", "receiver_extend", "receiver_finish",
+           "sender_base", "sender_correct"]
 
 HOPS = 4
 """Hops of one pair (the shares to the server ride on the last two)."""
 
 _HELLO = "hello/"
-
-
-def chunks(receivers: int, length: int) -> list[tuple[int, int, int]]:
-    """``(chunk, first point, stop point)`` of the receiver's points (as :func:`shade_pair`)."""
-    per_chunk = max(1, CHUNK_OTS // length)
-    return [(index, start, min(start + per_chunk, receivers))
-            for index, start in enumerate(range(0, receivers, per_chunk))]
-
-
-def framing(senders: int) -> tuple[int, int]:
-    """``(tile_rows, frame_rows)`` of a pair whose sender holds ``senders`` points."""
-    blocks = -(-senders // 8)
-    tile_rows = int(np.clip(TILE_BYTES // (16 * blocks), 1, 4096))
-    return tile_rows, tile_rows * max(1, FRAME_BYTES // (16 * blocks * tile_rows))
 
 
 def receiver_base(state: dict[str, np.ndarray], *, setup: ReceiverSetup | None, context: bytes,
@@ -103,15 +95,9 @@ def receiver_extend(state: dict[str, np.ndarray], message: Message, codes: np.nd
     for key in [k for k in state if k.startswith(_HELLO)]:
         del state[key]
     _remember(state, kept.setup_id, session)
-    extension = kept.extension(session)
-    choices = np.ascontiguousarray(codes.reshape(-1))
-    length = codes.shape[1]
-    out = []
-    for chunk, start, stop in chunks(codes.shape[0], length):
-        matrix, _ = extension.extend(choices[start * length: stop * length], chunk,
-                                     sender=sender, receiver=receiver)
-        out.append(matrix)
-    return out, kept
+    run = ReceiverSession(codes=codes, extension=kept.extension(session), sender=sender, receiver=receiver)
+    worker = run.worker()
+    return [run.matrix(index, worker) for index in range(len(run.plan))], kept
 
 
 def sender_correct(state: dict[str, np.ndarray], messages: Sequence[Message], codes: np.ndarray, *,
@@ -120,57 +106,26 @@ def sender_correct(state: dict[str, np.ndarray], messages: Sequence[Message], co
     """Hop 4 at the sender: the corrections ``u`` of every chunk, and the sender's
     ``(n_a, n_b)`` share."""
     session = _session(state, setup, "IKNP matrices before the base OTs")
-    length = codes.shape[1]
-    plan = chunks(receivers, length)
-    if len(messages) != len(plan):
-        raise ProtocolError(f"SHADE: {len(messages)} IKNP matrices, expected {len(plan)}")
-    party = ShadeSender(codes=codes, receivers=receivers)
-    extension = setup.extension(session)
-    tile_rows, frame_rows = framing(codes.shape[0])
-    lanes = 8 * party.blocks
-    expander = _Expander(blocks=party.blocks, rows=tile_rows)
-    out = []
-    for (chunk, start, stop), message in zip(plan, messages):
-        count, base = (stop - start) * length, start * length
-        q = extension.extend(message, chunk, count)
-        seeds0, seeds1 = extension.random_ot(q, chunk)
-        for frame_start in range(0, count, frame_rows):
-            frame = np.empty((min(frame_rows, count - frame_start), lanes), dtype=np.uint16)
-            for offset in range(0, frame.shape[0], tile_rows):
-                lo, hi = frame_start + offset, min(frame_start + offset + tile_rows, count)
-                party.tile(expander, seeds0[lo:hi], seeds1[lo:hi], base + lo,
-                           out=frame[offset: offset + hi - lo])
-            out.append(Message(sender, receiver, "shade/u", (frame,)))
+    run = SenderSession(codes=codes, receivers=receivers, extension=setup.extension(session), sender=sender,
+                        receiver=receiver)
+    if len(messages) != len(run.plan):
+        raise ProtocolError(f"SHADE: {len(messages)} IKNP matrices, expected {len(run.plan)}")
+    worker = run.worker()
+    out = [frame for index, message in enumerate(messages) for frame in run.corrections(index, message, worker)]
     state.clear()
-    return out, party.share()
+    return out, run.share()
 
 
 def receiver_finish(state: dict[str, np.ndarray], messages: Sequence[Message], codes: np.ndarray, *,
                     setup: ReceiverSetup, senders: int, sender: int, receiver: int) -> np.ndarray:
     """After hop 4 at the receiver: absorb the corrections; the receiver's ``(n_a, n_b)`` share."""
     session = _session(state, setup, "corrections before the IKNP matrices")
-    length = codes.shape[1]
+    run = ReceiverSession(codes=codes, extension=setup.extension(session), sender=sender, receiver=receiver)
     party = ShadeReceiver(codes=codes, senders=senders)
-    extension = setup.extension(session)
-    tile_rows, frame_rows = framing(senders)
-    expander = _Expander(blocks=-(-senders // 8), rows=tile_rows)
+    worker = run.worker()
     frames = iter(messages)
-    for chunk, start, stop in chunks(codes.shape[0], length):
-        count, base = (stop - start) * length, start * length
-        _, t = extension.extend(party.choices[base: base + count], chunk, sender=sender, receiver=receiver)
-        seeds = extension.random_ot(t, chunk)
-        for frame_start in range(0, count, frame_rows):
-            message = next(frames, None)
-            if message is None:
-                raise ProtocolError("SHADE: fewer correction frames than OTs")
-            _expect(message, "shade/u")
-            rows = min(frame_rows, count - frame_start)
-            if len(message.arrays) != 1 or message.arrays[0].shape[0] != rows:
-                raise ProtocolError(f"SHADE correction frame must be one array of {rows} rows")
-            received = message.arrays[0]
-            for offset in range(0, rows, tile_rows):
-                lo, hi = frame_start + offset, min(frame_start + offset + tile_rows, count)
-                party.tile(expander, seeds[lo:hi], received[offset: offset + hi - lo], base + lo)
+    for index in range(len(run.plan)):
+        run.absorb(index, frames, party, worker)
     if next(frames, None) is not None:
         raise ProtocolError("SHADE: more correction frames than OTs")
     state.clear()
@@ -190,8 +145,3 @@ def _session(state: dict[str, np.ndarray], setup: SenderSetup | ReceiverSetup | 
             or bytes(np.asarray(state["setup"], np.uint8)) != setup.setup_id:
         raise ProtocolError("SHADE: the setup passed is not the one this session was opened on")
     return int(np.asarray(state["session"]).reshape(-1)[0])
-
-
-def _expect(message: Message, tag: str) -> None:
-    if message.tag != tag:
-        raise ProtocolError(f"SHADE: expected {tag!r}, got {message.tag!r}")

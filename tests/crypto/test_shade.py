@@ -8,10 +8,10 @@ from scipy import stats
 
 from securefl.crypto import HammingResult, secure_hamming_matrix
 from securefl.crypto.channel import SERVER, Frame, Network
+from securefl.crypto.hamming import pair_roles
 from securefl.crypto.hamming_plain import hamming_matrix, pack_codes
 from securefl.crypto.ot import OTSetups
 from securefl.crypto.rand import random_source
-from securefl.crypto.hamming import pair_roles
 from securefl.crypto.shade import shade_distance, shade_one_vs_many, shade_pair
 from securefl.errors import InputError, ProtocolError
 
@@ -75,7 +75,7 @@ def test_uneven_parties_bool_and_uint8_inputs_and_two_workers():
 
 
 def test_long_codes_use_several_chunks_and_frames(monkeypatch):
-    import securefl.crypto.shade as shade
+    from securefl.crypto import shade
 
     monkeypatch.setattr(shade, "CHUNK_OTS", 1000)
     monkeypatch.setattr(shade, "FRAME_BYTES", 1 << 12)
@@ -179,7 +179,7 @@ class TamperingNetwork(Network):
     ],
 )
 def test_tampering_raises_protocol_error_never_a_wrong_matrix(tag, action, monkeypatch):
-    import securefl.crypto.shade as shade
+    from securefl.crypto import shade
 
     monkeypatch.setattr(shade, "TILE_BYTES", 16)
     monkeypatch.setattr(shade, "FRAME_BYTES", 16)
@@ -320,3 +320,36 @@ def test_setups_and_identities_bad_input():
         secure_hamming_matrix(codes, identities=[4, 4])
     with pytest.raises(InputError, match="identities"):
         secure_hamming_matrix(codes, identities=[1])
+
+
+def test_simulator_streams_one_correction_frame_at_a_time(monkeypatch):
+    """shade_pair drives the sessions chunk by chunk: each correction frame is absorbed before
+    the next is made (memory bounded by one frame, not the pair's n_a * n_b * L * 2 bytes), and
+    every frame is a view of one reused buffer."""
+    from securefl.crypto import shade
+
+    monkeypatch.setattr(shade, "CHUNK_OTS", 1000)
+    monkeypatch.setattr(shade, "FRAME_BYTES", 1 << 12)
+    events, buffers = [], set()
+
+    class Recording(Network):
+        def send(self, message):
+            if message.tag == "shade/u":
+                events.append("made")
+                buffers.add(message.arrays[0].__array_interface__["data"][0])
+            return super().send(message)
+
+    absorb = shade.ShadeReceiver.tile
+
+    def tile(self, expander, seeds, correction, first):
+        if events and events[-1] == "made":
+            events.append("absorbed")
+        return absorb(self, expander, seeds, correction, first)
+
+    monkeypatch.setattr(shade.ShadeReceiver, "tile", tile)
+    rng = np.random.default_rng(9)
+    x, y = rng.integers(0, 2, (17, 999)), rng.integers(0, 2, (6, 999))
+    sender_share, receiver_share, _ = shade_pair(x, y, network=Recording())
+    np.testing.assert_array_equal((sender_share + receiver_share).astype(np.int64), plain([x, y])[:17, 17:])
+    assert events.count("made") > 5 and events == ["made", "absorbed"] * events.count("made")
+    assert len(buffers) == 1
