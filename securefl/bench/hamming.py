@@ -110,7 +110,7 @@ def cost_model_bytes(sizes: list[int], length: int) -> int:
 
 def lwe_cost_model_bytes(sizes: list[int], length: int) -> int:
     """Bytes the clients of the LWE backend send, each message once: ``13 n_a (L + L')`` for
-    each encryptor's ``C`` and ``13 n n_b`` for each evaluator's hint (once per session),
+    each encryptor's ``C`` and ``4 n n_b`` for each evaluator's hint's top limb (once per session),
     ``3 n_a n_b + 16`` per pair's answer, two ``n_a x n_b`` uint16 shares per pair and the own
     blocks (frame headers, tags and the 32-byte public keys excluded; the server's forwards
     of the broadcasts are not counted)."""
@@ -118,7 +118,7 @@ def lwe_cost_model_bytes(sizes: list[int], length: int) -> int:
     encryptors, evaluators = {a for a, _ in pairs}, {b for _, b in pairs}
     total = sum(2 * n * n for n in sizes)
     total += sum(lwe.ELEMENT_BYTES * sizes[a] * (length + lwe.RERANDOMISATION) for a in encryptors)
-    total += sum(lwe.ELEMENT_BYTES * lwe.LWE_DIMENSION * sizes[b] for b in evaluators)
+    total += sum(lwe.HINT_BYTES * lwe.LWE_DIMENSION * sizes[b] for b in evaluators)
     total += sum(sizes[a] * sizes[b] * (3 + 4) + 16 for a, b in pairs)
     return total
 

@@ -41,7 +41,7 @@ from securefl.crypto.hamming_shares import (
     pair_roles,
     server_reconstruct,
 )
-from securefl.crypto.lwe import ELEMENT_BYTES, LWE_DIMENSION, RERANDOMISATION
+from securefl.crypto.lwe import ELEMENT_BYTES, HINT_BYTES, LWE_DIMENSION, RERANDOMISATION
 from securefl.crypto.lwe_hops import lwe_hamming_matrix
 from securefl.crypto.ot import OTSetups
 from securefl.crypto.rand import random_source
@@ -64,7 +64,7 @@ def link_bytes_model(backend: str, sizes: Sequence[int], length: int) -> int:
     SHADE, per pair (OT sender ``s``, receiver ``r``, :func:`pair_roles`): ``16 n_r L`` bytes of
     IKNP matrix ``r -> s`` and ``16 ceil(n_s / 8) n_r L`` bytes of corrections ``s -> r``.
     LWE, per party: its ``C`` (``13 n_j (L + 4096)``, if it encrypts for anyone) and hint
-    (``13 * 4096 n_j``, if it evaluates anyone) sent once, each peer's relayed ``C`` or hint
+    top limb (``4 * 4096 n_j``, if it evaluates anyone) sent once, each peer's relayed ``C`` or hint
     received, ``3 n_a n_b + 16`` bytes of ``D`` per pair.  Both: two bytes per share entry and
     per own-block entry to the server."""
     if backend not in ("shade", "lwe", "rlwe"):
@@ -85,14 +85,14 @@ def link_bytes_model(backend: str, sizes: Sequence[int], length: int) -> int:
             received[passive] += corrections
         else:
             received[passive] += ELEMENT_BYTES * n_a * (length + RERANDOMISATION) + 3 * n_a * n_p + 16
-            received[active] += ELEMENT_BYTES * LWE_DIMENSION * n_p + 3 * n_a * n_p + 16
+            received[active] += HINT_BYTES * LWE_DIMENSION * n_p + 3 * n_a * n_p + 16
             sent[passive] += 3 * n_a * n_p + 16
     if backend != "shade":
         for j, n in enumerate(sizes):
             if any(active == j for active, _ in roles):
                 sent[j] += ELEMENT_BYTES * n * (length + RERANDOMISATION)
             if any(passive == j for _, passive in roles):
-                sent[j] += ELEMENT_BYTES * LWE_DIMENSION * n
+                sent[j] += HINT_BYTES * LWE_DIMENSION * n
     return max((max(s, r) for s, r in zip(sent, received)), default=0)
 
 

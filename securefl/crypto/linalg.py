@@ -118,18 +118,26 @@ def gemm(a: np.ndarray, b: np.ndarray, *, device: torch.device, out: np.ndarray 
     return out
 
 
-def check_exact_gemm(device: torch.device, inner: int, limb_bits: int) -> None:
-    """Known-answer test: ``limb_bits``-bit matrices (one row all-maximal) times ternary ones
-    (one column all ones, one all minus ones) at inner dimension ``inner`` on ``device``,
-    against int64 products; :class:`PlatformError` unless every entry is exact."""
+@lru_cache(maxsize=8)
+def _gemm_known_answer(inner: int, limb_bits: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The fixed operands of :func:`check_exact_gemm` as float64 and their exact int64 product
+    (numpy's int64 matmul, no BLAS), computed once per process and shape (never written to)."""
     generator = np.random.default_rng(inner)  # a fixed test vector, not key material
     left = generator.integers(0, 1 << limb_bits, size=(32, inner), dtype=np.int64)
     left[0] = (1 << limb_bits) - 1
     right = generator.integers(-1, 2, size=(inner, 32), dtype=np.int64)
     right[:, 0] = 1
     right[:, 1] = -1
-    exact = left @ right
-    got = gemm(left.astype(np.float64), right.astype(np.float64), device=device)
+    return left.astype(np.float64), right.astype(np.float64), left @ right
+
+
+def check_exact_gemm(device: torch.device, inner: int, limb_bits: int) -> None:
+    """Known-answer test: ``limb_bits``-bit matrices (one row all-maximal) times ternary ones
+    (one column all ones, one all minus ones) at inner dimension ``inner`` on ``device``,
+    against int64 products (the expected answer is computed once per process; the device's
+    product runs at every call); :class:`PlatformError` unless every entry is exact."""
+    left, right, exact = _gemm_known_answer(int(inner), int(limb_bits))
+    got = gemm(left, right, device=device)
     if got.shape != exact.shape or not np.array_equal(got, exact.astype(np.float64)):
         raise PlatformError(
             f"float64 matrix products are not exact on integers below 2^53 on device {device} "

@@ -30,14 +30,16 @@ the relay, all frames over the metered, MACed :class:`~securefl.crypto.channel.N
 1. ``a`` broadcasts ``C = S M^T + E + Delta [-2X | 0]`` (``n_a x K``; ``S`` ternary
    ``n_a x n``, a fresh secret per row, ``E`` noise), once per session whatever the
    number of peers, streamed in blocks of :data:`BLOCK_ROWS` columns.
-2. ``b`` draws ``R`` ternary ``n_b x L'``, sets ``Y' = [Y | R]`` and broadcasts the hint
-   ``H' = M^T Y'^T + G`` (``n x n_b``, ``G`` noise), once per session.
+2. ``b`` draws ``R`` ternary ``n_b x L'``, sets ``Y' = [Y | R]``, computes the hint
+   ``H' = M^T Y'^T + G`` (``n x n_b``, ``G`` noise) and broadcasts its top 32-bit limb
+   ``H'_top = floor(H' / 2^72)`` only (:data:`HINT_BYTES` = 4 bytes per element, once per
+   session): step 4 reads nothing else.
 3. ``b`` answers ``a`` with ``D = C Y'^T - U`` where ``U = Delta U_hi + U_lo``, ``U_hi``
    uniform mod ``p`` and ``U_lo`` uniform on ``[0, 2^87)``, keeping only the top
    :data:`RESPONSE_BITS` = 24 bits ``D' = D - r``, ``r = D mod 2^80`` (AES-GCM under
    ``K_ab``).  ``b``'s share is ``s_b = U_hi + |y_j|`` mod ``p``.
-4. ``a`` computes ``t = D' - 2^72 S H'_top + theta`` with ``H'_top = floor(H' / 2^72)``
-   (the top 32-bit limb of the hint: the lower 72 bits of ``H'`` only move ``t`` by
+4. ``a`` computes ``t = D' - 2^72 S H'_top + theta`` with the received ``H'_top``
+   (the lower 72 bits of ``H'``, never sent, only move ``t`` by
    ``|S (H' mod 2^72)| < n 2^72 = 2^84``, which ``theta`` absorbs),
    ``theta = 2^87 + 2^80 + 2^84 + 2^72``, and ``z = floor(t / Delta)`` mod ``p``; its share
    is ``s_a = z + |x_i|``.
@@ -87,7 +89,11 @@ dimension and raises :class:`~securefl.errors.PlatformError` unless the result i
   hint ``M^T Y^T`` is a low-density knapsack in the codes; with it,
   ``H' = M_Y^T Y^T + (M_R^T R^T + G)`` and the bracket is ``n`` LWE samples under the
   fresh ternary secret ``r_j`` of dimension ``L' = 4096`` (same table entry), so ``H'``
-  is pseudorandom whatever ``Y`` is.  The answer: ``D = S H' + Delta z + N - U_lo``.
+  is pseudorandom whatever ``Y`` is; ``a`` receives only ``H'_top = floor(H' / 2^72)``, a
+  public function of ``H'``, so whatever a simulator can do with a uniform ``H'`` it does
+  with ``floor`` of it: dropping the low limbs can only lose information, never leak.  In
+  the analysis below ``a`` is even given all of ``H'``.  The answer:
+  ``D = S H' + Delta z + N - U_lo``.
   A simulator given ``z`` (uniform: ``U_hi``) outputs ``S H' + Delta z - U'`` with
   ``U'`` uniform on ``[0, 2^87)`` and clears the low 80 bits; per entry the two differ
   only by the shift ``N`` of a uniform interval of length ``2^87``, statistical
@@ -127,10 +133,11 @@ caught (:class:`~securefl.errors.ProtocolError`), as are tampered, truncated, re
 reordered frames (channel MAC and sequence numbers), a block out of order, wrongly shaped
 arrays, an invalid (low-order) public key, a failed AES-GCM tag on ``D``, or shares that
 reconstruct a distance above ``L``.  The wire encodings have no out-of-range values to
-check: ``C``, ``H'`` and ``M`` are exactly 13 bytes per element of ``Z_(2^104)``, ``D``
-exactly 3 bytes per 24-bit entry.
+check: ``C`` and ``M`` are exactly 13 bytes per element of ``Z_(2^104)``, ``H'_top`` exactly
+4 bytes per element of ``Z_(2^32)``, ``D`` exactly 3 bytes per 24-bit entry.
 
-**Costs** (bytes per element: 13).  ``C``: ``13 n_a K``; ``H'``: ``13 n n_b``; ``D``:
+**Costs** (bytes per element: 13 for ``C``, 4 for ``H'_top``).  ``C``: ``13 n_a K``;
+``H'_top``: ``4 n n_b``; ``D``:
 ``3 n_a n_b`` + 16; shares ``2 x 2 n_a n_b``.  CPU: ``3 n_a n K`` multiply-adds for
 ``C``, ``3 n K n_b`` for the hint, ``3 n_a K n_b`` for ``C Y'^T`` and ``n_a n n_b``
 for ``S H'_top``, as float64 GEMMs (:func:`securefl.crypto.linalg.gemm`, threads = ``workers``; ``n = 4096``,
@@ -201,6 +208,8 @@ DELTA_BITS = MODULUS_BITS - SHARE_BITS
 DROPPED_BITS = MODULUS_BITS - RESPONSE_BITS
 ELEMENT_BYTES = MODULUS_BITS // 8
 """Wire bytes per element of Z_q (exact: every 13-byte string is an element)."""
+HINT_BYTES = (MODULUS_BITS - LIMB_BITS[0] - LIMB_BITS[1]) // 8
+"""Wire bytes per element of the hint: its top limb ``floor(H' / 2^72)``, all the encryptor reads."""
 BLOCK_ROWS = 2048
 """Rows of M (columns of C) generated and streamed at a time."""
 STATISTICAL_BOUND = 2.0**-40
@@ -381,7 +390,7 @@ def progress_total(parties: int, length: int) -> int:
     return len(encryptors) * len(_blocks(length)) + len(evaluators) + len(pairs)
 
 
-def _gmac(key: bytes, label: str, planes: Planes) -> np.ndarray:
+def _gmac(key: bytes, label: str, planes: tuple[np.ndarray, ...]) -> np.ndarray:
     """16-byte GMAC tag of ``planes`` under ``key`` with a nonce unique to ``label``."""
     nonce = hashlib.sha256(label.encode()).digest()[:12]
     encryptor = Cipher(algorithms.AES(key), modes.GCM(nonce)).encryptor()
@@ -455,7 +464,7 @@ class LWEParty:
     _evaluation: np.ndarray | None = field(default=None, repr=False)
     _accumulators: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
     _next_block: dict[int, int] = field(default_factory=dict, repr=False)
-    _hints: dict[int, Planes] = field(default_factory=dict, repr=False)
+    _hints: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
     _shares: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
     _buffers: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
     _ring: rlwe.RingMatrix | None = field(default=None, repr=False)
@@ -625,9 +634,9 @@ class LWEParty:
         if evaluating:
             limbs = hint.reshape(n_own, 3, LWE_DIMENSION) if self._ring is None else self._ring.hint(self._evaluation)
             low = limbs[:, 0, :] + _binomial(self._seed, "G", (n_own, LWE_DIMENSION))
-            planes = _pack(low, limbs[:, 1, :], limbs[:, 2, :])
-            tags = np.stack([self._tag("H", self.index, peer, 0, planes) for peer in self.evaluates_for])
-            yield Message(self.index, SERVER, f"lwe/H/{self.index}", (*planes, tags))
+            top = (_pack(low, limbs[:, 1, :], limbs[:, 2, :])[1],)
+            tags = np.stack([self._tag("H", self.index, peer, 0, top) for peer in self.evaluates_for])
+            yield Message(self.index, SERVER, f"lwe/H/{self.index}", (*top, tags))
 
     def _ring_columns(self, start: int, stop: int, out: np.ndarray) -> None:
         """Columns ``[start, stop)`` of ``S M^T`` for the ring-structured ``M`` into ``out``
@@ -644,7 +653,7 @@ class LWEParty:
             kernels.rlwe_limbs_into(self._ring_products[1], first, out[:, span, 0], out[:, span, 1], out[:, span, 2])
             column = end
 
-    def _tag(self, kind: str, sender: int, receiver: int, block: int, planes: Planes) -> np.ndarray:
+    def _tag(self, kind: str, sender: int, receiver: int, block: int, planes: tuple[np.ndarray, ...]) -> np.ndarray:
         peer = receiver if sender == self.index else sender
         return _gmac(self._pair[peer].mac, f"{kind}/{sender}->{receiver}/{block}/{planes[0].shape}", planes)
 
@@ -666,13 +675,15 @@ class LWEParty:
             accumulator += self._gemm(limbs.reshape(3 * self.sizes[peer], stop - start), self._evaluation[:, start:stop].T, out=partial)
             self._next_block[peer] = block + 1
         elif kind == "H" and block is None and peer in self.encrypts_for and peer not in self._hints:
-            *planes, tag = _expect(message, _planes_spec((self.sizes[peer], LWE_DIMENSION)), message.tag)
-            self._verify(tag, "H", peer, self.index, 0, planes)
-            self._hints[peer] = tuple(planes)
+            top, tag = _expect(message, [((self.sizes[peer], LWE_DIMENSION), np.uint32), ((16,), np.uint8)],
+                               message.tag)
+            self._verify(tag, "H", peer, self.index, 0, (top,))
+            self._hints[peer] = top
         else:
             raise ProtocolError(f"party {self.index}: unexpected or repeated broadcast {message.tag!r}")
 
-    def _verify(self, tag: np.ndarray, kind: str, sender: int, receiver: int, block: int, planes: Planes) -> None:
+    def _verify(self, tag: np.ndarray, kind: str, sender: int, receiver: int, block: int,
+                planes: tuple[np.ndarray, ...]) -> None:
         if not np.array_equal(tag, self._tag(kind, sender, receiver, block, planes)):
             raise ProtocolError(f"party {receiver}: end-to-end tag of {kind} from party {sender} does not verify")
 
@@ -728,7 +739,7 @@ class LWEParty:
         response = np.zeros((n_own, n_peer, 4), dtype=np.uint8)
         response[..., :3] = np.frombuffer(opened, dtype=np.uint8).reshape(n_own, n_peer, 3)
         response = response.view(np.uint32)[..., 0].astype(np.int64)
-        hint_top = self._hints.pop(peer)[1].astype(np.float64)
+        hint_top = self._hints.pop(peer).astype(np.float64)
         products = self._gemm(self._secret, hint_top.T).astype(np.int64)
         del hint_top
         theta_top = (1 << (MASK_BITS - 72)) + (1 << (DROPPED_BITS - 72)) + LWE_DIMENSION + 1
@@ -768,7 +779,7 @@ class LWEServer:
         recipients = self.recipients(kind, message.sender)
         if kind == "key":
             return [Message(SERVER, peer, message.tag, message.arrays) for peer in recipients]
-        if len(message.arrays) != 4 or message.arrays[3].shape != (len(recipients), 16):
+        if len(message.arrays) != (4 if kind == "C" else 2) or message.arrays[-1].shape != (len(recipients), 16):
             raise ProtocolError(f"server: broadcast {message.tag!r} must carry one tag per recipient {recipients}")
         *planes, tags = message.arrays
         return [Message(SERVER, peer, message.tag, (*planes, tags[i])) for i, peer in enumerate(recipients)]

@@ -127,11 +127,10 @@ def test_evaluator_view_of_the_ciphertext_is_uniform_and_the_check_can_fail(monk
     assert _chi2_low_byte(_ciphertext_low_words(network, "C")) < 1e-5
 
 
-def _hint_attack(hint_planes):
-    """The encryptor's guess of y_j for L = 1 without re-randomisation: H = M_0^T y_j + G is
-    small (all limbs near 0 mod q) exactly when y_j = 0."""
-    limbs = lwe._unpack(hint_planes, limb_first=True)
-    return ~np.all((limbs[1] == 0) | (limbs[1] == (1 << 36) - 1), axis=1)
+def _hint_attack(hint_top):
+    """The encryptor's guess of y_j for L = 1 without re-randomisation from the top limb it
+    receives: H = M_0^T y_j + G is small (its top 32 bits all 0 or all 1) exactly when y_j = 0."""
+    return ~np.all((hint_top == 0) | (hint_top == (1 << 32) - 1), axis=1)
 
 
 def test_hint_hides_the_codes_only_because_of_the_rerandomisers(monkeypatch):
@@ -140,7 +139,7 @@ def test_hint_hides_the_codes_only_because_of_the_rerandomisers(monkeypatch):
     x = np.zeros((1, 1), dtype=np.uint8)
     network = RecordingNetwork()
     lwe_pair(x, y, network=network, rng=random_source(9))
-    (hint,) = [arrays[:3] for tag, arrays in network.seen if tag.startswith("lwe/H/")]
+    (hint,) = [arrays[0] for tag, arrays in network.seen if tag.startswith("lwe/H/")]
     guesses = _hint_attack(hint)
     assert np.all(guesses)  # every hint looks "large": the guess carries no information
     secret_free = lwe._ternary
@@ -151,7 +150,7 @@ def test_hint_hides_the_codes_only_because_of_the_rerandomisers(monkeypatch):
     monkeypatch.setattr(lwe, "_ternary", no_rerandomiser)
     network = RecordingNetwork()
     lwe_pair(x, y, network=network, rng=random_source(9))
-    (hint,) = [arrays[:3] for tag, arrays in network.seen if tag.startswith("lwe/H/")]
+    (hint,) = [arrays[0] for tag, arrays in network.seen if tag.startswith("lwe/H/")]
     np.testing.assert_array_equal(_hint_attack(hint), y[:, 0].astype(bool))
 
 
@@ -343,18 +342,30 @@ def test_out_of_range_messages_raise_protocol_error(monkeypatch):
     with pytest.raises(ProtocolError, match="invalid public key"):
         secure_hamming_matrix(codes, backend="lwe")
     monkeypatch.undo()
-    # A ciphertext block of the wrong dtype / shape.
+    # A ciphertext block, or a hint, of the wrong dtype (the hint: all 13 bytes, not its top limb).
     original_stream = lwe.LWEParty.broadcasts
 
     def wide_blocks(self):
         for message in original_stream(self):
-            low, top, middle, tags = message.arrays
-            yield Message(message.sender, message.receiver, message.tag, (low, top, middle.astype(np.uint16), tags))
+            if message.tag.startswith("lwe/C/"):
+                low, top, middle, tags = message.arrays
+                yield Message(message.sender, message.receiver, message.tag, (low, top, middle.astype(np.uint16), tags))
+            else:
+                yield message
 
-    monkeypatch.setattr(lwe.LWEParty, "broadcasts", wide_blocks)
-    with pytest.raises(ProtocolError, match="expected"):
-        secure_hamming_matrix(codes, backend="lwe")
-    monkeypatch.undo()
+    def wide_hint(self):
+        for message in original_stream(self):
+            if message.tag.startswith("lwe/H/"):
+                top, tags = message.arrays
+                yield Message(message.sender, message.receiver, message.tag, (top.astype(np.uint64), tags))
+            else:
+                yield message
+
+    for altered in (wide_blocks, wide_hint):
+        monkeypatch.setattr(lwe.LWEParty, "broadcasts", altered)
+        with pytest.raises(ProtocolError, match="expected"):
+            secure_hamming_matrix(codes, backend="lwe")
+        monkeypatch.undo()
     # Shares that do not belong together: a distance above L.
     original_share = lwe.LWEParty.share
     monkeypatch.setattr(
@@ -377,7 +388,7 @@ def test_bytes_are_linear_and_broadcast_once():
     columns = length + lwe.RERANDOMISATION
     c_model = sum(sizes[a] * columns * 13 for a in encryptors)
     assert c_model <= kinds["C"] < c_model + 1000 * len(encryptors)
-    h_model = sum(lwe.LWE_DIMENSION * sizes[b] * 13 for b in evaluators)
+    h_model = sum(lwe.LWE_DIMENSION * sizes[b] * lwe.HINT_BYTES for b in evaluators)
     assert h_model <= kinds["H"] < h_model + 300 * len(evaluators)
     assert kinds["relay/C"] >= c_model and kinds["relay/H"] >= h_model
     d_model = sum(sizes[a] * sizes[b] * 3 + 16 for a in range(3) for b in range(a + 1, 3))

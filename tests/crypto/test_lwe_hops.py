@@ -121,7 +121,7 @@ def _misroute(c_in, h_in):
 def _alter_hint(c_in, h_in):
     hint = h_in[0][0]
     arrays = [a.copy() for a in hint.arrays]
-    arrays[1][0, 0] ^= 1
+    arrays[0][0, 0] ^= 1  # a bit of the top limb, all the hint carries
     h_in[0][0] = Message(hint.sender, hint.receiver, hint.tag, tuple(arrays))
 
 
