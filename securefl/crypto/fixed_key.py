@@ -79,6 +79,12 @@ class FixedKeyAES:
         self._context().update_into(memoryview(blocks).cast("B"), memoryview(out).cast("B"))
         return out.reshape(-1)[: 2 * count].reshape(blocks.shape)
 
+    def update_into(self, source: memoryview, target: memoryview) -> None:
+        """``pi`` of the blocks in byte view ``source`` into byte view ``target`` (at least 16
+        bytes longer): :meth:`permute_into` without its checks and views, for callers that
+        made both views once and reuse them on every tile."""
+        self._context().update_into(source, target)
+
     def permute(self, blocks: np.ndarray) -> np.ndarray:
         """``pi(blocks)`` as a new ``(..., 2)`` uint64 array."""
         blocks = np.ascontiguousarray(blocks, dtype=np.uint64)

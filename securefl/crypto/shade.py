@@ -147,26 +147,39 @@ class _Expander:
     ``expand`` returns the two halves of ``G(seed)_k = pi(seed ^ k) ^ (seed ^ k)`` for
     ``k < blocks``: the inputs ``seed ^ k`` (one compiled pass) and their permutation
     ``pi(seed ^ k)`` (one AES call).  The feed-forward XOR is left to the SHADE kernels,
-    which fuse it with the arithmetic that consumes the lanes.
+    which fuse it with the arithmetic that consumes the lanes.  The buffers, their byte
+    views and lane views are made once per slot and tile height, not per tile.
     """
 
     blocks: int
     rows: int
     aes: FixedKeyAES = field(default_factory=FixedKeyAES)
-    _inputs: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
-    _outputs: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
+    _views: dict[tuple[int, int], tuple[np.ndarray, memoryview, memoryview, np.ndarray, np.ndarray]] = field(
+        default_factory=dict, repr=False)
+    _buffers: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False)
+
+    def _slot(self, slot: int, count: int) -> tuple[np.ndarray, memoryview, memoryview, np.ndarray, np.ndarray]:
+        if slot not in self._buffers:
+            self._buffers[slot] = (np.empty((self.rows, self.blocks, 2), dtype=np.uint64),
+                                   block_buffer(self.rows * self.blocks))
+        inputs, outputs = self._buffers[slot]
+        inputs = inputs[:count]
+        lanes = 8 * self.blocks
+        view = (inputs, memoryview(inputs).cast("B"), memoryview(outputs).cast("B"),
+                outputs[: 2 * count * self.blocks].view(np.uint16).reshape(count, lanes),
+                inputs.view(np.uint16).reshape(count, lanes))
+        self._views[slot, count] = view
+        return view
 
     def expand(self, seeds: np.ndarray, slot: int) -> tuple[np.ndarray, np.ndarray]:
-        """``(pi(seed ^ k), seed ^ k)`` of ``(count, 2)`` uint64 seeds, each as ``(count, 8 * blocks)`` uint16 lanes."""
-        if slot not in self._outputs:
-            self._inputs[slot] = np.empty((self.rows, self.blocks, 2), dtype=np.uint64)
-            self._outputs[slot] = block_buffer(self.rows * self.blocks)
+        """``(pi(seed ^ k), seed ^ k)`` of C-contiguous ``(count, 2)`` uint64 seeds, each as
+        ``(count, 8 * blocks)`` uint16 lanes (views of the slot's buffers, valid until its next call)."""
         count = seeds.shape[0]
-        inputs = self._inputs[slot][:count]
-        kernels.expansion_inputs_into(np.ascontiguousarray(seeds), inputs)
-        permuted = self.aes.permute_into(inputs, self._outputs[slot])
-        lanes = 8 * self.blocks
-        return permuted.view(np.uint16).reshape(count, lanes), inputs.view(np.uint16).reshape(count, lanes)
+        view = self._views.get((slot, count))
+        inputs, source, target, permuted, lanes = view if view is not None else self._slot(slot, count)
+        kernels.expansion_inputs_into(seeds, inputs)
+        self.aes.update_into(source, target)
+        return permuted, lanes
 
 
 @dataclass
@@ -233,7 +246,7 @@ class ShadeReceiver:
             )
         raw, inputs = expander.expand(seeds, 0)
         length = self.codes.shape[1]
-        kernels.shade_receiver_rows(raw, inputs, np.ascontiguousarray(correction), self.choices, first, length, self.sums)
+        kernels.shade_receiver_rows(raw, inputs, correction, self.choices, first, length, self.sums)
 
     def share(self) -> np.ndarray:
         """``(n_a, n_b)`` uint16 share: ``sum_l m_c``."""

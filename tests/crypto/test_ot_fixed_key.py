@@ -20,6 +20,31 @@ def test_permute_matches_aes_ecb_under_the_fixed_key():
     np.testing.assert_array_equal(aes.permute_into(blocks, block_buffer(37)), reference_pi(blocks))
 
 
+def test_update_into_on_reused_views_matches_aes_ecb():
+    rng = np.random.default_rng(2)
+    out = block_buffer(37)
+    aes = FixedKeyAES()
+    for count in (37, 5):
+        blocks = rng.integers(0, 2**63, size=(count, 2), dtype=np.uint64)
+        aes.update_into(memoryview(blocks).cast("B"), memoryview(out).cast("B"))
+        np.testing.assert_array_equal(out[: 2 * count].reshape(count, 2), reference_pi(blocks))
+
+
+def test_expander_reuses_its_buffers_and_returns_pi_and_inputs():
+    from securefl.crypto.shade import _Expander
+
+    expander = _Expander(blocks=3, rows=8)
+    rng = np.random.default_rng(3)
+    for count in (8, 5, 8):
+        seeds = rng.integers(0, 2**63, size=(count, 2), dtype=np.uint64)
+        permuted, inputs = expander.expand(seeds, 0)
+        blocks = np.repeat(seeds[:, None, :], 3, axis=1)
+        blocks[:, :, 0] ^= np.arange(3, dtype=np.uint64)
+        np.testing.assert_array_equal(inputs.view(np.uint64).reshape(count, 3, 2), blocks)
+        np.testing.assert_array_equal(permuted.view(np.uint64).reshape(count, 3, 2), reference_pi(blocks))
+    assert len(expander._buffers) == 1 and len(expander._views) == 2
+
+
 def test_permute_into_needs_a_spare_block():
     with pytest.raises(InputError, match="out"):
         FixedKeyAES().permute_into(np.zeros((4, 2), np.uint64), np.zeros(8, np.uint64))
