@@ -145,13 +145,14 @@ def choose_backend(sizes: Sequence[int], length: int,
     :func:`modelled_seconds` (CPU plus the busiest client's bytes over a
     ``link_bits_per_second`` link, 100 Mbit/s by default).
 
-    Ring-LWE's bytes are ``13 (L + 8192)`` per point whatever the peers, SHADE's
-    ``n_a n_b L 16`` bits per pair; SHADE's CPU (setups resumed across rounds) is lower on
-    small rounds.  At 100 Mbit/s this picks ring-LWE for FedProp's digits round
-    (5 x ~121 points, L = 1024: 3.6 s against 5.9 s modelled) and larger ones, SHADE for
-    small rounds (3 x 40 points, L = 256); at 1 Gbit/s SHADE wins the digits round
-    (1.1 s against 1.5 s) and ring-LWE those of ~50 or more points per client at L = 4096.  Deterministic in public facts (point counts, ``L``) and constants,
-    so the server and every client resolve it alike."""
+    Ring-LWE's bytes are ``13 (L + 4096) + 4 * 4096`` per point whatever the peers (its ``C``
+    and its hint's top limb), SHADE's ``n_a n_b L 16`` bits per pair; SHADE's CPU (setups
+    resumed across rounds) is lower on small rounds.  At 100 Mbit/s this picks ring-LWE for
+    FedProp's digits round (5 x ~121 points, L = 1024: 2.9 s against 5.9 s modelled) and
+    larger ones, SHADE for small rounds (3 x 40 points, L = 256); at 1 Gbit/s SHADE wins the
+    digits round (1.1 s against 1.4 s) and ring-LWE those of ~50 or more points per client at
+    L = 4096.  Deterministic in public facts (point counts, ``L``) and constants, so the
+    server and every client resolve it alike."""
     if len(sizes) < 2:
         return "shade"
     shade = modelled_seconds("shade", sizes, length, link_bits_per_second)
