@@ -52,11 +52,6 @@ KNOWN: set[tuple[str, ...]] = {
      "securefl.fl.state_codec", "securefl.fl.sum_backends", "securefl.fl.sum_backends.base",
      "securefl.fl.sum_backends.he", "securefl.fl.sum_backends.plaintext",
      "securefl.fl.sum_backends.secagg", "securefl.fl.transport"),
-    # the Flower app builds methods and reads configs and deployments: removed when the app
-    # is driven from experiments (Flower engineer, issue 24).
-    ("upward", "securefl.fl.flower.app", "securefl.experiments.config"),
-    ("upward", "securefl.fl.flower.app", "securefl.experiments.deployment"),
-    ("upward", "securefl.fl.flower.app", "securefl.methods"),
 }
 
 

@@ -240,6 +240,27 @@ class ExperimentClient(ClientHalf):
 
     program = PROGRAM
 
+    @classmethod
+    def warm_up(cls) -> None:
+        """Import every method's module and the experiment configuration (validating the
+        digits default imports them all), load the default dataset (digits), and take
+        torch's first training step (about 3 s the first time in a process; single-threaded,
+        so that no thread pool exists when a warm executor forks)."""
+        import torch
+
+        from securefl.experiments.config import load_config
+        from securefl.fl import train_supervised
+        from securefl.methods import METHOD_NAMES, method_class
+
+        for name in METHOD_NAMES:
+            method_class(name)
+        load_config(None)
+        dataset("digits")
+        torch.set_num_threads(1)
+        model = torch.nn.Linear(4, 2)
+        train_supervised(model, torch.zeros(2, 4).numpy(), torch.zeros(2, dtype=torch.int64).numpy(),
+                         epochs=1, batch_size=2, lr=0.1, generator=torch.Generator().manual_seed(0))
+
     def handle(self, step: str, request: Record, state: Record, node: NodeContext) -> Record:
         import torch
 

@@ -251,6 +251,12 @@ class ClientHalf(ABC):
     def handle(self, step: str, request: Record, state: Record, node: NodeContext) -> Record:
         """Answer ``request`` of ``step``; update ``state`` in place; return the reply."""
 
+    @classmethod
+    def warm_up(cls) -> None:
+        """Import and initialise, once per process, what :meth:`handle` needs, so that a
+        warm executor does it before it forks the message handlers
+        (:func:`securefl.fl.flower.app.warm_up`).  The default needs nothing."""
+
 
 @dataclass
 class Exchange:

@@ -43,8 +43,8 @@ PROGRAMS: dict[str, tuple[str, str]] = {
 }
 """Program name -> (server half, client half) as ``module:class``, imported when first
 used: ``method`` runs one job of an experiment with any split method
-(:mod:`securefl.experiments.deployment`; the host of every program may live in a room
-below this one, hence names, not imports), ``link-check`` verifies the client-to-client
+(:mod:`securefl.experiments.deployment`; a program's halves may live in a room above
+this one, hence names, not imports), ``link-check`` verifies the client-to-client
 links (:mod:`securefl.fl.linkcheck`)."""
 
 
@@ -66,28 +66,14 @@ def client_half(program: str) -> ClientHalf:
 
 
 def warm_up() -> None:
-    """Import and initialise what every handler needs, once, before a warm executor forks:
-    the programs, every method's module and the experiment configuration (validating the
-    digits default imports them all: otherwise every forked message handler would import
-    them again), the default dataset (digits), and torch's first training step (about 3 s
-    the first time in a process, single-threaded so no thread pool exists at fork time)."""
-    import torch
-
-    from securefl.experiments.config import load_config
-    from securefl.experiments.deployment import dataset
-    from securefl.fl import train_supervised
-    from securefl.methods import METHOD_NAMES, method_class
-
+    """Import every program's halves and run each client half's
+    :meth:`~securefl.fl.transport.ClientHalf.warm_up`, once, before a warm executor forks:
+    otherwise every forked message handler would import and initialise them again.  What a
+    program needs (for ``method``: the methods, the configuration, the default dataset and
+    torch's first training step) is the program's own business, in its own room."""
     for server, client in PROGRAMS.values():
-        _resolve(server), _resolve(client)
-    for name in METHOD_NAMES:
-        method_class(name)
-    load_config(None)
-    dataset("digits")
-    torch.set_num_threads(1)
-    model = torch.nn.Linear(4, 2)
-    train_supervised(model, torch.zeros(2, 4).numpy(), torch.zeros(2, dtype=torch.int64).numpy(),
-                     epochs=1, batch_size=2, lr=0.1, generator=torch.Generator().manual_seed(0))
+        _resolve(server)
+        _resolve(client).warm_up()
 
 
 # ----------------------------------------------------------------------------- ServerApp
