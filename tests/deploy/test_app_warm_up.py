@@ -47,6 +47,10 @@ def test_the_method_program_builds_every_method_class_and_loads_the_default_data
     import securefl.methods
     from securefl.experiments import config, deployment
 
+    # import the method modules before patching: each binds ``train_supervised`` at import
+    # time, and a module first imported under the patch would keep the stub for good
+    for name in securefl.methods.METHOD_NAMES:
+        securefl.methods.method_class(name)
     built, loaded, trained = [], [], []
     real = securefl.methods.method_class
     monkeypatch.setattr(securefl.methods, "method_class", lambda name: built.append(name) or real(name))
