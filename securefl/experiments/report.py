@@ -71,7 +71,8 @@ RESULT_COLUMNS = (
     "pseudo-label acc %", "seconds", "crypto s", "MB/client/round",
 )
 COMPARE_COLUMNS = (
-    "method", "acc real %", "acc plaintext %", "difference (pts)", "pseudo-labels identical",
+    "method", "final acc real %", "final acc plaintext %", "difference (pts)",
+    "pseudo-labels identical",
     "time ratio", "crypto s", "bytes ratio",
 )
 
@@ -134,8 +135,8 @@ RESULT_TERMINAL = (
 )
 """The terminal headers of :data:`RESULT_COLUMNS`, in the same order."""
 COMPARE_TERMINAL = (
-    Column("method", None, number=False), Column("acc real %", None),
-    Column("acc plain %", None), Column("diff (pts)", 80), Column("PL equal", 90, number=False),
+    Column("method", None, number=False), Column("final real %", None),
+    Column("final plain %", None), Column("diff (pts)", 80), Column("PL equal", 90, number=False),
     Column("time ratio", 30), Column("crypto s", 60), Column("bytes ratio", 50),
 )
 """The terminal headers of :data:`COMPARE_COLUMNS`, in the same order."""
