@@ -43,6 +43,8 @@ def test_the_app_warms_up_every_programs_client_half_and_nothing_else(monkeypatc
 
 
 def test_the_method_program_builds_every_method_class_and_loads_the_default_dataset(monkeypatch):
+    import torch
+
     import securefl.fl
     import securefl.methods
     from securefl.experiments import config, deployment
@@ -57,6 +59,11 @@ def test_the_method_program_builds_every_method_class_and_loads_the_default_data
     monkeypatch.setattr(deployment, "dataset", lambda name, data_dir=None: loaded.append(name))
     monkeypatch.setattr(config, "load_config", lambda path: loaded.append(path))
     monkeypatch.setattr(securefl.fl, "train_supervised", lambda *a, **k: trained.append(k["epochs"]))
-    deployment.ExperimentClient.warm_up()
+    # warm_up makes torch single-threaded for the process: give the worker its count back
+    threads = torch.get_num_threads()
+    try:
+        deployment.ExperimentClient.warm_up()
+    finally:
+        torch.set_num_threads(threads)
     assert built == list(securefl.methods.METHOD_NAMES) and len(built) >= 14
     assert loaded == [None, "digits"] and trained == [1]
