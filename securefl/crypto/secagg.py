@@ -80,10 +80,12 @@ the server, against which the guarantee below holds.
 transport and :func:`securefl.crypto.secure_sum` run by default).  Each client signs
 (c_u^PK, s_u^PK) with its roster identity over (federation id, ``secagg/keys``, session,
 cohort digest C of the members' roster ids in index order, keys)
-(:mod:`securefl.crypto.identity`); the server relays the signatures and the cohort list
-with the key list, and a client verifies that the list hashes to C, names it at its own
-index, that every other listed key carries its owner's signature and that its own keys
-are listed unchanged (compared, not verified) -- before it encrypts a share.  Against a deviating server this rules out key substitution: the review's attack
+(:mod:`securefl.crypto.identity`); the server relays, with the key list, the signature of
+every listed key but the receiver's own (which it compares instead of verifying) and the
+cohort list (:func:`securefl.crypto.idsets.pack_ids`: a bitmap when ascending); a client
+verifies that the list hashes to C, names it at its own index, that every other listed key
+carries its owner's signature and that its own keys are listed unchanged -- before it
+encrypts a share.  Against a deviating server this rules out key substitution: the review's attack
 (n = 5, t = 3, no colluding client: relay its own keys, open the shares sent to them,
 rebuild b_v and s_v^SK, unmask x_v) is refused in round 1 (a test runs it against both
 variants).
@@ -91,11 +93,15 @@ variants).
 **Consistency round** (``SecAggConfig.consistency``, authenticated only; Bonawitz et al.
 §4): between masked input and unmasking, the server sends U3; each client checks it as for
 unmasking and signs it (``secagg/survivors`` over the sorted indices); the server relays
-t of the signatures it collected (those of the t lowest-numbered signers: t signatures on
-one list are the whole proof, and relaying more would only add bytes and verifications);
-a client reveals shares only after verifying every relayed signature -- at least t, of
-clients of its own U3, on exactly that U3 -- and refuses any signature from outside U3,
-on another list, or that fails to verify, however many valid ones come with it.  Two
+to each client t - 1 of the signatures it collected, of the lowest-numbered signers other
+than that client (t signatures on one list are the whole proof and the receiver's own is
+the t-th: it signed exactly this list itself, so relaying it back, or more than t, would
+only add bytes and verifications), the signers named by a bitmap over U3
+(:func:`securefl.crypto.idsets.pack_subset`: a signer outside U3, or named twice, cannot
+be expressed).  A client reveals shares only after verifying every relayed signature --
+at least t - 1, of other clients of its own U3, on exactly that U3 -- and refuses its own
+entry, any signature on another list or that fails to verify, however many valid ones
+come with it.  Two
 lists A != B would each need t > n/2 signers, and a client signs once: the server cannot
 show different survivor sets to different clients and still unmask, so a sum over fewer
 than t survivors is ruled out too.  Every transport
@@ -139,6 +145,7 @@ from securefl.crypto import prg, shamir
 from securefl.crypto.channel import SERVER, Message
 from securefl.crypto.fixed_point import container_dtype, ring_mask
 from securefl.crypto.identity import SIGNATURE_BYTES, Credentials, cohort_digest
+from securefl.crypto.idsets import pack_ids, pack_subset, unpack_ids, unpack_subset
 from securefl.errors import DropoutError, InputError, ProtocolError
 
 ROUNDS = ("advertise", "share", "masked_input", "unmask")
@@ -510,12 +517,6 @@ def _expect(message: Message, tag: str, sender: int, receiver: int) -> None:
         )
 
 
-def _compact_ids(ids: Sequence[int]) -> np.ndarray:
-    """Roster ids as int32 where they fit (every id the cohort digest hashes is the same
-    integer; int64 otherwise)."""
-    return np.array(ids, dtype=np.int32 if max(ids, default=0) < 2**31 else np.int64)
-
-
 def _survivor_bytes(survivors: Sequence[int]) -> bytes:
     """U3 as the bytes a consistency-round signature covers (sorted indices, int64)."""
     return np.array(sorted(survivors), dtype=">i8").tobytes()
@@ -551,7 +552,6 @@ class SecAggClient:
     _held: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
     _members: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64), repr=False)
     _survivors: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64), repr=False)
-    _survivor_signature: bytes = field(default=b"", repr=False)
 
     def advertise(self) -> Message:
         """Round 0: fresh key pairs; send (c^PK, s^PK) to the server."""
@@ -636,21 +636,24 @@ class SecAggClient:
         return Message(self.index, SERVER, TAGS["shares"], (np.array(receivers, dtype=np.int32), blob))
 
     def _verify_keys(self, message: Message, ids: list[int], keys: np.ndarray) -> None:
-        """Authenticated run: every listed key must carry its owner's roster signature bound
-        to this session and cohort; the cohort list must hash to ``config.cohort`` and list
-        this client at its own index.  Otherwise ProtocolError before any key is used."""
+        """Authenticated run: every listed peer key must carry its owner's roster signature
+        bound to this session and cohort (the signatures come in list order, one per listed
+        key but this client's own, which it compares instead); the cohort list must hash to
+        ``config.cohort`` and list this client at its own index.  Otherwise ProtocolError
+        before any key is used."""
         if len(message.arrays) != 4:
             raise ProtocolError(f"client {self.index}: keys arrived without signatures")
-        signatures, cohort = message.arrays[2], _ids(message.arrays[3], "cohort ids")
-        if signatures.shape != (len(ids), SIGNATURE_BYTES) or signatures.dtype != np.uint8:
-            raise ProtocolError(f"keys message: signatures must be (k, {SIGNATURE_BYTES}) uint8")
+        signatures, cohort = message.arrays[2], unpack_ids(message.arrays[3], "cohort ids")
+        peers = [i for i, v in enumerate(ids) if v != self.index]  # its own keys: compared, not verified
+        if signatures.shape != (len(peers), SIGNATURE_BYTES) or signatures.dtype != np.uint8:
+            raise ProtocolError(f"keys message: signatures must be ({len(peers)}, {SIGNATURE_BYTES}) "
+                                "uint8, one per listed peer (its own is not relayed back)")
         if len(cohort) != self.config.clients or cohort_digest(cohort) != self.config.cohort:
             raise ProtocolError(f"client {self.index}: the cohort list differs from the one its keys were signed for")
         if cohort[self.index] != self.credentials.client:
             raise ProtocolError(f"client {self.index}: index {self.index} of the cohort is client "
                                 f"{cohort[self.index]}, not this client {self.credentials.client}")
-        peers = [i for i, v in enumerate(ids) if v != self.index]  # its own keys: compared, not verified
-        self.credentials.verify_all([signatures[i].tobytes() for i in peers], protocol=KEY_PROTOCOL,
+        self.credentials.verify_all([row.tobytes() for row in signatures], protocol=KEY_PROTOCOL,
                                     context=self.config.session, senders=[cohort[ids[i]] for i in peers],
                                     cohort=self.config.cohort, keys=[keys[i].tobytes() for i in peers])
         self._members = np.array(cohort, dtype=np.int64)  # roster id of each index
@@ -707,35 +710,34 @@ class SecAggClient:
         self._survivors = np.array(sorted(survivors), dtype=np.int64)
         signature = self.credentials.sign(protocol=SURVIVORS_PROTOCOL, context=self.config.session,
                                           cohort=self.config.cohort, key=_survivor_bytes(self._survivors))
-        self._survivor_signature = signature
         return Message(self.index, SERVER, TAGS["consistency"], (np.frombuffer(signature, np.uint8),))
 
     def _checked_unmask(self, message: Message) -> Message:
-        """Reveal shares only after at least t members of U3 signed the U3 this client signed:
-        every other signer's signature is verified once; its own entry must be the very
-        signature it made (Ed25519 is deterministic), which needs no verification."""
+        """Reveal shares only after t members of U3 signed the U3 this client signed: the
+        message names t - 1 *other* signers by a bitmap over U3 (so none can lie outside
+        it, and none twice) and carries their signatures in U3 order, each verified once;
+        this client is the t-th (it signed exactly this list in the step before, so its own
+        signature is not relayed back)."""
         self._advance(4)
         if len(message.arrays) != 2:
-            raise ProtocolError("signatures message must hold (signer ids, signatures)")
-        signers = _ids(message.arrays[0], "signers")
+            raise ProtocolError("signatures message must hold (signer bitmap over U3, signatures)")
+        survivors = self._survivors.tolist()
+        signers = unpack_subset(message.arrays[0], survivors, "signers")
         signatures = message.arrays[1]
         if signatures.shape != (len(signers), SIGNATURE_BYTES) or signatures.dtype != np.uint8:
-            raise ProtocolError(f"signatures must be (k, {SIGNATURE_BYTES}) uint8")
-        survivors = set(self._survivors.tolist())
-        if not set(signers) <= survivors:
-            raise ProtocolError(f"client {self.index}: survivor-list signatures from clients outside U3")
-        others = [i for i, v in enumerate(signers) if v != self.index]
-        if len(others) < len(signers) and signatures[signers.index(self.index)].tobytes() != self._survivor_signature:
-            raise ProtocolError(f"client {self.index}: its own survivor-list signature came back altered")
+            raise ProtocolError(f"signatures must be ({len(signers)}, {SIGNATURE_BYTES}) uint8, one per signer")
+        if self.index in signers:
+            raise ProtocolError(f"client {self.index}: its own survivor-list signature was relayed back "
+                                "(the format names only the other signers)")
         listed = _survivor_bytes(self._survivors)
-        self.credentials.verify_all([signatures[i].tobytes() for i in others], protocol=SURVIVORS_PROTOCOL,
+        self.credentials.verify_all([row.tobytes() for row in signatures], protocol=SURVIVORS_PROTOCOL,
                                     context=self.config.session,
-                                    senders=[int(self._members[signers[i]]) for i in others],
-                                    cohort=self.config.cohort, keys=[listed] * len(others))
-        if len(signers) < self.config.threshold:
-            raise DropoutError(f"client {self.index}: only {len(signers)} clients signed the survivor "
-                               f"list it was shown; threshold is {self.config.threshold}")
-        return self._reveal(survivors)
+                                    senders=[int(self._members[v]) for v in signers],
+                                    cohort=self.config.cohort, keys=[listed] * len(signers))
+        if len(signers) + 1 < self.config.threshold:
+            raise DropoutError(f"client {self.index}: only {len(signers) + 1} clients (itself included) "
+                               f"signed the survivor list it was shown; threshold is {self.config.threshold}")
+        return self._reveal(set(survivors))
 
     def _unmask(self, message: Message) -> Message:
         self._advance(3)
@@ -903,10 +905,17 @@ class SecAggServer:
                                    f"threshold is {self.config.threshold}")
             self._checked = True
             signers = sorted(self._consistency)
-            shown = signers[:self.config.threshold]  # t signatures prove the list (docstring)
-            ids = np.array(shown, dtype=np.int32)
-            signatures = np.stack([self._consistency[u] for u in shown])
-            return [Message(SERVER, u, TAGS["signatures"], (ids, signatures)) for u in signers]
+            t = self.config.threshold
+            lowest = signers[:t]  # t signatures prove the list (docstring); the receiver is one
+            stacked = np.stack([self._consistency[u] for u in lowest])
+            out = []
+            for u in signers:  # the t - 1 lowest signers other than the receiver
+                drop = lowest.index(u) if u in lowest else t - 1
+                shown = lowest[:drop] + lowest[drop + 1:t]
+                rows = np.delete(stacked, drop, axis=0) if u in lowest else stacked[:t - 1]
+                out.append(Message(SERVER, u, TAGS["signatures"],
+                                   (pack_subset(shown, self.survivors), rows)))
+            return out
         received = (self._keys, self._shares, self._masked, self._unmask)[stage]
         if len(received) < self.config.threshold:
             raise DropoutError(
@@ -923,7 +932,11 @@ class SecAggServer:
         arrays: tuple[np.ndarray, ...] = (ids, keys)
         if self.config.cohort:
             signatures = np.stack([np.frombuffer(self._signatures[u], dtype=np.uint8) for u in ids])
-            arrays = (ids, keys, signatures, _compact_ids(self.cohort))
+            cohort = pack_ids(self.cohort)
+            # each receiver gets every listed key's signature but its own (it compares its keys)
+            return [Message(SERVER, int(u), TAGS["keys"],
+                            (ids, keys, np.delete(signatures, i, axis=0), cohort))
+                    for i, u in enumerate(ids)]
         return [Message(SERVER, int(u), TAGS["keys"], arrays) for u in ids]
 
     def _close_shares(self) -> list[Message]:

@@ -21,6 +21,7 @@ from securefl.crypto.identity import (
     node_credentials,
     write_federation,
 )
+from securefl.crypto.idsets import pack_ids, pack_subset, unpack_ids, unpack_subset
 from securefl.crypto.secagg import TAGS, SecAggClient, SecAggConfig, SecAggServer
 from securefl.errors import DropoutError, InputError, ProtocolError
 
@@ -104,28 +105,90 @@ def _signed_survivor_lists():
     return clients, server
 
 
-def test_the_server_relays_t_survivor_signatures_and_a_bad_extra_one_is_refused():
+def _signers(message: Message) -> list[int]:
+    return unpack_subset(message.arrays[0], list(range(N)), "signers")
+
+
+def test_the_server_relays_t_minus_one_other_survivor_signatures_and_a_bad_extra_one_is_refused():
     clients, server = _signed_survivor_lists()
     relayed = server.close_round()
-    assert len(relayed) == N and all(m.arrays[0].tolist() == list(range(T)) for m in relayed)
-    assert clients[0].handle(relayed[0]).tag == TAGS["unmask"]  # t signatures suffice
-    signatures = relayed[0].arrays[1]
+    # each client is shown the t - 1 lowest signers other than itself: it is the t-th
+    assert [_signers(m) for m in relayed] == [[1, 2], [0, 2], [0, 1], [0, 1], [0, 1]]
+    assert all(m.arrays[0].nbytes == 1 and m.arrays[1].shape == (T - 1, 64) for m in relayed)
+    assert clients[0].handle(relayed[0]).tag == TAGS["unmask"]  # t - 1 others and itself suffice
+    signatures = relayed[4].arrays[1]
     forged = signatures[1].copy()  # client 1's signature, presented as client 3's
-    extra = Message(SERVER, 4, TAGS["signatures"], (np.arange(T + 1, dtype=np.int32),
-                                                   np.vstack([signatures[:T], forged[None]])))
+    extra = Message(SERVER, 4, TAGS["signatures"], (pack_subset([0, 1, 3], range(N)),
+                                                   np.vstack([signatures, forged[None]])))
     with pytest.raises(ProtocolError, match="client 3's key does not verify"):  # index 3's, forged
         clients[4].handle(extra)
 
 
-def test_a_client_refuses_its_own_survivor_signature_altered_and_counts_only_what_is_shown():
+def test_a_client_refuses_its_own_survivor_signature_relayed_and_counts_only_what_is_shown():
     clients, server = _signed_survivor_lists()
-    ids, signatures = server.close_round()[0].arrays
-    altered = signatures.copy()
-    altered[0, 5] ^= 1  # client 0's own signature
-    with pytest.raises(ProtocolError, match="own survivor-list signature"):
-        clients[0].handle(Message(SERVER, 0, TAGS["signatures"], (ids, altered)))
-    with pytest.raises(DropoutError, match="only 2 clients signed"):
-        clients[1].handle(Message(SERVER, 1, TAGS["signatures"], (ids[:2], signatures[:2])))
+    relayed = server.close_round()
+    own = relayed[1].arrays[1][0]  # client 0's signature, relayed to client 1
+    back = Message(SERVER, 0, TAGS["signatures"], (pack_subset([0, 1, 2], range(N)),
+                                                  np.vstack([own[None], relayed[0].arrays[1]])))
+    with pytest.raises(ProtocolError, match="own survivor-list signature was relayed back"):
+        clients[0].handle(back)
+    one = Message(SERVER, 1, TAGS["signatures"], (pack_subset([0], range(N)), relayed[1].arrays[1][:1]))
+    with pytest.raises(DropoutError, match="only 2 clients"):
+        clients[1].handle(one)
+
+
+def test_the_signer_bitmap_names_each_signer_once_and_only_members_of_the_receivers_list():
+    cases = ((np.array([0b11000000, 0], np.uint8), "signers"),  # a byte too many
+             (np.array([0b11000001], np.uint8), "padding bit"),  # an index beyond U3
+             (pack_subset([0, 1, 2], range(N)), "one per signer"))  # three named, two rows
+    for bitmap, error in cases:
+        clients, server = _signed_survivor_lists()  # a refused message ends the client's run
+        signatures = server.close_round()[3].arrays[1]
+        with pytest.raises(ProtocolError, match=error):
+            clients[3].handle(Message(SERVER, 3, TAGS["signatures"], (bitmap, signatures)))
+
+
+def _keys_round():
+    """n = 5 clients that advertised signed keys, and the server's keys messages."""
+    roster, credentials = new_federation("fed", N)
+    config = SecAggConfig(b"k" * 16, N, T, DIM, 64, cohort=roster.everyone, consistency=True)
+    clients = [SecAggClient(u, config, np.zeros(DIM, np.uint64), credentials=credentials[u])
+               for u in range(N)]
+    server = SecAggServer(config, tuple(range(N)))
+    advertised = [c.advertise() for c in clients]
+    for message in advertised:
+        server.handle(message)
+    return clients, advertised, server.close_round()
+
+
+def test_the_keys_message_omits_the_receivers_own_signature_and_packs_the_cohort():
+    clients, advertised, keys = _keys_round()
+    for u, message in enumerate(keys):
+        ids, _, signatures, cohort = message.arrays
+        assert cohort.dtype == np.uint8 and cohort.tolist() == [0b11111000]  # bitmap of 0..4
+        assert np.array_equal(signatures, np.stack([advertised[v].arrays[1] for v in range(N) if v != u]))
+    assert clients[2].handle(keys[2]).tag == TAGS["shares"]
+    cases = ((lambda sigs, own: sigs[[1, 0, 2, 3]], None, "does not verify"),  # two peers' swapped
+             (lambda sigs, own: np.vstack([sigs, own[None]]), None, "one per listed peer"),
+             (lambda sigs, own: sigs, np.array([0b11110100], np.uint8), "cohort list differs"),
+             (lambda sigs, own: sigs, np.array([0, 1, 2, 4, 3], np.int32), "cohort list differs"))
+    for rows, members, error in cases:
+        clients, advertised, keys = _keys_round()  # a refused message ends the client's run
+        ids, listed, signatures, cohort = keys[2].arrays
+        forged = (ids, listed, rows(signatures, advertised[2].arrays[1]),
+                  cohort if members is None else members)
+        with pytest.raises(ProtocolError, match=error):
+            clients[2].handle(Message(SERVER, 2, TAGS["keys"], forged))
+
+
+def test_pack_ids_takes_the_shorter_encoding_and_round_trips():
+    for ids in ([0, 1, 2, 3, 4], list(range(500)), [3, 1, 2], [7, 2**40], [5, 10**6]):
+        packed = pack_ids(ids)
+        assert unpack_ids(packed, "ids") == ids
+        assert packed.nbytes <= 4 * len(ids) or packed.dtype == np.int64
+    assert pack_ids(list(range(500))).nbytes == 63 and pack_ids([5, 10**6]).dtype == np.int32
+    with pytest.raises(ProtocolError, match="distinct"):
+        unpack_ids(np.array([1, 1], np.int32), "ids")
 
 
 def test_a_client_verifies_each_peer_signature_it_is_shown_once_and_parses_each_key_once(monkeypatch):
@@ -142,6 +205,6 @@ def test_a_client_verifies_each_peer_signature_it_is_shown_once_and_parses_each_
     verified.clear()
     for message in server.close_round():
         clients[message.receiver].handle(message)
-    assert verified == [[v for v in range(T) if v != u] for u in range(N)]  # the t shown, not itself
+    assert verified == [[v for v in range(T) if v != u][:T - 1] for u in range(N)]  # t - 1, never itself
     roster = clients[0].credentials.roster
     assert roster._verifier(1, "p") is roster._verifier(1, "p")

@@ -17,6 +17,7 @@ from securefl.crypto import he, identity, shamir
 from securefl.crypto.channel import SERVER, Message
 from securefl.crypto.fixed_point import ring_mask
 from securefl.crypto.identity import Credentials, Identity, Roster, cohort_digest, new_federation
+from securefl.crypto.idsets import pack_subset
 from securefl.crypto.secagg import (
     _B_LIMBS,
     _NONCE_BYTES,
@@ -338,8 +339,10 @@ def inconsistent_survivor_lists(consistency):
         return replies
     signed = {u: replies[u].arrays[0] for u in range(N)}
     outcome = {}
-    for u in range(N):  # the server hands each client every signature it collected
-        message = Message(SERVER, u, TAGS["signatures"], (np.arange(N, dtype=np.int32), np.stack(list(signed.values()))))
+    for u in range(N):  # the server hands each client every other signature on its list's members
+        others = [v for v in shown[u] if v != u]
+        message = Message(SERVER, u, TAGS["signatures"], (pack_subset(others, shown[u]),
+                                                         np.stack([signed[v] for v in others])))
         try:
             outcome[u] = clients[u].handle(message)
         except ProtocolError as exc:
@@ -352,8 +355,9 @@ def test_inconsistent_survivor_lists_get_no_share_past_the_consistency_round():
     assert 4 in plain[0].arrays[0].tolist() and 4 in plain[3].arrays[2].tolist()  # b_4 and s_4 shares
     checked = inconsistent_survivor_lists(True)
     assert all(isinstance(checked[u], ProtocolError) for u in range(N))  # mixed lists: nobody reveals
-    assert all("does not verify" in str(checked[u]) for u in (0, 1, 2, 4))
-    assert "outside U3" in str(checked[3])  # client 4 signed, but 3 was told 4 dropped
+    # 0-2 and 4 are shown 3's signature on (0, 1, 2, 3); 3 is shown 0-2's on (0, ..., 4)
+    # (a signer outside its U3, client 4, cannot even be named: the bitmap is over U3)
+    assert all("does not verify" in str(checked[u]) for u in range(N))
 
 
 def test_fewer_than_t_signatures_on_the_list_a_client_was_shown_get_no_share():
@@ -362,6 +366,6 @@ def test_fewer_than_t_signatures_on_the_list_a_client_was_shown_get_no_share():
     clients, _ = _through_masked_inputs(b"d" * 16, True)
     everyone = np.arange(N, dtype=np.int32)
     signed = {u: clients[u].handle(Message(SERVER, u, TAGS["survivors"], (everyone,))).arrays[0] for u in range(N)}
-    two = Message(SERVER, 0, TAGS["signatures"], (np.array([0, 1], np.int32), np.stack([signed[0], signed[1]])))
-    with pytest.raises(DropoutError, match="only 2 clients signed"):
+    two = Message(SERVER, 0, TAGS["signatures"], (pack_subset([1], range(N)), signed[1][None]))
+    with pytest.raises(DropoutError, match="only 2 clients"):  # client 1 and itself
         clients[0].handle(two)
