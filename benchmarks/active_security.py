@@ -16,6 +16,25 @@ parallel (server CPU + the slowest client's CPU; a round cannot finish sooner on
 number of machines), bytes sent, received and both per client, and all bytes.  The
 machine's load average is recorded around every run (it is shared: quote CPU ratios).
 
+``setup`` (``--setup-clients P``, repeatable): one round's per-client key setups outside
+SecAgg, with signatures (today) against the semi-honest variant, in this process:
+
+* ``links`` (:mod:`securefl.fl.links`, FedProp's relayed SHADE/LWE frames): P clients
+  :func:`~securefl.fl.links.advertise` and :func:`~securefl.fl.links.install` the relayed
+  table.  There is no unsigned switch, so the semi-honest CPU is the same run's CPU minus
+  the CPU inside ``Credentials.sign`` and ``Roster.verify_all`` (timed by wrappers around
+  exactly those calls), and its bytes are the same arrays without the 64-byte signature
+  and the 8-byte signer id per row (32-byte keys; ids int64 both ways).
+* ``lsh`` (:func:`securefl.protocols.lsh.agree_seed`): run twice over a metered
+  :class:`~securefl.crypto.channel.Network`, with credentials and without (its switch);
+  CPU and frame bytes measured.
+* ``lwe`` (:mod:`securefl.crypto.lwe_keys`): the key part of an LWE session -- each party
+  draws an X25519 key and derives a pair secret with each peer (semi-honest), plus
+  :meth:`~securefl.crypto.lwe_keys.KeyBinding.sign` once and ``verify`` per peer (active);
+  bytes are the broadcast keys (32 per party) plus 64 per signature.
+
+CPU is process time per client (every party runs in this process, one after another).
+
 ``primitives``: process CPU microseconds per call of Ed25519 sign and verify and ECDSA
 P-256 verify (``cryptography``), Ed25519 verify in ``pycryptodome``, and an X25519
 exchange -- the numbers behind the choice of verifier in :mod:`securefl.crypto.identity`.
@@ -95,10 +114,106 @@ RATIOS = ("server_cpu_seconds", "client_cpu_seconds_mean", "client_cpu_seconds_m
           "bytes_sent_and_received_per_client", "bytes_total")
 
 
+def _timed(target, name: str, clock: dict) -> None:
+    """Wrap ``target.name`` so its process CPU is added to ``clock[name]``."""
+    original = getattr(target, name)
+
+    def wrapper(*args, **kwargs):
+        begin = time.process_time()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            clock[name] = clock.get(name, 0.0) + time.process_time() - begin
+
+    setattr(target, name, wrapper)
+
+
+def setup_costs(parties: int) -> dict:
+    """One round's link, LSH-seed and LWE key setup for ``parties`` clients (docstring)."""
+    from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
+
+    from securefl.crypto.channel import Network
+    from securefl.crypto.identity import Credentials, Roster, new_federation
+    from securefl.crypto.lwe_keys import KeyBinding
+    from securefl.fl import links
+    from securefl.fl.transport import Record
+    from securefl.protocols.lsh import SeedAgreementClient, agree_seed
+
+    _, credentials = new_federation("setup", parties)
+    clock: dict[str, float] = {}
+    _timed(Credentials, "sign", clock)
+    _timed(Roster, "verify_all", clock)
+    out = {"parties": parties}
+    # links
+    states = [Record(config={"_session": b"s" * 16}) for _ in range(parties)]
+    begin = time.process_time()
+    rows = {j: links.advertise(states[j], credentials[j], me=j, label="round") for j in range(parties)}
+    ids, table = links.key_table(rows)
+    for j in range(parties):
+        links.install(states[j], ids, table, me=j, credentials=credentials[j])
+    cpu = (time.process_time() - begin) / parties
+    signing = (clock.get("sign", 0.0) + clock.get("verify_all", 0.0)) / parties
+    per_row = links.SIGNED_KEY_BYTES
+    out["links"] = {
+        "active": {"cpu_seconds_per_client": cpu, "bytes_sent_per_client": per_row,
+                   "bytes_received_per_client": ids.nbytes + table.nbytes},
+        "semi_honest": {"cpu_seconds_per_client": cpu - signing, "bytes_sent_per_client": 32,
+                        "bytes_received_per_client": ids.nbytes + 32 * parties},
+        "sign_verify_cpu_seconds_per_client": signing}
+    # LSH seed agreement (a real switch: credentials or none)
+    cohort = list(range(parties))
+    for side, held in (("semi_honest", None), ("active", credentials)):
+        network = Network()
+        clients = [SeedAgreementClient(j, b"s" * 16, credentials=held[j] if held else None,
+                                       cohort=cohort if held else (), binding=b"lsh-round")
+                   for j in range(parties)]
+        begin = time.process_time()
+        agree_seed(clients, network)
+        cpu = (time.process_time() - begin) / parties
+        stats = [network.stats[j] for j in range(parties)]
+        out.setdefault("lsh", {})[side] = {
+            "cpu_seconds_per_client": cpu,
+            "bytes_sent_per_client": sum(s.bytes_sent for s in stats) / parties,
+            "bytes_received_per_client": sum(s.bytes_received for s in stats) / parties}
+    # LWE keys
+    members = {j: j for j in range(parties)}
+    bindings = [KeyBinding(credentials[j], members, b"lwe-round") for j in range(parties)]
+    begin = time.process_time()
+    keys = [X25519PrivateKey.generate() for _ in range(parties)]
+    publics = [k.public_key() for k in keys]
+    for j in range(parties):
+        for k in range(parties):
+            if k != j:
+                keys[j].exchange(publics[k])
+    semi = (time.process_time() - begin) / parties
+    raw = [p.public_bytes_raw() for p in publics]
+    begin = time.process_time()
+    signatures = [bindings[j].sign(j, raw[j]) for j in range(parties)]
+    for j in range(parties):
+        for k in range(parties):
+            if k != j:
+                bindings[j].verify(k, raw[k], signatures[k])
+    extra = (time.process_time() - begin) / parties
+    out["lwe"] = {
+        "semi_honest": {"cpu_seconds_per_client": semi, "bytes_sent_per_client": 32,
+                        "bytes_received_per_client": 32 * (parties - 1)},
+        "active": {"cpu_seconds_per_client": semi + extra, "bytes_sent_per_client": 96,
+                   "bytes_received_per_client": 96 * (parties - 1)}}
+    for part in ("links", "lsh", "lwe"):
+        a, h = out[part]["active"], out[part]["semi_honest"]
+        out[part]["ratio_active_to_semi_honest"] = {k: a[k] / h[k] for k in a}
+        out[part]["ratio_active_to_semi_honest"]["bytes_sent_and_received_per_client"] = (
+            (a["bytes_sent_per_client"] + a["bytes_received_per_client"])
+            / (h["bytes_sent_per_client"] + h["bytes_received_per_client"]))
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", required=True, help="JSON file to write")
-    parser.add_argument("--size", action="append", required=True, help="N x D, e.g. 500x100000")
+    parser.add_argument("--size", action="append", default=[], help="N x D, e.g. 500x100000")
+    parser.add_argument("--setup-clients", action="append", type=int, default=[],
+                        help="also measure one round's link/LSH/LWE key setup at P clients")
     parser.add_argument("--dropout", type=float, default=0.1)
     parser.add_argument("--repeat", type=int, default=1,
                         help="pairs per size and checkout, alternating; the ratios are of medians")
@@ -112,8 +227,15 @@ def main() -> None:
         if not label or not Path(path, "securefl").is_dir():
             parser.error(f"--checkout {item!r}: needs LABEL=PATH of a tree holding securefl/")
         checkouts[label] = Path(path).resolve()
+    if not args.size and not args.setup_clients:
+        parser.error("give --size and/or --setup-clients")
     record = {"what": __doc__.split("\n")[0], "argv": sys.argv, "dropout": args.dropout,
-              "primitives": primitives(), "runs": []}
+              "primitives": primitives(), "runs": [], "setup": []}
+    for parties in args.setup_clients:
+        before = os.getloadavg()
+        record["setup"].append({**setup_costs(parties), "load_average_before": before,
+                                "load_average_after": os.getloadavg()})
+        Path(args.out).write_text(json.dumps(record, indent=1) + "\n")
     for size in args.size:
         clients, dim = (int(x) for x in size.lower().split("x"))
         for label, checkout in checkouts.items():

@@ -99,7 +99,7 @@ def test_a_server_substituting_secure_sum_keys_is_refused_before_any_share_is_se
 
 def test_different_survivor_lists_to_different_clients_get_no_share_on_the_transport():
     """The server shows client 3 a survivor list without client 4 (so that 3 would reveal
-    s_4^SK's share while the others reveal b_4's): the t relayed signatures are on the other
+    s_4^SK's share while the others reveal b_4's): the t - 1 relayed signatures are on the other
     list, so client 3 refuses the signatures step and sends no unmask share; the sum that
     completes is the one over the list t clients signed, all five, from which the server
     learns nothing more.  Shown a second list with t signers of its own, nobody reveals."""
