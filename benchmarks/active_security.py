@@ -19,8 +19,8 @@ machine's load average is recorded around every run (it is shared: quote CPU rat
 ``setup`` (``--setup-clients P``, repeatable): one round's per-client key setups outside
 SecAgg, with signatures (today) against the semi-honest variant, in this process:
 
-* ``links`` (:mod:`securefl.fl.links`, FedProp's relayed SHADE/LWE frames): P clients
-  :func:`~securefl.fl.links.advertise` and :func:`~securefl.fl.links.install` the relayed
+* ``links`` (:mod:`securefl.runtime.links`, FedProp's relayed SHADE/LWE frames): P clients
+  :func:`~securefl.runtime.links.advertise` and :func:`~securefl.runtime.links.install` the relayed
   table.  There is no unsigned switch, so the semi-honest CPU is the same run's CPU minus
   the CPU inside ``Credentials.sign`` and ``Roster.verify_all`` (timed by wrappers around
   exactly those calls), and its bytes are the same arrays without the 64-byte signature
@@ -135,9 +135,9 @@ def setup_costs(parties: int) -> dict:
     from securefl.crypto.channel import Network
     from securefl.crypto.identity import Credentials, Roster, new_federation
     from securefl.crypto.lwe_keys import KeyBinding
-    from securefl.fl import links
-    from securefl.fl.transport import Record
     from securefl.protocols.lsh import SeedAgreementClient, agree_seed
+    from securefl.runtime import links
+    from securefl.runtime.transport import Record
 
     _, credentials = new_federation("setup", parties)
     clock: dict[str, float] = {}
