@@ -57,7 +57,8 @@ ENTRY_POINTS = {
     ),
     "cross_client_lp": (
         "from securefl.protocols import cross_client_lp",
-        "assert callable(cross_client_lp) and cross_client_lp.__module__.endswith('crossclient')",
+        "assert callable(cross_client_lp)"
+        " and cross_client_lp.__module__ == 'securefl.protocols.crossclient.simulate'",
     ),
 }
 

@@ -130,7 +130,7 @@ SESSION_BYTES = 16
 SESSION_SCOPED = ("links/", "secagg/", "cclp/", "ot/")
 """Prefixes of client-state entries that belong to one session (:mod:`securefl.fl.links`'
 keys and counters, :mod:`securefl.fl.secure_sum_steps`' parties, the IKNP setups SHADE
-keeps with each peer across rounds, :mod:`securefl.methods.fedprop.client`): never
+keeps with each peer across rounds, :mod:`securefl.protocols.crossclient.client_steps`): never
 checkpointed by :meth:`InProcessTransport.client_states`."""
 
 

@@ -1,18 +1,16 @@
-"""``FeatureClient``: FedProp's client steps on features a node holds (what ``securefl bench
-crossclient`` times) give the in-process protocol's outputs, and refuse a tampered relay
-exactly as a method's client does."""
+"""``FeatureClient``: the protocol's client steps on features a node holds (what ``securefl
+bench crossclient`` times and ``cross_client_lp`` runs) give the ideal functionality's outputs,
+and refuse a tampered relay exactly as a method's client does."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from securefl.data.federation import ClientData
 from securefl.fl.transport import InProcessTransport, NodeContext
-from securefl.methods.fedprop.client import FeatureClient, FeatureProtocol
-from securefl.methods.fedprop.round import cross_client_round
-from securefl.methods.halves import LocalData
-from securefl.protocols.crossclient import cross_client_lp
+from securefl.protocols.crossclient import ideal_cross_client_lp
+from securefl.protocols.crossclient.client_steps import FeatureClient, FeatureData, FeatureProtocol
+from securefl.protocols.crossclient.server_round import cross_client_round
 
 SIZES, CLASSES, DIM, L, K, SEED = (9, 11, 10), 3, 6, 64, 3, 7
 
@@ -30,26 +28,25 @@ def _federation():
 
 
 def _round(secure, *, backend="shade", intercept=None):
-    features, labels, truth = _federation()
+    features, labels, _ = _federation()
     half = FeatureClient(FeatureProtocol(secure, L, backend, SEED))
-    data = [LocalData(ClientData(x, t, y >= 0), CLASSES, (DIM,))
-            for x, y, t in zip(features, labels, truth)]
-    transport = InProcessTransport(half, [NodeContext(j, {"partition-id": j}, {}, data[j])
-                                          for j in range(len(SIZES))], intercept=intercept)
-    done = cross_client_round(transport, range(len(SIZES)), feature_model=np.zeros(0),
-                              round_index=0, secure=secure, k=K, alpha=0.99, L=L,
-                              num_classes=CLASSES, hamming_backend=backend)
-    outputs = {j: half.finish_rows(done.rows[j], transport.states[j], data[j]) for j in done.rows}
+    transport = InProcessTransport(half, [NodeContext(j, {"partition-id": j}, {},
+                                                      FeatureData(x, y, CLASSES))
+                                          for j, (x, y) in enumerate(zip(features, labels))],
+                                   intercept=intercept)
+    done = cross_client_round(transport, range(len(SIZES)), round_index=0, secure=secure, k=K,
+                              alpha=0.99, L=L, num_classes=CLASSES, hamming_backend=backend)
+    outputs = {j: half.finish_rows(done.rows[j], transport.states[j], transport.nodes[j])
+               for j in done.rows}
     return done, outputs, {"features": features, "labels": labels, "num_classes": CLASSES, "k": K,
-                           "alpha": 0.99, "L": L, "seed": SEED, "backend": secure,
-                           "hamming_backend": backend}
+                           "alpha": 0.99, "L": L, "seed": SEED}
 
 
 @pytest.mark.parametrize("secure, backend", [("real", "shade"), ("real", "rlwe"),
                                              ("plaintext", "shade")])
-def test_the_deployed_steps_on_given_features_give_the_protocols_outputs(secure, backend):
+def test_the_deployed_steps_on_given_features_give_the_ideal_outputs(secure, backend):
     done, outputs, reference = _round(secure, backend=backend)
-    expected = cross_client_lp(**reference)
+    expected = ideal_cross_client_lp(**reference)
     assert done.failed == {} and sorted(outputs) == [0, 1, 2]
     for j, output in outputs.items():
         np.testing.assert_array_equal(output.pseudo_labels, expected.outputs[j].pseudo_labels)
@@ -72,7 +69,7 @@ def test_a_tampered_relayed_frame_is_refused_on_the_benchmarks_path():
     done, outputs, reference = _round("real", intercept=tamper)
     assert done.failed[1].startswith("ProtocolError")
     assert done.graph == [0, 2] and sorted(outputs) == [0, 2]
-    expected = cross_client_lp(**reference, dropouts={"before_hamming": {1}})
+    expected = ideal_cross_client_lp(**reference, dropouts={"before_hamming": {1}})
     for j in (0, 2):
         np.testing.assert_array_equal(outputs[j].pseudo_labels, expected.outputs[j].pseudo_labels)
 

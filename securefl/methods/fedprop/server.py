@@ -71,9 +71,11 @@ FedProp only (FedProp+MT keeps the paper's warm-up before its rounds).
 
 Split into halves (:mod:`securefl.methods.halves`): the whole round runs on the method's
 transport.  CrossClientLP's client parties run at the clients
-(:mod:`securefl.methods.fedprop.client`: embedding, LSH seed agreement, LSH codes, SHADE in
+(the protocol's steps, :mod:`securefl.protocols.crossclient.client_steps`, on FedProp's
+embedding, :mod:`securefl.methods.fedprop.client`: LSH seed agreement, LSH codes, SHADE in
 four hops with sealed batches relayed between clients, column request, the padded secure
-sum); the server half (:func:`securefl.methods.fedprop.round.cross_client_round`)
+sum); the server half (the protocol's round,
+:func:`securefl.protocols.crossclient.server_round.cross_client_round`)
 relays, assembles H, builds the graph, solves for the requested columns and forwards each
 client's rows, which its ``train`` request carries; ClientUpdate and the model's secure
 aggregation follow (:class:`~securefl.methods.fedprop.client.FedPropClient`,
@@ -106,8 +108,8 @@ from securefl.methods.fedprop.client import (
     FedPropClient,
     FedPropMTClient,
 )
-from securefl.methods.fedprop.round import cross_client_round
 from securefl.protocols.crossclient import HAMMING_BACKENDS
+from securefl.protocols.crossclient.server_round import cross_client_round
 from securefl.protocols.propagation import check_mass_options
 
 
@@ -162,7 +164,7 @@ class FedProp(PseudoLabelMethod):
 
     def _prepare_round(self, selected: np.ndarray, round_index: int) -> dict[str, Any]:
         """CrossClientLP among the selected clients over the transport
-        (:func:`~securefl.methods.fedprop.round.cross_client_round`: the clients embed,
+        (:func:`~securefl.protocols.crossclient.server_round.cross_client_round`: the clients embed,
         hash and run their parties; the server relays, assembles H, solves and forwards);
         each client's rows of the padded total travel in its ``train`` request.  A warm-up
         round of the budget (``warmup_in_budget``) has no CrossClientLP: labeled-only FedAvg."""

@@ -1,7 +1,7 @@
-"""FedProp's server half of CrossClientLP over a transport (FedProp Algorithm 3, lines 1-14).
+"""CrossClientLP's server round over a transport (FedProp Algorithm 3, lines 1-14).
 
-The client parties run at the clients (:mod:`securefl.methods.fedprop.client`, which
-lists the steps); the server is :func:`round_steps`, a generator of
+The client parties run at the clients (:mod:`securefl.protocols.crossclient.client_steps`,
+which lists the steps); the server is :func:`round_steps`, a generator of
 :class:`~securefl.fl.engine.Step`\\ s over one typed state (:class:`RoundState`), one
 exchange per step, which :func:`cross_client_round` runs with the one driver
 (:func:`securefl.fl.engine.drive`) on any transport.  Its stages, one function each:
@@ -16,7 +16,7 @@ exchange per step, which :func:`cross_client_round` runs with the one driver
    the own blocks into the Hamming matrix H; the plaintext placeholder
    (:class:`Placeholder`) hands out the seed shares and computes H from the codes;
 3. ``cclp/columns``: builds the graph and solves for the requested columns
-   (:class:`~securefl.protocols.crossclient.CrossClientLPServer`);
+   (:class:`~securefl.protocols.crossclient.parties.CrossClientLPServer`);
 4. ``cclp/sum`` and the sum's own steps, by mode (:data:`ROW_SUMS`): the padded secure sum
    (:mod:`securefl.fl.secure_sum_steps`, sum ``cclp``, its steps run inside this round's
    by :func:`securefl.fl.engine.within`) or the placeholder's direct sum;
@@ -24,11 +24,12 @@ exchange per step, which :func:`cross_client_round` runs with the one driver
    ``train`` request carries.
 
 It reads no client data: what it learns is what the server of
-:mod:`securefl.protocols.crossclient` learns (public keys, ciphertexts, H, the labeled
+:mod:`securefl.protocols.crossclient.parties` learns (public keys, ciphertexts, H, the labeled
 positions, the block sizes, the padded total and its survivors).
 
 **Dropouts** (no reply before the timeout, or an error reply) map onto
-:class:`~securefl.protocols.crossclient.Dropouts`:
+:class:`~securefl.protocols.crossclient.parties.Dropouts` (:func:`securefl.protocols.cross_client_lp`
+names each stage's step):
 
 * at ``cclp/advertise``: the client is left out of the round's protocol (as if not
   sampled: its share is not in the seed); it gets no pseudo-labels;
@@ -47,11 +48,9 @@ positions, the block sizes, the padded total and its survivors).
 of every CrossClientLP message it sends or receives -- setup, SHADE (the client-to-client
 frames as the clients report them, the shares and own block it sends the server), column
 request and S_L, the rows -- plus the bytes it sent in the secure sum: the figure
-:meth:`securefl.protocols.crossclient.CrossClientLPResult.bytes_per_client` gives for the
-same protocol run in process, whatever the transport moves (which
-:class:`securefl.fl.costs.RoundMeter` measures).  Plaintext mode meters, as in process,
-columns, S_L, rows and the sum's encoded inputs (the placeholder's setup and codes are
-free).
+whatever the transport moves (which :class:`securefl.fl.costs.RoundMeter` measures).
+Plaintext mode meters columns, S_L, rows and the sum's encoded inputs (the placeholder's
+setup and codes are free).
 """
 
 from __future__ import annotations
@@ -77,7 +76,7 @@ from securefl.fl.costs import COMPUTE, CRYPTO
 from securefl.fl.engine import Step, drive, within
 from securefl.fl.secure_sum_steps import Aggregation, ServerClock
 from securefl.fl.transport import Exchange, Record, Transport, put_message, take_message
-from securefl.methods.fedprop.client import (
+from securefl.protocols.crossclient.client_steps import (
     ADVERTISE,
     CODES,
     COLUMNS,
@@ -98,7 +97,7 @@ from securefl.methods.fedprop.client import (
     put_messages,
     take_messages,
 )
-from securefl.protocols.crossclient import TAG_COLUMNS, CrossClientLPServer
+from securefl.protocols.crossclient.parties import TAG_COLUMNS, CrossClientLPServer
 from securefl.protocols.lsh import SeedAgreementServer
 
 _SHARE = re.compile(r"cclp/share/(\d+)-(\d+)/count\Z")
@@ -175,6 +174,8 @@ class RoundState:
     L: int
     num_classes: int
     hamming_backend: str
+    threshold: int | None = None
+    solver: str = "sparse"
     session: bytes = field(default_factory=lambda: secrets.token_bytes(8))
     live: list[int] = field(init=False)
     sizes: np.ndarray = field(init=False)
@@ -452,7 +453,7 @@ def _receive_hamming(state: RoundState, matrix: np.ndarray) -> None:
     """Lines 6-9 on H over the live parties, who make up the graph."""
     state.graph = list(state.live)
     state.server = CrossClientLPServer(k=int(state.k), alpha=float(state.alpha), L=int(state.L),
-                                       num_classes=int(state.num_classes))
+                                       num_classes=int(state.num_classes), solver=state.solver)
     state.server.receive_hamming(matrix, list(state.graph), [int(state.sizes[j]) for j in state.graph])
 
 
@@ -497,7 +498,8 @@ def _serve_columns(state: RoundState) -> dict[int, Record]:
 
 
 def _threshold(state: RoundState) -> int:
-    return len(state.in_sum) // 2 + 1
+    """The sum's t: the round's, else a majority of the clients entering the sum."""
+    return len(state.in_sum) // 2 + 1 if state.threshold is None else int(state.threshold)
 
 
 def _dim(state: RoundState) -> int:
@@ -629,18 +631,25 @@ def _forward_rows(state: RoundState, summed: Summed) -> CrossClientRound:
         labeled_positions={members[j]: server.requests[j] for j in state.in_sum})
 
 
-def cross_client_round(transport: Transport, members: Sequence[int], *, feature_model: np.ndarray,
-                       round_index: int, secure: str, k: int, alpha: float, L: int,
-                       num_classes: int, timeout: float | None = None,
-                       hamming_backend: str = "shade") -> CrossClientRound:
+def cross_client_round(transport: Transport, members: Sequence[int], *, round_index: int,
+                       secure: str, k: int, alpha: float, L: int, num_classes: int,
+                       feature_model: np.ndarray | None = None, timeout: float | None = None,
+                       hamming_backend: str = "shade", threshold: int | None = None,
+                       solver: str = "sparse") -> CrossClientRound:
     """Run CrossClientLP among ``members`` (clients, in party order) on ``transport``:
     :func:`round_steps` driven by :func:`securefl.fl.engine.drive`, then :func:`finish`.
-    ``feature_model`` is the vector of the model whose features the clients embed;
+    ``feature_model``: a vector the ``cclp/advertise`` request carries as array ``model`` for
+    the clients' :meth:`~securefl.protocols.crossclient.client_steps.CrossClientSteps.features`
+    (FedProp: the model whose features they embed; none for clients holding features);
     ``hamming_backend`` (real mode) ``"shade"``, ``"lwe"``, ``"rlwe"`` or ``"auto"`` (each client
     resolves it by its own node's policy, :meth:`securefl.fl.policy.PrivacyPolicy.hamming_backend`;
-    the server follows what they resolved, :func:`_agreed_backend`), as the clients run it."""
-    state = RoundState([int(c) for c in members], feature_model, int(round_index), secure == "real",
-                       int(k), float(alpha), int(L), int(num_classes), hamming_backend)
+    the server follows what they resolved, :func:`_agreed_backend`), as the clients run it;
+    ``threshold``: the secure sum's t (default a majority of the clients entering it);
+    ``solver``: the server's solver for S_L (:data:`securefl.protocols.propagation.SOLVERS`)."""
+    model = np.zeros(0) if feature_model is None else feature_model
+    state = RoundState([int(c) for c in members], model, int(round_index), secure == "real",
+                       int(k), float(alpha), int(L), int(num_classes), hamming_backend,
+                       threshold, solver)
     return finish(drive(transport, round_steps(state), state, timeout=timeout))
 
 
