@@ -48,6 +48,24 @@ KNOWN: set[tuple[str, ...]] = {
     # run on the transport.  Both go when transport + engine move below the protocols
     # (issue 24's protocol core, not finished: docs/known-gaps.md).
     ("upward", "securefl.crypto.summation", "securefl.fl.sum_backends"),
+    # CrossClientLP written once (issue 24): its client steps, server round and simulator
+    # moved from methods/fedprop into protocols/crossclient and run on the transport, the
+    # one driver, the links, the secure-sum steps, the state codec and the cost keys.  Each
+    # edge goes when branch ``runtime`` moves these fl modules into securefl/runtime/,
+    # ranked below the protocols (the integrator re-runs its rename script on this branch).
+    ("upward", "securefl.protocols.crossclient.client_steps", "securefl.fl.costs"),
+    ("upward", "securefl.protocols.crossclient.client_steps", "securefl.fl.engine"),
+    ("upward", "securefl.protocols.crossclient.client_steps", "securefl.fl.links"),
+    ("upward", "securefl.protocols.crossclient.client_steps", "securefl.fl.secure_sum_steps"),
+    ("upward", "securefl.protocols.crossclient.client_steps", "securefl.fl.state_codec"),
+    ("upward", "securefl.protocols.crossclient.client_steps", "securefl.fl.transport"),
+    ("upward", "securefl.protocols.crossclient.server_round", "securefl.fl.costs"),
+    ("upward", "securefl.protocols.crossclient.server_round", "securefl.fl.engine"),
+    ("upward", "securefl.protocols.crossclient.server_round", "securefl.fl.links"),
+    ("upward", "securefl.protocols.crossclient.server_round", "securefl.fl.secure_sum_steps"),
+    ("upward", "securefl.protocols.crossclient.server_round", "securefl.fl.transport"),
+    ("upward", "securefl.protocols.crossclient.simulate", "securefl.fl.secure_sum_steps"),
+    ("upward", "securefl.protocols.crossclient.simulate", "securefl.fl.transport"),
     ("circle", "securefl.fl.engine", "securefl.fl.policy", "securefl.fl.secure_sum_steps",
      "securefl.fl.state_codec", "securefl.fl.sum_backends", "securefl.fl.sum_backends.base",
      "securefl.fl.sum_backends.he", "securefl.fl.sum_backends.plaintext",
