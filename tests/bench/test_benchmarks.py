@@ -10,7 +10,14 @@ from rich.progress import Progress
 from securefl.bench import crossclient, hamming, lp, ot
 from securefl.errors import InputError
 from securefl.fl.secure_sum_steps import STEPS as SECAGG_STEPS
-from securefl.protocols.crossclient.client_steps import ADVERTISE, CODES, COLUMNS, SHADE, SHARES, SUM
+from securefl.protocols.crossclient.client_steps import (
+    ADVERTISE,
+    CODES,
+    COLUMNS,
+    SHADE,
+    SHARES,
+    SUM,
+)
 
 
 def _args(module, **overrides) -> argparse.Namespace:

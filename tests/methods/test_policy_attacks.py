@@ -100,9 +100,9 @@ def test_lwe_requested_over_the_transport_fails_the_round_before_anything_is_sen
     client refuses at ``cclp/advertise`` (ProtocolError) and no reply reaches the server."""
     from securefl.errors import DropoutError
     from securefl.fl.transport import InProcessTransport
-    from securefl.protocols.crossclient.server_round import cross_client_round
     from securefl.methods.halves import local_data
     from securefl.models import build_model
+    from securefl.protocols.crossclient.server_round import cross_client_round
     from tests.adversary import Adversary
 
     method = build_method("fedprop", secure="real", seed=4, clients_per_round=3, L=64, k=5,
@@ -137,9 +137,9 @@ def test_the_lwe_flooding_cap_refuses_the_evaluation_hop(tiny_digits):
     Its ledger recorded nothing; the others' recorded the session once."""
     from securefl.crypto.lwe import statistical_distance
     from securefl.fl.transport import InProcessTransport
-    from securefl.protocols.crossclient.server_round import cross_client_round
     from securefl.methods.halves import local_data
     from securefl.models import build_model
+    from securefl.protocols.crossclient.server_round import cross_client_round
 
     method = build_method("fedprop", secure="real", seed=4, clients_per_round=3, L=64, k=5,
                           hamming_backend="lwe")
@@ -185,11 +185,11 @@ def test_prototypes_without_the_gaussian_mechanism_are_refused_unless_the_node_w
 def _auto_round(tiny_digits, monkeypatch, node_configs):
     """One CrossClientLP round with ``hamming_backend="auto"`` where the cost model picks
     ring-LWE (patched: the tiny shape would pick SHADE), among nodes with these configs."""
-    import securefl.crypto.hamming as hamming
     import securefl.protocols.crossclient.server_round as server
+    from securefl.crypto import hamming
     from securefl.fl.transport import InProcessTransport
-    from securefl.protocols.crossclient.server_round import cross_client_round
     from securefl.models import build_model
+    from securefl.protocols.crossclient.server_round import cross_client_round
 
     monkeypatch.setattr(hamming, "choose_backend", lambda sizes, length: "rlwe")
     monkeypatch.setattr(server, "choose_backend", lambda sizes, length: "rlwe")

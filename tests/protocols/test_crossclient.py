@@ -88,9 +88,9 @@ def federations(draw):
 @given(case=federations())
 def test_real_and_plaintext_compute_the_ideal_functionality_within_the_fixed_point_bound(case):
     features, labels, _ = _federation(case["seed"], case["sizes"], case["labeled"], case["classes"])
-    kwargs = dict(
-        num_classes=case["classes"], k=case["k"], alpha=0.99, L=case["L"], seed=case["seed"]
-    )
+    kwargs = {
+        "num_classes": case["classes"], "k": case["k"], "alpha": 0.99, "L": case["L"], "seed": case["seed"]
+    }
     ideal = _ideal(features, labels, **kwargs)
     _same_as_ideal(cross_client_lp(features, labels, backend="real", **kwargs), ideal)
     _same_as_ideal(cross_client_lp(features, labels, backend="plaintext", **kwargs), ideal)
@@ -119,7 +119,7 @@ def test_outputs_follow_the_data_and_approximate_exact_cosine_lp():
 
 def _drop_case():
     features, labels, _ = _federation(21, [12, 10, 14], [3, 2, 0], 3)
-    return features, labels, dict(num_classes=3, k=4, alpha=0.99, L=128, seed=9)
+    return features, labels, {"num_classes": 3, "k": 4, "alpha": 0.99, "L": 128, "seed": 9}
 
 
 STAGES = [
@@ -197,7 +197,7 @@ def test_views_server_sees_no_features_labels_or_scores_and_clients_no_h():
         received[client].append(request)
         return request
 
-    kwargs = dict(num_classes=4, k=3, L=128, seed=8)
+    kwargs = {"num_classes": 4, "k": 3, "L": 128, "seed": 8}
     result = cross_client_lp(features, labels, backend="real", intercept=observe, **kwargs)
     ideal = _ideal(features, labels, **kwargs)
     _same_as_ideal(result, ideal)
@@ -244,7 +244,7 @@ def test_crypto_randomness_changes_the_transcript_not_the_outputs():
     """Keys, pads and masks come from the OS CSPRNG: two real runs with one ``seed`` move
     different bytes and give the same outputs; another ``seed`` other hyperplanes."""
     features, labels, _ = _federation(2, [8, 9, 7], [2, 0, 3], 3)
-    kwargs = dict(num_classes=3, k=3, L=64, seed=11)
+    kwargs = {"num_classes": 3, "k": 3, "L": 64, "seed": 11}
     first = cross_client_lp(features, labels, backend="real", **kwargs)
     second = cross_client_lp(features, labels, backend="real", **kwargs)
     for (pl_a, w_a), (pl_b, w_b) in zip(first, second):
@@ -290,7 +290,7 @@ def test_result_reports_costs_and_is_iterable():
 
 def test_lwe_hamming_backend_gives_the_same_outputs_and_linear_traffic():
     features, labels, _ = _federation(2, [9, 7, 8], [2, 1, 3], 3)
-    kwargs = dict(num_classes=3, k=3, L=256, seed=5)
+    kwargs = {"num_classes": 3, "k": 3, "L": 256, "seed": 5}
     ideal = _ideal(features, labels, **kwargs)
     shade = cross_client_lp(features, labels, backend="real", **kwargs)
     lwe = cross_client_lp(features, labels, backend="real", hamming_backend="lwe", **kwargs)
@@ -321,7 +321,7 @@ def test_lwe_hamming_backend_gives_the_same_outputs_and_linear_traffic():
 )
 def test_bad_arguments_raise_input_error(kwargs, parameter):
     features, labels, _ = _federation(1, [5, 6], [1, 1], 2)
-    call = dict(num_classes=2, L=64, backend="plaintext") | kwargs
+    call = {"num_classes": 2, "L": 64, "backend": "plaintext"} | kwargs
     with pytest.raises(InputError, match=parameter):
         cross_client_lp(features, labels, **call)
 

@@ -63,7 +63,7 @@ def test_the_server_computes_each_clients_mass_from_its_columns():
     rng = np.random.default_rng(0)
     features = [rng.normal(size=(12, 5)) + 3 * (j % 2) for j in range(3)]
     labels = [np.where(rng.random(12) < 0.3, rng.integers(0, 4, 12), -1) for _ in range(3)]
-    kwargs = dict(num_classes=4, k=4, alpha=0.95, L=256, backend="plaintext", seed=1)
+    kwargs = {"num_classes": 4, "k": 4, "alpha": 0.95, "L": 256, "backend": "plaintext", "seed": 1}
     result = cross_client_lp(features, labels, **kwargs)
     fewer = cross_client_lp(features, labels, dropouts={"during_sum": {2: "masked_input"}}, **kwargs)
     for run in (result, fewer):
