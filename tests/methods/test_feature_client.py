@@ -9,7 +9,12 @@ import pytest
 
 from securefl.fl.transport import InProcessTransport, NodeContext
 from securefl.protocols.crossclient import ideal_cross_client_lp
-from securefl.protocols.crossclient.client_steps import FeatureClient, FeatureData, FeatureProtocol
+from securefl.protocols.crossclient.client_steps import (
+    FeatureClient,
+    FeatureData,
+    FeatureProtocol,
+    load_party,
+)
 from securefl.protocols.crossclient.server_round import cross_client_round
 
 SIZES, CLASSES, DIM, L, K, SEED = (9, 11, 10), 3, 6, 64, 3, 7
@@ -39,13 +44,13 @@ def _round(secure, *, backend="shade", intercept=None):
     outputs = {j: half.finish_rows(done.rows[j], transport.states[j], transport.nodes[j])
                for j in done.rows}
     return done, outputs, {"features": features, "labels": labels, "num_classes": CLASSES, "k": K,
-                           "alpha": 0.99, "L": L, "seed": SEED}
+                           "alpha": 0.99, "L": L, "seed": SEED}, transport
 
 
 @pytest.mark.parametrize("secure, backend", [("real", "shade"), ("real", "rlwe"),
                                              ("plaintext", "shade")])
 def test_the_deployed_steps_on_given_features_give_the_ideal_outputs(secure, backend):
-    done, outputs, reference = _round(secure, backend=backend)
+    done, outputs, reference, _ = _round(secure, backend=backend)
     expected = ideal_cross_client_lp(**reference)
     assert done.failed == {} and sorted(outputs) == [0, 1, 2]
     for j, output in outputs.items():
@@ -66,7 +71,7 @@ def test_a_tampered_relayed_frame_is_refused_on_the_benchmarks_path():
             request.arrays = arrays
         return request
 
-    done, outputs, reference = _round("real", intercept=tamper)
+    done, outputs, reference, _ = _round("real", intercept=tamper)
     assert done.failed[1].startswith("ProtocolError")
     assert done.graph == [0, 2] and sorted(outputs) == [0, 2]
     expected = ideal_cross_client_lp(**reference, dropouts={"before_hamming": {1}})
@@ -81,3 +86,17 @@ def test_steps_the_table_lacks_are_refused():
     half = FeatureClient(FeatureProtocol("real", L))
     with pytest.raises(ProtocolError, match="no step 'train'"):
         half.handle("train", Record(), Record(), NodeContext(0, {}, {}))
+
+
+def test_the_client_state_is_the_typed_party_and_the_hamming_hops_states():
+    """What a client keeps of CrossClientLP is its typed party (state codec, ``cclp/party/``)
+    and the SHADE pairs' hop states: no other ``cclp/`` entry; V_j is gone once hashed."""
+    done, _, _, transport = _round("real")
+    for j, state in transport.states.items():
+        names = [k for table in (state.arrays, state.config) for k in table if k.startswith("cclp/")]
+        assert names and all(k.startswith(("cclp/party/", "cclp/shade/")) for k in names), names
+        party = load_party(state)
+        assert party.party == j and list(party.members) == [0, 1, 2] and party.features is None
+        assert party.codes.shape == (SIZES[j], L) and party.hamming_backend == "shade"
+        assert party.s_l.shape == (sum(SIZES), 3) and party.sum_members == 3
+        assert party.private is not None and sorted(party.peer_keys) == [0, 1, 2]

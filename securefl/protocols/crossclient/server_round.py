@@ -33,11 +33,13 @@ names each stage's step):
 
 * at ``cclp/advertise``: the client is left out of the round's protocol (as if not
   sampled: its share is not in the seed); it gets no pseudo-labels;
-* at ``cclp/shares``: the others miss its seed share and cannot derive the seed: every
-  client fails at ``cclp/codes`` and :class:`~securefl.errors.DropoutError` is raised;
+* at ``cclp/shares`` (real mode): the others miss its seed share and cannot derive the
+  seed: every client fails at ``cclp/codes`` and :class:`~securefl.errors.DropoutError` is
+  raised; in plaintext mode ``cclp/shares`` collects the codes: ``before_hamming``;
 * at ``cclp/codes`` (``before_hamming``) or at any SHADE or LWE hop (during SecureHamming): it is
   left out of the graph -- its pairs are abandoned, the other pairs finish, H is
-  assembled over the clients left -- exactly ``before_hamming`` of the in-process protocol;
+  assembled over the clients left -- exactly ``before_hamming`` of the ideal functionality
+  (:func:`~securefl.protocols.crossclient.ideal.ideal_cross_client_lp`);
 * at ``cclp/columns`` (``before_sum``): its points are in the graph, its labels do not
   contribute, no output;
 * at ``cclp/sum`` or a ``secagg/*`` step (``during_sum`` at the secure-aggregation round
@@ -47,8 +49,8 @@ names each stage's step):
 **Nominal bytes.**  Per client, the frame bytes (:func:`securefl.crypto.channel.frame_size`)
 of every CrossClientLP message it sends or receives -- setup, SHADE (the client-to-client
 frames as the clients report them, the shares and own block it sends the server), column
-request and S_L, the rows -- plus the bytes it sent in the secure sum: the figure
-whatever the transport moves (which :class:`securefl.fl.costs.RoundMeter` measures).
+request and S_L, the rows -- plus the bytes it sent in the secure sum, whatever the
+transport moves (which :class:`securefl.fl.costs.RoundMeter` measures).
 Plaintext mode meters columns, S_L, rows and the sum's encoded inputs (the placeholder's
 setup and codes are free).
 """
