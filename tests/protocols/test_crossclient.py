@@ -104,6 +104,20 @@ def test_real_and_plaintext_compute_the_ideal_functionality_within_the_fixed_poi
     assert np.max(np.abs(ideal.z - z_float)) <= bound
 
 
+def test_the_clients_codes_give_the_ideal_hamming_matrix():
+    """The codes the clients send the plaintext placeholder (under the seed agreed from
+    their shares) are the ideal functionality's: the same H over the graph parties."""
+    features, labels, _ = _federation(3, [6, 9, 5], [1, 2, 0], 2)
+    kwargs = {"num_classes": 2, "k": 3, "L": 128, "seed": 6}
+    result = cross_client_lp(features, labels, backend="plaintext",
+                             dropouts={"before_hamming": {1}}, **kwargs)
+    (codes_step,) = [e for e in result.round.exchanges if e.step == "cclp/shares"]
+    codes = [codes_step.replies[j].arrays["cclp/codes"] for j in (0, 2)]
+    ideal = _ideal(features, labels, dropouts={"before_hamming": {1}}, **kwargs)
+    np.testing.assert_array_equal(hamming_matrix(pack_codes(np.concatenate(codes))), ideal.hamming)
+    assert sorted(codes_step.replies) == ideal.graph_parties == [0, 2]
+
+
 def test_outputs_follow_the_data_and_approximate_exact_cosine_lp():
     features, labels, truth = _federation(7, [40, 40, 40], [4, 4, 0], 3)
     result = cross_client_lp(
