@@ -42,34 +42,34 @@ ROOMS = {"errors": 0, "progress": 0, "machine": 0, "output": 0, "__init__": 0, "
          "__main__": 8}
 
 KNOWN: set[tuple[str, ...]] = {
-    # secure_sum's simulator is now the deployed SecAgg steps on the one driver (fl/engine,
-    # InProcessTransport), so crypto/summation.py reaches up into fl; and the transport's
-    # per-node policy (fl/policy) validates against the sum-backend registry, whose backends
+    # secure_sum's simulator is now the deployed SecAgg steps on the one driver (runtime/engine,
+    # InProcessTransport), so runtime/summation.py reaches up into fl; and the transport's
+    # per-node policy (runtime/policy) validates against the sum-backend registry, whose backends
     # run on the transport.  Both go when transport + engine move below the protocols
     # (issue 24's protocol core, not finished: docs/known-gaps.md).
-    ("upward", "securefl.crypto.summation", "securefl.fl.sum_backends"),
+    ("upward", "securefl.runtime.summation", "securefl.runtime.sum_backends"),
     # CrossClientLP written once (issue 24): its client steps, server round and simulator
     # moved from methods/fedprop into protocols/crossclient and run on the transport, the
     # one driver, the links, the secure-sum steps, the state codec and the cost keys.  Each
     # edge goes when branch ``runtime`` moves these fl modules into securefl/runtime/,
     # ranked below the protocols (the integrator re-runs its rename script on this branch).
-    ("upward", "securefl.protocols.crossclient.client_steps", "securefl.fl.costs"),
-    ("upward", "securefl.protocols.crossclient.client_steps", "securefl.fl.engine"),
-    ("upward", "securefl.protocols.crossclient.client_steps", "securefl.fl.links"),
-    ("upward", "securefl.protocols.crossclient.client_steps", "securefl.fl.secure_sum_steps"),
-    ("upward", "securefl.protocols.crossclient.client_steps", "securefl.fl.state_codec"),
-    ("upward", "securefl.protocols.crossclient.client_steps", "securefl.fl.transport"),
-    ("upward", "securefl.protocols.crossclient.server_round", "securefl.fl.costs"),
-    ("upward", "securefl.protocols.crossclient.server_round", "securefl.fl.engine"),
-    ("upward", "securefl.protocols.crossclient.server_round", "securefl.fl.links"),
-    ("upward", "securefl.protocols.crossclient.server_round", "securefl.fl.secure_sum_steps"),
-    ("upward", "securefl.protocols.crossclient.server_round", "securefl.fl.transport"),
-    ("upward", "securefl.protocols.crossclient.simulate", "securefl.fl.secure_sum_steps"),
-    ("upward", "securefl.protocols.crossclient.simulate", "securefl.fl.transport"),
-    ("circle", "securefl.fl.engine", "securefl.fl.policy", "securefl.fl.secure_sum_steps",
-     "securefl.fl.state_codec", "securefl.fl.sum_backends", "securefl.fl.sum_backends.base",
-     "securefl.fl.sum_backends.he", "securefl.fl.sum_backends.plaintext",
-     "securefl.fl.sum_backends.secagg", "securefl.fl.transport"),
+    ("upward", "securefl.protocols.crossclient.client_steps", "securefl.runtime.costs"),
+    ("upward", "securefl.protocols.crossclient.client_steps", "securefl.runtime.engine"),
+    ("upward", "securefl.protocols.crossclient.client_steps", "securefl.runtime.links"),
+    ("upward", "securefl.protocols.crossclient.client_steps", "securefl.runtime.secure_sum_steps"),
+    ("upward", "securefl.protocols.crossclient.client_steps", "securefl.runtime.state_codec"),
+    ("upward", "securefl.protocols.crossclient.client_steps", "securefl.runtime.transport"),
+    ("upward", "securefl.protocols.crossclient.server_round", "securefl.runtime.costs"),
+    ("upward", "securefl.protocols.crossclient.server_round", "securefl.runtime.engine"),
+    ("upward", "securefl.protocols.crossclient.server_round", "securefl.runtime.links"),
+    ("upward", "securefl.protocols.crossclient.server_round", "securefl.runtime.secure_sum_steps"),
+    ("upward", "securefl.protocols.crossclient.server_round", "securefl.runtime.transport"),
+    ("upward", "securefl.protocols.crossclient.simulate", "securefl.runtime.secure_sum_steps"),
+    ("upward", "securefl.protocols.crossclient.simulate", "securefl.runtime.transport"),
+    ("circle", "securefl.runtime.engine", "securefl.runtime.policy", "securefl.runtime.secure_sum_steps",
+     "securefl.runtime.state_codec", "securefl.runtime.sum_backends", "securefl.runtime.sum_backends.base",
+     "securefl.runtime.sum_backends.he", "securefl.runtime.sum_backends.plaintext",
+     "securefl.runtime.sum_backends.secagg", "securefl.runtime.transport"),
 }
 
 

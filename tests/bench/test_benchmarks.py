@@ -9,7 +9,6 @@ from rich.progress import Progress
 
 from securefl.bench import crossclient, hamming, lp, ot
 from securefl.errors import InputError
-from securefl.fl.secure_sum_steps import STEPS as SECAGG_STEPS
 from securefl.protocols.crossclient.client_steps import (
     ADVERTISE,
     CODES,
@@ -18,6 +17,7 @@ from securefl.protocols.crossclient.client_steps import (
     SHARES,
     SUM,
 )
+from securefl.runtime.secure_sum_steps import STEPS as SECAGG_STEPS
 
 
 def _args(module, **overrides) -> argparse.Namespace:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from securefl.fl.transport import InProcessTransport, NodeContext
 from securefl.protocols.crossclient import ideal_cross_client_lp
 from securefl.protocols.crossclient.client_steps import (
     FeatureClient,
@@ -16,6 +15,7 @@ from securefl.protocols.crossclient.client_steps import (
     load_party,
 )
 from securefl.protocols.crossclient.server_round import cross_client_round
+from securefl.runtime.transport import InProcessTransport, NodeContext
 
 SIZES, CLASSES, DIM, L, K, SEED = (9, 11, 10), 3, 6, 64, 3, 7
 
@@ -81,7 +81,7 @@ def test_a_tampered_relayed_frame_is_refused_on_the_benchmarks_path():
 
 def test_steps_the_table_lacks_are_refused():
     from securefl.errors import ProtocolError
-    from securefl.fl.transport import Record
+    from securefl.runtime.transport import Record
 
     half = FeatureClient(FeatureProtocol("real", L))
     with pytest.raises(ProtocolError, match="no step 'train'"):

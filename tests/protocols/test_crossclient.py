@@ -13,11 +13,11 @@ from securefl.crypto.channel import SERVER, Message, frame_size
 from securefl.crypto.fixed_point import FixedPoint
 from securefl.crypto.hamming_plain import hamming_matrix, pack_codes
 from securefl.errors import DropoutError, InputError
-from securefl.fl.transport import take_message
 from securefl.protocols import cross_client_lp, label_propagation
 from securefl.protocols.crossclient import TAG_COLUMNS, TAG_ROWS, TAG_S_L, ideal_cross_client_lp
 from securefl.protocols.lsh import cosine_from_hamming
 from securefl.protocols.propagation import one_hot, propagate
+from securefl.runtime.transport import take_message
 
 
 def _federation(seed: int, sizes: list[int], labeled: list[int], classes: int, dim: int = 8):

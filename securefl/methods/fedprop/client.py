@@ -34,10 +34,10 @@ from __future__ import annotations
 import numpy as np
 
 from securefl.fl import extract_features
-from securefl.fl.transport import NodeContext, Record
 from securefl.methods.fedavg.client import TRAIN, PseudoLabelClient, PseudoLabelMTClient
 from securefl.protocols.crossclient.client_steps import CrossClientSteps, clear
 from securefl.protocols.propagation import gate_by_mass
+from securefl.runtime.transport import NodeContext, Record
 
 ROWS_BLOCK = "cclp/rows/block"
 ROWS_SURVIVORS = "cclp/rows/survivors"

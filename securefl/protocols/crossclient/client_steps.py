@@ -8,7 +8,7 @@ comes through four hooks: :attr:`~CrossClientSteps.cclp` (the mode ``secure``, t
 length ``L``, the Hamming backend and ``crypto_seed_for("lsh", round)``, the seed of the
 LSH seed share), :meth:`~CrossClientSteps.features` (V_j), :meth:`~CrossClientSteps.labels`
 (Y_j, ``-1`` unlabeled) and :meth:`~CrossClientSteps.num_classes`; the node's credentials,
-policy and ledger come from its :class:`~securefl.fl.transport.NodeContext`.
+policy and ledger come from its :class:`~securefl.runtime.transport.NodeContext`.
 :class:`FeatureClient` is the protocol's own client, for nodes whose data are their
 features (:class:`FeatureData`); FedProp's client (:mod:`securefl.methods.fedprop.client`)
 embeds by the round's model.  Steps (``j`` is the client's party index in the round: its
@@ -21,7 +21,7 @@ position among the round's selected clients, config ``cclp/party``):
     model; kept in its state until hashed), and starts the LSH seed
     agreement (:class:`~securefl.protocols.lsh.SeedAgreementClient`: public key up, signed
     in real mode; the share from ``cclp.crypto_seed_for("lsh", round)``) and its links
-    (:func:`securefl.fl.links.advertise`).  Plaintext: the share itself goes up.
+    (:func:`securefl.runtime.links.advertise`).  Plaintext: the share itself goes up.
 ``cclp/shares``
     real: the relayed public keys down, each checked against the node's roster (signed by
     its party's member for this session and the round's members, :mod:`securefl.protocols.lsh`:
@@ -34,7 +34,7 @@ position among the round's selected clients, config ``cclp/party``):
     (:mod:`securefl.crypto.shade_hops` hop 1) with every live peer it is OT receiver of.
 ``cclp/shade/1`` .. ``cclp/shade/4`` (real)
     the SHADE hops of all its pairs at once: one batch per peer sealed through
-    :mod:`securefl.fl.links` (``relay/to/<peer>`` up, ``relay/from/<peer>`` down), the
+    :mod:`securefl.runtime.links` (``relay/to/<peer>`` up, ``relay/from/<peer>`` down), the
     shares of finished pairs up to the server (``cclp/share/<a>-<b>``).  Config array
     ``cclp/alive`` names the peers still in the protocol: a pair with a peer that left is
     abandoned.  The pair's IKNP setup (:class:`~securefl.crypto.ot.SenderSetup` or
@@ -43,13 +43,13 @@ position among the round's selected clients, config ``cclp/party``):
     transport session (the federation) and the two client ids: the base OTs run when a
     pair first meets in a role, later rounds are new sessions of the same extension
     (:mod:`securefl.crypto.ot`).  It never leaves the client: ``ot/`` is session-scoped
-    (:data:`securefl.fl.transport.SESSION_SCOPED`), so no checkpoint holds it (a resumed
+    (:data:`securefl.runtime.transport.SESSION_SCOPED`), so no checkpoint holds it (a resumed
     run sets the pairs up afresh).
 ``cclp/lwe/1`` .. ``cclp/lwe/3`` (real, ``hamming_backend="lwe"`` or ``"rlwe"``, instead of SHADE)
     only where the node's policy allows the backend (the strict default allows SHADE only,
-    ``auto`` resolves by :meth:`securefl.fl.policy.PrivacyPolicy.hamming_backend`; the
+    ``auto`` resolves by :meth:`securefl.runtime.policy.PrivacyPolicy.hamming_backend`; the
     evaluation hop is first counted against the node's LWE flooding cap,
-    :meth:`securefl.fl.policy.PrivacyLedger.serve_lwe`);
+    :meth:`securefl.runtime.policy.PrivacyLedger.serve_lwe`);
     :mod:`securefl.crypto.lwe_hops`: the LWE public key rides on ``cclp/codes``, signed for
     the transport and round sessions and the live members (:mod:`securefl.crypto.lwe_keys`);
     then the relayed keys down (each checked against the node's roster) and every ``C``
@@ -63,7 +63,7 @@ position among the round's selected clients, config ``cclp/party``):
 ``cclp/sum``
     S_L^(j) and the row layout down; the client forms Zbar^(j) = S_L^(j) Y_L^(j), encodes
     and pads it per receiving block (line 14) and starts the secure sum ``cclp``
-    (:mod:`securefl.fl.secure_sum_steps`; three ``secagg/*`` exchanges follow).
+    (:mod:`securefl.runtime.secure_sum_steps`; three ``secagg/*`` exchanges follow).
     Plaintext: the unpadded encoding goes up.
 After the last step the client holds nothing but its state until the rows arrive
 (``cclp/rows/block``, ``cclp/rows/survivors``: FedProp's ``train`` request carries them):
@@ -77,7 +77,7 @@ of the SHADE and LWE messages).
 
 State (session-scoped: never checkpointed, cleared at the next round's advertise): the
 party's typed state :class:`~securefl.protocols.crossclient.parties.CrossClientLPClient`
-(under ``cclp/party/``, :mod:`securefl.fl.state_codec`: the round's members, the
+(under ``cclp/party/``, :mod:`securefl.runtime.state_codec`: the round's members, the
 agreement's X25519 key, share and peer keys, the features until hashed, the codes, the
 resolved backend, S_L and the layout, the self-pad seed), the SHADE pair states
 (``cclp/shade/<peer>/``) and LWE session (``cclp/lwe/state/``), the links; and (``ot/...``,
@@ -105,14 +105,14 @@ from securefl.crypto.prg import random_seed
 from securefl.crypto.rand import RandomSource
 from securefl.crypto.secagg import SecAggConfig
 from securefl.errors import ConfigError, InputError, ProtocolError
-from securefl.fl import links, secure_sum_steps, state_codec
-from securefl.fl.costs import COMPUTE, CRYPTO
-from securefl.fl.engine import Handler, StepTable
-from securefl.fl.links import transport_session
-from securefl.fl.transport import NodeContext, Record, put_message, take_message
 from securefl.protocols.crossclient.parties import TAG_ROWS, CrossClientLPClient
 from securefl.protocols.lsh import SeedAgreementClient, common_seed
 from securefl.protocols.propagation import LabelPropagationResult, check_labels
+from securefl.runtime import links, secure_sum_steps, state_codec
+from securefl.runtime.costs import COMPUTE, CRYPTO
+from securefl.runtime.engine import Handler, StepTable
+from securefl.runtime.links import transport_session
+from securefl.runtime.transport import NodeContext, Record, put_message, take_message
 
 ADVERTISE = "cclp/advertise"
 SHARES = "cclp/shares"
@@ -123,7 +123,7 @@ LWE = tuple(f"cclp/lwe/{hop}" for hop in range(1, lwe_hops.HOPS + 1))
 COLUMNS = "cclp/columns"
 SUM = "cclp/sum"
 SUM_NAME = "cclp"
-"""Name of CrossClientLP's secure sum (:mod:`securefl.fl.secure_sum_steps`)."""
+"""Name of CrossClientLP's secure sum (:mod:`securefl.runtime.secure_sum_steps`)."""
 PREFIX = "cclp/"
 PARTY = "cclp/party/"
 """State prefix of the client's typed state (:class:`CrossClientLPClient`)."""
@@ -419,7 +419,7 @@ class CrossClientSteps:
         """LWE hop ``hop`` of the session (:mod:`securefl.crypto.lwe_hops`; hop 0 rides on
         ``cclp/codes``): keys, broadcasts and hints relayed by the server with their
         per-recipient tags (slots ``cclp/lwe/in``, ``cclp/lwe/out``), the answers ``D``
-        in sealed batches (:mod:`securefl.fl.links`), the shares up."""
+        in sealed batches (:mod:`securefl.runtime.links`), the shares up."""
         client = load_party(state)
         me, codes, session = client.party, client.codes, client.session
         if codes is None:

@@ -29,7 +29,7 @@ compute.  Rounds:
    client k, adds to the n_k x C block of rows of k the one-time pad
    PRG(K_jk, nonce = (j, k)), where K_jk is the X25519-derived key j shares with k
    (j = k: a key only k knows).  The padded vectors enter the Bonawitz et al. secure sum
-   (:func:`securefl.crypto.secure_sum`, threshold t); the server obtains only
+   (:func:`securefl.runtime.secure_sum`, threshold t); the server obtains only
    T = sum_j (enc(Zbar^(j)) + pads_j) over the sum's survivors, forwards block k of T
    with the survivor list to client k, and k subtracts sum_{j in survivors} PRG(K_jk)
    to get enc(Z^(k)) = sum_j enc(Zbar^(j)_k), then decodes.
@@ -96,9 +96,9 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
 from securefl.crypto.channel import SERVER, Message
 from securefl.crypto.fixed_point import FixedPoint
+from securefl.crypto.keys import KeyPair
 from securefl.crypto.prg import SEED_BYTES, expand
 from securefl.errors import InputError, ProtocolError
-from securefl.protocols.keys import KeyPair
 from securefl.protocols.lsh import (
     SeedAgreementClient,
     cosine_from_hamming,
@@ -164,7 +164,7 @@ class CrossClientLPClient:
     What it was told and drew, never its data: the data (features V_j, labels Y_j, the
     class count C) stay with the node and are passed in where a step needs them.  The
     client steps (:mod:`securefl.protocols.crossclient.client_steps`) keep this state in
-    the client's state Record between exchanges with :mod:`securefl.fl.state_codec`.
+    the client's state Record between exchanges with :mod:`securefl.runtime.state_codec`.
 
     ``party``: j, its position among ``members`` (the round's client ids); ``session``:
     the round session; ``share``: its LSH seed share; ``private`` / ``peer_keys``: the

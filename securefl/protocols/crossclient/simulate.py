@@ -1,9 +1,9 @@
 """The in-process simulator of CrossClientLP: the deployed round on the in-process transport.
 
 :func:`cross_client_lp` builds one :class:`~securefl.protocols.crossclient.client_steps.FeatureClient`
-node per client on an :class:`~securefl.fl.transport.InProcessTransport`, runs the server
+node per client on an :class:`~securefl.runtime.transport.InProcessTransport`, runs the server
 round (:func:`~securefl.protocols.crossclient.server_round.cross_client_round`) with the one
-driver (:func:`securefl.fl.engine.drive`) and finishes each client's rows: the same code a
+driver (:func:`securefl.runtime.engine.drive`) and finishes each client's rows: the same code a
 Flower deployment runs.  Its :class:`~securefl.protocols.crossclient.parties.Dropouts` are
 the transport's dropouts at the step of each stage (:func:`transport_dropouts`); its
 specification is :func:`~securefl.protocols.crossclient.ideal.ideal_cross_client_lp`.
@@ -20,8 +20,6 @@ import numpy as np
 from securefl.crypto.projection import busiest_link_bytes
 from securefl.crypto.secagg import ROUNDS
 from securefl.errors import DropoutError, InputError, ProtocolError
-from securefl.fl.secure_sum_steps import ROUND_OF_STEP
-from securefl.fl.transport import InProcessTransport, NodeContext, Record
 from securefl.protocols.crossclient.client_steps import (
     CODES,
     COLUMNS,
@@ -39,6 +37,8 @@ from securefl.protocols.propagation import (
     check_labels,
     check_num_classes,
 )
+from securefl.runtime.secure_sum_steps import ROUND_OF_STEP
+from securefl.runtime.transport import InProcessTransport, NodeContext, Record
 
 
 @dataclass
@@ -191,7 +191,7 @@ def cross_client_lp(
     ``solver`` the server's solver for S_L; ``dropouts`` which client drops at which
     stage (:class:`~securefl.protocols.crossclient.parties.Dropouts`, at the steps of
     :func:`transport_dropouts`); ``intercept(client, request) -> request`` sees (and may
-    rewrite) every request the server sends, as :class:`~securefl.fl.transport.InProcessTransport`'s
+    rewrite) every request the server sends, as :class:`~securefl.runtime.transport.InProcessTransport`'s
     test hook; the replies it received are in ``result.round.exchanges``.  A client
     whose step fails raises :class:`ProtocolError`; too few clients left raise
     :class:`DropoutError`.
