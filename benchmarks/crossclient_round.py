@@ -35,13 +35,13 @@ def one_round(secure: str, backend: str) -> dict:
     from securefl.crypto.fixed_point import FixedPoint
     from securefl.data import load_dataset, partition
     from securefl.fl import model_vector
-    from securefl.fl.transport import InProcessTransport, NodeContext
     from securefl.methods import build_method
     from securefl.methods.fedprop.client import FedPropClient
     from securefl.methods.fedprop.round import cross_client_round
     from securefl.methods.halves import MethodProgramClient, local_data, run_config
     from securefl.models import build_model
     from securefl.protocols.crossclient import TAG_ROWS
+    from securefl.runtime.transport import InProcessTransport, NodeContext
 
     federation = partition(load_dataset("digits"), scheme="iid", num_clients=CLIENTS, seed=0,
                            labeled_fraction=0.1, samples_per_client=POINTS)

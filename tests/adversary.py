@@ -1,6 +1,6 @@
 """A deviating server for the attack tests: one harness that rewrites what the server
 relays, used both on sans-I/O protocol parties (secagg, he) and as the ``intercept`` of an
-:class:`~securefl.fl.transport.InProcessTransport` (every request before delivery).
+:class:`~securefl.runtime.transport.InProcessTransport` (every request before delivery).
 
 :class:`Adversary` holds rewrite rules per step name; each rule gets ``(client, request)``
 and returns the request to deliver (a changed copy, or the same one).  It records every
@@ -15,7 +15,7 @@ from collections.abc import Callable
 import numpy as np
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
-from securefl.fl.transport import Record
+from securefl.runtime.transport import Record
 
 Rule = Callable[[int, Record], Record]
 

@@ -2,7 +2,7 @@
 
 The rule every room follows: no module of a room is named like a public name of that
 room.  ``from securefl.crypto import secure_sum`` used to give the *module* in a fresh
-interpreter once ``securefl.crypto.secure_sum`` (the module) had been imported by anyone.
+interpreter once ``securefl.runtime.secure_sum`` (the module) had been imported by anyone.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ ENTRY_POINTS = {
 
 # Imports that used to shadow the function with its module when they ran first.
 SHADOWING_IMPORTS = (
-    "import securefl.crypto.summation",
+    "import securefl.runtime.summation",
     "import securefl.protocols.propagation",
     "import securefl.protocols.crossclient",
     "import securefl.crypto",
@@ -118,8 +118,9 @@ def test_the_transports_and_a_client_app_that_does_not_train_do_not_import_torch
     run_fresh(textwrap.dedent(f"""
         import sys
         import securefl.fl
-        from securefl.fl import links, secure_sum_steps, state_codec, transport, uploads, costs
-        from securefl.fl.linkcheck import LinkCheckClient
+        from securefl.fl import uploads
+        from securefl.runtime import links, secure_sum_steps, state_codec, transport, costs
+        from securefl.runtime.linkcheck import LinkCheckClient
         {flower}
         assert "torch" not in sys.modules, "importing the transports imported torch"
         from securefl.fl import aggregate

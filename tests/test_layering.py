@@ -42,16 +42,16 @@ ROOMS = {"errors": 0, "progress": 0, "machine": 0, "output": 0, "__init__": 0, "
          "__main__": 8}
 
 KNOWN: set[tuple[str, ...]] = {
-    # secure_sum's simulator is now the deployed SecAgg steps on the one driver (fl/engine,
-    # InProcessTransport), so crypto/summation.py reaches up into fl; and the transport's
-    # per-node policy (fl/policy) validates against the sum-backend registry, whose backends
+    # secure_sum's simulator is now the deployed SecAgg steps on the one driver (runtime/engine,
+    # InProcessTransport), so runtime/summation.py reaches up into fl; and the transport's
+    # per-node policy (runtime/policy) validates against the sum-backend registry, whose backends
     # run on the transport.  Both go when transport + engine move below the protocols
     # (issue 24's protocol core, not finished: docs/known-gaps.md).
-    ("upward", "securefl.crypto.summation", "securefl.fl.sum_backends"),
-    ("circle", "securefl.fl.engine", "securefl.fl.policy", "securefl.fl.secure_sum_steps",
-     "securefl.fl.state_codec", "securefl.fl.sum_backends", "securefl.fl.sum_backends.base",
-     "securefl.fl.sum_backends.he", "securefl.fl.sum_backends.plaintext",
-     "securefl.fl.sum_backends.secagg", "securefl.fl.transport"),
+    ("upward", "securefl.runtime.summation", "securefl.runtime.sum_backends"),
+    ("circle", "securefl.runtime.engine", "securefl.runtime.policy", "securefl.runtime.secure_sum_steps",
+     "securefl.runtime.state_codec", "securefl.runtime.sum_backends", "securefl.runtime.sum_backends.base",
+     "securefl.runtime.sum_backends.he", "securefl.runtime.sum_backends.plaintext",
+     "securefl.runtime.sum_backends.secagg", "securefl.runtime.transport"),
 }
 
 

@@ -4,7 +4,7 @@ N points of a Gaussian mixture (see :mod:`securefl.bench.lp`) are split evenly o
 ``--parties`` clients, each revealing ``--labels-per-client`` random labels.  The same
 round runs twice with the same seed, each as a deployment runs it: the server's steps
 (:func:`securefl.methods.fedprop.round.cross_client_round`) driven by
-:func:`securefl.fl.engine.drive` on an in-process transport to the clients' step table
+:func:`securefl.runtime.engine.drive` on an in-process transport to the clients' step table
 (:class:`securefl.methods.fedprop.client.FeatureClient`: FedProp's client steps on
 features the node holds), real mode (X25519/AES-GCM seed agreement, secure Hamming matrix
 by ``--hamming-backend`` SHADE, LWE or ring-LWE in its hops, padded Bonawitz secure sum)
@@ -40,12 +40,12 @@ from securefl.crypto import lwe
 from securefl.crypto.projection import seconds_at_bandwidth
 from securefl.data.federation import ClientData
 from securefl.errors import InputError
-from securefl.fl.transport import InProcessTransport, NodeContext
 from securefl.methods.fedprop.client import FeatureClient, FeatureProtocol
 from securefl.methods.fedprop.round import CrossClientRound, cross_client_round
 from securefl.methods.halves import LocalData
 from securefl.protocols.crossclient import HAMMING_BACKENDS
 from securefl.protocols.propagation import LabelPropagationResult, label_propagation
+from securefl.runtime.transport import InProcessTransport, NodeContext
 
 PAPER = {
     "source": "FedProp §4.2 Efficiency-Communication: CIFAR-10, 5 clients x 500 points, L = 4096",

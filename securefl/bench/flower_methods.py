@@ -11,7 +11,7 @@ same job runs on the in-process transport first
 Per method and transport: every round's seconds (wall), split into compute (the clients'
 local training and the server's own training, summed over parties), cryptography (secure
 sums, clients and server) and messaging (the rest of the exchanges,
-:class:`securefl.fl.costs.RoundMeter`), bytes down / up per client (payload the transport
+:class:`securefl.runtime.costs.RoundMeter`), bytes down / up per client (payload the transport
 moved), and the medians over the rounds; ``identical`` is true when the Flower run's model
 digests equal the in-process ones round for round.  Warm-up rounds (FedAvg+PL,
 FedAvg+PL(localLP)) are part of ``setup`` and not in the per-round figures;
@@ -107,7 +107,7 @@ def run(args: argparse.Namespace, progress: Progress) -> dict:
         progress.advance(task)
     started = time.perf_counter()
     # ProtoFSSL as in the paper shares prototypes without DP: this federation's operator
-    # waives the nodes' DP floor (securefl.fl.policy), the one policy key it relaxes
+    # waives the nodes' DP floor (securefl.runtime.policy), the one policy key it relaxes
     with LocalFederation(nodes=nodes, mode=args.mode, poll=args.poll,
                          node_config={"policy-dp-min-noise": 0}) as federation:
         record["federation_start_seconds"] = time.perf_counter() - started

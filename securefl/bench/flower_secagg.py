@@ -7,7 +7,7 @@ every dropped client's pairwise masks.  Both protocols run on the complete graph
 client shares keys with every other) with the same Shamir threshold ``--threshold``
 (default ceil(2N/3)), all parties in this process, one after another:
 
-* **securefl**: :func:`securefl.crypto.secure_sum` (Bonawitz et al. over Z_(2^64),
+* **securefl**: :func:`securefl.runtime.secure_sum` (Bonawitz et al. over Z_(2^64),
   fixed point scale 2^32, AES-CTR masks, Shamir over F_(2^61-1), vectorised); CPU
   seconds and bytes from its report.
 * **Flower**: ``SecAggPlusWorkflow`` (server) and ``secaggplus_mod`` (client) of flwr
@@ -132,7 +132,7 @@ def run(args: argparse.Namespace, progress: Progress) -> dict:
 
 def _securefl(inputs: list[np.ndarray], dropped: list[int], threshold: int,
               expected: np.ndarray) -> dict[str, Any]:
-    from securefl.crypto.summation import secure_sum
+    from securefl.runtime.summation import secure_sum
 
     start = time.perf_counter()
     result = secure_sum(inputs, threshold=threshold, backend="secagg",

@@ -1,14 +1,14 @@
 """Secure aggregation of N clients' D-entry vectors, with dropouts: pairwise masks or HE.
 
 All clients and the server run in this process: the backend's simulator
-(:meth:`securefl.fl.sum_backends.SumBackend.simulate`; for ``secagg`` the exchanges a
+(:meth:`securefl.runtime.sum_backends.SumBackend.simulate`; for ``secagg`` the exchanges a
 deployment runs, driven on the in-process transport, each client's party saved into and
 rebuilt from its state between rounds), so the figures are the deployed code path's.  Inputs are
 random ``--input-bits``-bit integers summed in Z_(2^modulus_bits); a fraction
 ``--dropout`` of the clients (chosen at random) drops at ``--drop-round`` (default
 ``masked_input``: after sharing keys, before sending the input, which is the worst case
 for pairwise masking: the server must rebuild every dropped client's masks).
-``--backend`` names a secure backend of the registry (:mod:`securefl.fl.sum_backends`):
+``--backend`` names a secure backend of the registry (:mod:`securefl.runtime.sum_backends`):
 ``secagg`` runs Bonawitz et al.'s protocol (:mod:`securefl.crypto.secagg`), ``he`` BFV
 homomorphic aggregation (:mod:`securefl.crypto.he`); the same inputs, encoding and
 dropouts, verified against the plaintext sum.
@@ -42,9 +42,9 @@ from rich.progress import Progress
 from securefl.crypto.channel import SERVER
 from securefl.crypto.identity import new_federation
 from securefl.crypto.secagg import ROUNDS, plan_survivors
-from securefl.crypto.summation import make_encoding, secure_sum
 from securefl.errors import DropoutError, InputError
-from securefl.fl import sum_backends
+from securefl.runtime import sum_backends
+from securefl.runtime.summation import make_encoding, secure_sum
 
 ANCHOR = {
     "source": "Bonawitz et al. 2017, CCS, Sec. 7 (single-threaded Java): 500 clients x 100K entries",

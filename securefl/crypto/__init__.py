@@ -4,7 +4,7 @@
 Public names are resolved lazily from the modules of this room so that importing one
 primitive does not import them all.  Export rule (every room): no module of a room is named
 like a public name of that room, so a submodule import can never shadow a function
-(``securefl.crypto.secure_sum`` is the function; its module is ``securefl.crypto.summation``).
+(``securefl.runtime.secure_sum`` is the function; its module is ``securefl.runtime.summation``).
 """
 
 from __future__ import annotations
@@ -32,10 +32,6 @@ _EXPORTS: dict[str, str] = {
     "seconds_at_bandwidth": "projection",
     "random_ot": "ot",
     "OTSetups": "ot",
-    "secure_sum": "summation",
-    "SecureSumResult": "summation",
-    "SecureSumReport": "summation",
-    "make_encoding": "summation",
     "FixedPoint": "fixed_point",
     "encode_fixed_point": "fixed_point",
     "decode_fixed_point": "fixed_point",

@@ -31,7 +31,7 @@ sum is exact; the final conversion of the integer sum S to float64 rounds by at 
     |dec(sum_i enc(x_i)) - sum_i clip(x_i)| <= n / (2 scale) + 2^-53 (sum_i |clip(x_i)| + n / (2 scale))
 
 which :meth:`FixedPoint.error_bound` returns.  The secure and the plaintext backends of
-:func:`securefl.crypto.secure_sum` both use these functions, so their decoded totals
+:func:`securefl.runtime.secure_sum` both use these functions, so their decoded totals
 are bit-identical.
 
 Why by hand: no maintained library offers vectorised two's-complement fixed point in

@@ -3,7 +3,7 @@
 Parties are sans-I/O dataclasses (:class:`HEClient`, :class:`HEServer`);
 :func:`run_he` moves their :class:`~securefl.crypto.channel.Message` objects over a
 metered :class:`~securefl.crypto.channel.Network`, so every byte is counted per party.
-It is the ``backend="he"`` of :func:`securefl.crypto.secure_sum`.
+It is the ``backend="he"`` of :func:`securefl.runtime.secure_sum`.
 
 Protocol (semi-honest), rounds named as :data:`securefl.crypto.secagg.ROUNDS` so that
 ``secure_sum``'s ``dropouts`` keyword means the same thing:
@@ -56,7 +56,7 @@ where fewer than ``threshold`` colluding clients learn nothing but more than n -
 dropouts abort the sum.
 
 **Authenticated protocol** (``credentials``, :mod:`securefl.crypto.identity`; what
-:func:`securefl.crypto.secure_sum` runs by default).  ``HEConfig.members`` lists the
+:func:`securefl.runtime.secure_sum` runs by default).  ``HEConfig.members`` lists the
 clients' roster ids; each client signs its X25519 key over (federation, ``he/advertise``,
 session, cohort digest, key) and its ciphertexts' digest (:func:`contribution_digest`)
 over ``he/ciphertext``.  The dealer seals the key only for receivers whose signed keys
@@ -667,7 +667,7 @@ class HEServer:
 @dataclass(frozen=True)
 class HEOutcome:
     """Result of :func:`run_he`: ring total, survivors, bytes, wall and CPU seconds per party
-    (as :class:`securefl.fl.sum_backends.SimulatedSum`) plus the dealer, the decryptor and
+    (as :class:`securefl.runtime.sum_backends.SimulatedSum`) plus the dealer, the decryptor and
     the bytes of the key distribution."""
 
     total: np.ndarray

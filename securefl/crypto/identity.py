@@ -38,7 +38,7 @@ protocol, context, sender or recipient set.
 relay only keys that a roster member signed for exactly this protocol, session and
 cohort.  It can drop, delay or withhold keys (a round fails or has fewer members), and it
 chooses the cohort -- each client checks the cohort against its own policy
-(:mod:`securefl.fl.policy`).  It cannot substitute a key, replay a key of another
+(:mod:`securefl.runtime.policy`).  It cannot substitute a key, replay a key of another
 session or round into this one, or show a key signed for cohort R to a client that was
 shown a different cohort R' (the signature covers R).  A client colluding with the
 server can sign keys under *its own* identity only.

@@ -2,9 +2,9 @@
 
 Parties are sans-I/O dataclasses: :class:`SecAggClient` and :class:`SecAggServer` take
 :class:`~securefl.crypto.channel.Message` objects and return the next ones; the one loop
-that moves them is :func:`securefl.fl.engine.drive` over the exchanges of
-:mod:`securefl.fl.secure_sum_steps`, on any transport (the in-process simulator,
-:func:`securefl.crypto.secure_sum`, is that driver on the in-process transport).
+that moves them is :func:`securefl.runtime.engine.drive` over the exchanges of
+:mod:`securefl.runtime.secure_sum_steps`, on any transport (the in-process simulator,
+:func:`securefl.runtime.secure_sum`, is that driver on the in-process transport).
 
 Protocol (semi-honest variant, Fig. 4 of the paper), ring Z_R with R = 2^k:
 
@@ -77,7 +77,7 @@ the server, against which the guarantee below holds.
   clients may collude with the server.
 
 **Authenticated protocol** (``credentials`` / ``SecAggConfig.cohort``; what every
-transport and :func:`securefl.crypto.secure_sum` run by default).  Each client signs
+transport and :func:`securefl.runtime.secure_sum` run by default).  Each client signs
 (c_u^PK, s_u^PK) with its roster identity over (federation id, ``secagg/keys``, session,
 cohort digest C of the members' roster ids in index order, keys)
 (:mod:`securefl.crypto.identity`); the server relays the signatures and the cohort list
@@ -99,7 +99,7 @@ on another list, or that fails to verify, however many valid ones come with it. 
 lists A != B would each need t > n/2 signers, and a client signs once: the server cannot
 show different survivor sets to different clients and still unmask, so a sum over fewer
 than t survivors is ruled out too.  Every transport
-runs it (:mod:`securefl.fl.secure_sum_steps`: one more exchange); without it the
+runs it (:mod:`securefl.runtime.secure_sum_steps`: one more exchange); without it the
 *Survivor lists* bound above applies (no single input, but possibly a sum of fewer than t).
 
 A client learns only ciphertexts for it, shares (fewer than t, resp. t', of anything)
@@ -108,7 +108,7 @@ few survivors at any round -> DropoutError, no output; any malformed, tampered,
 misaddressed, out-of-round or replayed message -> ProtocolError.
 
 Masks come only from AES-CTR keyed by X25519/HKDF outputs and CSPRNG seeds (never numpy
-or Mersenne Twister).  ``seed`` of :func:`securefl.crypto.secure_sum` (:func:`party_rng`) replaces the OS CSPRNG by a
+or Mersenne Twister).  ``seed`` of :func:`securefl.runtime.secure_sum` (:func:`party_rng`) replaces the OS CSPRNG by a
 per-party AES-CTR stream for reproducible tests.
 
 Why by hand: no maintained Python package implements this protocol; the pieces (X25519,

@@ -33,7 +33,7 @@ id and session number of the round).
 
 Who learns what: exactly as :mod:`securefl.crypto.shade` (each share alone is uniform;
 the relay sees base-OT points, ``U`` and ``u``, all pseudorandom to it); the caller
-authenticates the batches end to end (:mod:`securefl.fl.links`).  Any malformed,
+authenticates the batches end to end (:mod:`securefl.runtime.links`).  Any malformed,
 replayed or out-of-order message raises :class:`~securefl.errors.ProtocolError`.
 """
 

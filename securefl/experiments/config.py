@@ -68,7 +68,7 @@ from pathlib import Path
 from typing import Any
 
 from securefl.errors import ConfigError
-from securefl.fl import sum_backends
+from securefl.runtime import sum_backends
 
 if sys.version_info >= (3, 11):
     import tomllib

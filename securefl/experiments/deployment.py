@@ -33,7 +33,7 @@ with the crypto seed of :func:`job_crypto_seed`: the experiment's ``crypto_seed`
 sets one, the plaintext seed in plaintext mode, else none (real mode: every secret from
 each party's OS CSPRNG; a secret seed never travels in a run config).
 
-So the program over :class:`~securefl.fl.transport.InProcessTransport` gives, round for
+So the program over :class:`~securefl.runtime.transport.InProcessTransport` gives, round for
 round, what ``securefl run`` gives for the job, and on Flower the same (the deployment
 test checks it on a SuperLink with three SuperNodes).
 
@@ -56,8 +56,15 @@ from functools import lru_cache
 from typing import Any
 
 from securefl.errors import ConfigError, InputError
-from securefl.fl.transport import ClientHalf, InProcessTransport, NodeContext, Record, ServerHalf, Transport
 from securefl.methods.halves import PROGRAM, LocalData, MethodProgramClient, local_data, run_config
+from securefl.runtime.transport import (
+    ClientHalf,
+    InProcessTransport,
+    NodeContext,
+    Record,
+    ServerHalf,
+    Transport,
+)
 
 SECURE = ("real", "plaintext")
 
@@ -288,7 +295,7 @@ class ExperimentClient(ClientHalf):
 
 def in_process(run: Mapping[str, Any], **options: Any) -> dict[str, Any]:
     """Program ``method`` with run config ``run`` on an
-    :class:`~securefl.fl.transport.InProcessTransport` whose nodes load their own data,
+    :class:`~securefl.runtime.transport.InProcessTransport` whose nodes load their own data,
     as SuperNodes do (``options``: the transport's ``dropouts``, ``intercept``, ...)."""
     federation = federation_of(run)
     count = federation.num_clients

@@ -5,7 +5,7 @@ FedAvg weighted by local data size |D_k| = n_k:
     theta = (sum_k n_k theta_k) / (sum_k n_k)
 
 Each client k submits the vector ``[n_k * theta_k, n_k]`` to
-:func:`securefl.crypto.secure_sum`; the server decodes the sum and divides by its last
+:func:`securefl.runtime.secure_sum`; the server decodes the sum and divides by its last
 entry.  With ``secure="real"`` the sum runs the backend ``sum_backend`` (the
 ``aggregation`` key of an experiment, ``--aggregation``): ``"secagg"``, the
 pairwise-masked secure aggregation of Bonawitz et al. (no coalition of fewer than t
@@ -40,7 +40,7 @@ import torch
 from torch import nn
 
 from securefl.errors import InputError
-from securefl.fl import sum_backends
+from securefl.runtime import sum_backends
 
 StateDict = Mapping[str, torch.Tensor]
 
@@ -112,12 +112,12 @@ def model_bytes(model: nn.Module) -> int:
 
 
 SUM_BACKENDS = sum_backends.names(secure=True)
-"""The secure backends built in (:mod:`securefl.fl.sum_backends`); checks ask the registry."""
+"""The secure backends built in (:mod:`securefl.runtime.sum_backends`); checks ask the registry."""
 
 
 def secure_backend(secure: str, sum_backend: str = "secagg") -> str:
-    """The :func:`securefl.crypto.secure_sum` backend for a ``secure`` mode: ``sum_backend``
-    (a secure backend of :mod:`securefl.fl.sum_backends`) when real, the plaintext oracle
+    """The :func:`securefl.runtime.secure_sum` backend for a ``secure`` mode: ``sum_backend``
+    (a secure backend of :mod:`securefl.runtime.sum_backends`) when real, the plaintext oracle
     otherwise."""
     sum_backends.get(sum_backend, parameter="sum_backend", secure=True)
     if secure == "real":
@@ -131,7 +131,7 @@ def secure_weighted_sum(vectors: Sequence[np.ndarray], weights: Sequence[float],
                         seed: int | None = None, threshold: int | None = None,
                         sum_backend: str = "secagg") -> tuple[np.ndarray, float, AggregationReport]:
     """``(sum_k w_k v_k, sum_k w_k, report)`` through one secure sum of ``[w_k v_k, w_k]``."""
-    from securefl.crypto.summation import secure_sum
+    from securefl.runtime.summation import secure_sum
 
     if len(vectors) == 0 or len(vectors) != len(weights):
         raise InputError("weights", weights, f"need one weight per vector ({len(vectors)})")

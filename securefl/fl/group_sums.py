@@ -10,14 +10,14 @@ the raw sums (not the average: FedSemi divides a layer's delta sum by the *teach
 total weight), bit for bit what :func:`securefl.fl.secure_weighted_sum` returns in process
 for the same inputs:
 
-* ``secure="real"`` with a deployable backend of :mod:`securefl.fl.sum_backends`
-  (``secagg``: :mod:`securefl.fl.secure_sum_steps`): each name is one secure sum among its
+* ``secure="real"`` with a deployable backend of :mod:`securefl.runtime.sum_backends`
+  (``secagg``: :mod:`securefl.runtime.secure_sum_steps`): each name is one secure sum among its
   own members, in the fixed point of
-  :func:`securefl.crypto.secure_sum` for that many parties (the same encoding, ring total
+  :func:`securefl.runtime.secure_sum` for that many parties (the same encoding, ring total
   and decode).  Round 0 rides on the reply of the step that produced the vectors
   (:func:`contribute`); :meth:`GroupSumPlan.collect` runs the backend's remaining
   exchanges for every name at once (its
-  :meth:`~securefl.fl.sum_backends.SumBackend.collect` with one member list per sum).
+  :meth:`~securefl.runtime.sum_backends.SumBackend.collect` with one member list per sum).
 * ``secure="plaintext"``: the placeholder.  Clients put ``v_k`` (``sums/<name>``) and
   ``w_k`` (``sums/weight``) in the clear; the server sums them with the plaintext oracle.
 * ``secure="real"`` with a backend that runs no exchanges (``he``): simulated in process only, as
@@ -26,7 +26,7 @@ for the same inputs:
 
 A plan with ``weighted=False`` sums the vectors themselves (no weight entry: ProtoFSSL's
 global prototypes, whose inputs carry their own per-class weights), bit for bit
-:func:`securefl.crypto.secure_sum` of those inputs.
+:func:`securefl.runtime.secure_sum` of those inputs.
 
 Every request of the contributing step names the sums its client takes part in
 (``sums/<name>/members``, ``/index``, ``/threshold`` and, in real secagg mode,
@@ -43,7 +43,7 @@ clients' reported secure-sum seconds plus the server's (secagg), or the in-proce
 time (plaintext, he).
 
 Dropouts: a member that does not answer the contributing step is in none of its sums;
-after that each sum follows secure aggregation (:mod:`securefl.fl.secure_sum_steps`:
+after that each sum follows secure aggregation (:mod:`securefl.runtime.secure_sum_steps`:
 dropped before its masked input -> not in the sum; at unmask -> in it).  A sum left with
 fewer than its threshold (a majority of its members) raises
 :class:`~securefl.errors.DropoutError` for the whole call: no partial result.
@@ -65,12 +65,12 @@ import numpy as np
 from securefl.crypto.fixed_point import FixedPoint
 from securefl.crypto.identity import Credentials
 from securefl.errors import DropoutError, InputError, ProtocolError
-from securefl.fl import secure_sum_steps, sum_backends
-from securefl.fl.costs import CRYPTO
-from securefl.fl.policy import PrivacyPolicy
-from securefl.fl.sum_backends import SumSpec
-from securefl.fl.transport import Exchange, Record, Transport
 from securefl.fl.uploads import check_mode, exchanged, refuse_simulated_backend
+from securefl.runtime import secure_sum_steps, sum_backends
+from securefl.runtime.costs import CRYPTO
+from securefl.runtime.policy import PrivacyPolicy
+from securefl.runtime.sum_backends import SumSpec
+from securefl.runtime.transport import Exchange, Record, Transport
 
 PREFIX = "sums/"
 WEIGHT = "sums/weight"
@@ -144,7 +144,7 @@ class GroupSumOutcome:
     (sum of ``w_k``; absent for a plain sum) and ``survivors``; who dropped, who failed,
     and the costs of the module docstring (``bytes_per_member``: the mean bytes a member
     sent in the sum, frames in real mode and the encoded vector in plaintext mode, as
-    :func:`securefl.crypto.secure_sum` meters them)."""
+    :func:`securefl.runtime.secure_sum` meters them)."""
 
     totals: dict[str, np.ndarray]
     weights: dict[str, float]
@@ -162,7 +162,7 @@ class GroupSumOutcome:
 class GroupSumPlan:
     """One step's sums: per name its members (secure-aggregation index order), length and
     threshold (a majority of its members), and when the sums run as exchanges a fresh
-    :class:`~securefl.fl.sum_backends.SumSpec`; ``weighted=False``: plain sums of the members' vectors (no
+    :class:`~securefl.runtime.sum_backends.SumSpec`; ``weighted=False``: plain sums of the members' vectors (no
     weight entry).  Build with :meth:`new`."""
 
     secure: str
@@ -225,8 +225,8 @@ class GroupSumPlan:
         return self._collect_plain(first)
 
     def _collect_plain(self, first: Exchange) -> GroupSumOutcome:
-        from securefl.crypto.summation import secure_sum
         from securefl.fl.aggregation import secure_backend, secure_weighted_sum
+        from securefl.runtime.summation import secure_sum
 
         totals, weights, survivors, overhead, payload, sent = {}, {}, {}, {}, {}, {}
         seconds = 0.0

@@ -9,15 +9,15 @@ round (FedAvg: ``model``; FedAvg+MT: ``model`` and ``teacher``), the vector
 
 exactly as :func:`securefl.fl.aggregate` computes it in process, bit for bit:
 
-* ``secure="real"`` with a deployable backend of :mod:`securefl.fl.sum_backends`
-  (``secagg``: the exchanges of :mod:`securefl.fl.secure_sum_steps`): each name is one
+* ``secure="real"`` with a deployable backend of :mod:`securefl.runtime.sum_backends`
+  (``secagg``: the exchanges of :mod:`securefl.runtime.secure_sum_steps`): each name is one
   secure sum in fixed point (:class:`~securefl.crypto.FixedPoint`
-  with the parties and defaults of :func:`securefl.crypto.secure_sum`, so the same
+  with the parties and defaults of :func:`securefl.runtime.secure_sum`, so the same
   encoding, the same ring total, the same decoded average).  Round 0 rides on the reply
   of the step that produced the vectors (:func:`upload` puts the advertise messages in
-  it, :meth:`~securefl.fl.sum_backends.SumBackend.contribute`);
+  it, :meth:`~securefl.runtime.sum_backends.SumBackend.contribute`);
   :meth:`UploadPlan.collect` runs the backend's remaining exchanges for all names at
-  once (:meth:`~securefl.fl.sum_backends.SumBackend.collect`).  The server learns each
+  once (:meth:`~securefl.runtime.sum_backends.SumBackend.collect`).  The server learns each
   sum over the survivors and who dropped, nothing else.
 * ``secure="plaintext"``: the placeholder.  Clients upload ``v_k`` and ``w_k`` in the
   clear (``upload/<name>`` arrays, ``upload/weight``) and the server sums them with the
@@ -27,7 +27,7 @@ exactly as :func:`securefl.fl.aggregate` computes it in process, bit for bit:
   HE protocol with every party in its own process (:func:`securefl.fl.aggregate`,
   backend ``he``): the cost figures are the protocol's, the privacy is not a
   deployment's.  :meth:`UploadPlan.collect` refuses it on any transport other than
-  :class:`~securefl.fl.transport.InProcessTransport`.
+  :class:`~securefl.runtime.transport.InProcessTransport`.
 
 **Who decides the mode.**  The client: :func:`upload` takes ``secure`` and
 ``sum_backend`` from the client's own configuration (the run's agreement), never from the
@@ -45,7 +45,7 @@ in-process sum's wall time (plaintext, he).
 
 **Dropouts.**  A member that does not answer the upload step is not in any sum
 (``dropped["upload"]``); in real mode the secure sums' own semantics follow
-(:mod:`securefl.fl.secure_sum_steps`).  Fewer than ``threshold`` uploads:
+(:mod:`securefl.runtime.secure_sum_steps`).  Fewer than ``threshold`` uploads:
 :class:`~securefl.errors.DropoutError`.
 """
 
@@ -61,11 +61,11 @@ import numpy as np
 from securefl.crypto.fixed_point import FixedPoint
 from securefl.crypto.identity import Credentials
 from securefl.errors import DropoutError, InputError, ProtocolError
-from securefl.fl import secure_sum_steps, sum_backends
-from securefl.fl.costs import CRYPTO
-from securefl.fl.policy import PrivacyPolicy
-from securefl.fl.sum_backends import SumSpec
-from securefl.fl.transport import Exchange, InProcessTransport, Record, Transport
+from securefl.runtime import secure_sum_steps, sum_backends
+from securefl.runtime.costs import CRYPTO
+from securefl.runtime.policy import PrivacyPolicy
+from securefl.runtime.sum_backends import SumSpec
+from securefl.runtime.transport import Exchange, InProcessTransport, Record, Transport
 
 PLAIN = "upload/"
 WEIGHT = "upload/weight"
@@ -162,7 +162,7 @@ class UploadOutcome:
 @dataclass
 class UploadPlan:
     """One round's upload: members (in secure-aggregation index order), threshold and, when
-    the sums run as exchanges, one fresh :class:`~securefl.fl.sum_backends.SumSpec` per name.
+    the sums run as exchanges, one fresh :class:`~securefl.runtime.sum_backends.SumSpec` per name.
     Build with :meth:`new`."""
 
     secure: str

@@ -100,7 +100,7 @@ class RoundResult:
     cryptography (clients and server); every round runs on a transport
     (:mod:`securefl.methods.halves`) and also reports (:func:`round_bookkeeping`)
     ``messaging_seconds`` (exchange time not spent in the clients' handlers,
-    :class:`securefl.fl.costs.RoundMeter`), ``bytes_down_per_client`` /
+    :class:`securefl.runtime.costs.RoundMeter`), ``bytes_down_per_client`` /
     ``bytes_up_per_client`` (the payload the transport measured per participating client,
     each way; the model and protocol bytes above are the nominal accounting every method
     shares) and ``participation`` (``members``, ``survivors``, ``dropped``: step ->
@@ -140,7 +140,7 @@ def round_bookkeeping(meter: Any, *, members: Sequence[int], survivors: Sequence
                       dropped: Mapping[str, Sequence[int]] | None = None,
                       failed: Mapping[int, str] | None = None) -> dict[str, Any]:
     """The :class:`RoundResult` keywords every round on a transport fills alike, from its
-    :class:`~securefl.fl.costs.RoundMeter` ``meter``: ``messaging_seconds``,
+    :class:`~securefl.runtime.costs.RoundMeter` ``meter``: ``messaging_seconds``,
     ``bytes_down_per_client`` / ``bytes_up_per_client`` (the meter's mean per member) and
     ``participation`` -- ``members``, ``survivors``, ``dropped`` (step -> clients, steps
     that dropped nobody left out) and ``failed`` (client, as a string, -> error, by
@@ -213,11 +213,11 @@ class Method(ABC):
 
     def _connect(self, federation: Any, transport: Any = None) -> Any:
         """Set ``self.transport`` (split methods, in ``setup``): ``transport`` if given,
-        else an :class:`~securefl.fl.transport.InProcessTransport` whose nodes hold the
+        else an :class:`~securefl.runtime.transport.InProcessTransport` whose nodes hold the
         federation's clients (:class:`~securefl.methods.halves.LocalData`) and run in
         :meth:`_client_order`.  Returns it."""
-        from securefl.fl.policy import POLICY, PrivacyPolicy
-        from securefl.fl.transport import InProcessTransport, NodeContext
+        from securefl.runtime.policy import POLICY, PrivacyPolicy
+        from securefl.runtime.transport import InProcessTransport, NodeContext
 
         if transport is None:
             run = run_config(self)
@@ -232,14 +232,14 @@ class Method(ABC):
 
     def _client_states(self) -> dict[int, Any]:
         """The clients' state Records to checkpoint (in process; empty on other transports)."""
-        from securefl.fl.transport import InProcessTransport
+        from securefl.runtime.transport import InProcessTransport
 
         transport = getattr(self, "transport", None)
         return transport.client_states() if isinstance(transport, InProcessTransport) else {}
 
     def _adopt_client_states(self, states: dict[int, Any]) -> None:
         """Give checkpointed client states back to the in-process transport."""
-        from securefl.fl.transport import InProcessTransport
+        from securefl.runtime.transport import InProcessTransport
 
         if states and not isinstance(getattr(self, "transport", None), InProcessTransport):
             raise InputError("state", sorted(states), "client states resume in process only")

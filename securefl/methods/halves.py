@@ -1,5 +1,5 @@
 """The method-split API: every method is a server half and a client half, written once,
-run by any transport (:mod:`securefl.fl.transport`).
+run by any transport (:mod:`securefl.runtime.transport`).
 
 **Server half = the** :class:`~securefl.methods.base.Method`.  It keeps the runner's API
 (``setup`` / ``run_round`` / ``predict`` / ``score`` / ``state_dict`` /
@@ -8,7 +8,7 @@ server's :class:`~securefl.fl.SimulationRNG` (sampling), the round counter, and 
 facts of the federation (number of clients, which hold labels, classes, input shape; the
 anchor set where labels sit at the server).  ``setup(federation, *, transport=None)``
 connects it to a transport -- by default an
-:class:`~securefl.fl.transport.InProcessTransport` over the federation's clients
+:class:`~securefl.runtime.transport.InProcessTransport` over the federation's clients
 (:meth:`Method._connect`) -- and ``run_round(t)`` is one round of the server half over
 that transport: requests out, replies in, aggregation, no evaluation.  So ``securefl run``,
 results.json, ``--resume`` and ``--secure both`` work unchanged on the in-process
@@ -39,8 +39,8 @@ request arrays                         the global model(s) as float64 vectors
                                        per-client inputs (FedProp's rows of the
                                        CrossClientLP result)
 reply                                  uploads (:func:`securefl.fl.uploads.upload`),
-                                       protocol messages, costs (:data:`securefl.fl.costs.COMPUTE`,
-                                       :data:`~securefl.fl.costs.CRYPTO`), reports
+                                       protocol messages, costs (:data:`securefl.runtime.costs.COMPUTE`,
+                                       :data:`~securefl.runtime.costs.CRYPTO`), reports
 node (:class:`NodeContext`)            ``partition`` (the client index) and ``data`` -- a
                                        :class:`LocalData`: in process handed over by
                                        :meth:`Method._connect`; on Flower loaded by the
@@ -50,7 +50,7 @@ state Record                           what a client keeps between messages: pro
                                        parties mid-protocol (secure sums), and between
                                        rounds a method's persistent client state (e.g.
                                        an optimiser's accumulators), via
-                                       :mod:`securefl.fl.state_codec`
+                                       :mod:`securefl.runtime.state_codec`
 =====================================  =====================================================
 
 A client's simulation randomness comes from ``client_rng(seed, round, client, purpose)``
@@ -89,7 +89,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 import numpy as np
 
 from securefl.errors import ConfigError, InputError
-from securefl.fl.transport import ClientHalf, NodeContext, Record
+from securefl.runtime.transport import ClientHalf, NodeContext, Record
 
 if TYPE_CHECKING:
     from securefl.crypto.identity import Credentials
@@ -169,11 +169,11 @@ class MethodClient(ABC):
 
     @staticmethod
     def secure_sum_reply(request: Record, state: Record, node: NodeContext) -> Record:
-        """The reply to a secure-sum step (:data:`securefl.fl.secure_sum_steps.STEPS`):
+        """The reply to a secure-sum step (:data:`securefl.runtime.secure_sum_steps.STEPS`):
         every sum the request carries answered (peers' keys checked against the node's
         roster), its time reported as cryptography."""
-        from securefl.fl import secure_sum_steps
-        from securefl.fl.costs import CRYPTO
+        from securefl.runtime import secure_sum_steps
+        from securefl.runtime.costs import CRYPTO
 
         reply = Record()
         start = time.perf_counter()
@@ -184,7 +184,7 @@ class MethodClient(ABC):
     def unknown_step(self, step: str, *known: str) -> InputError:
         """The error for a ``step`` this method does not answer: it names the method's
         ``known`` steps and the secure sum's."""
-        from securefl.fl import secure_sum_steps
+        from securefl.runtime import secure_sum_steps
 
         names = ", ".join(repr(k) for k in known)
         return InputError("step", step, f"{self.method.name} knows {names} and {secure_sum_steps.STEPS}")
@@ -223,7 +223,7 @@ class MethodClient(ABC):
 
 class MethodProgramClient(ClientHalf):
     """The client side of program :data:`PROGRAM`: checks the configured method against the
-    node's own privacy policy (:meth:`securefl.fl.policy.PrivacyPolicy.check_method`:
+    node's own privacy policy (:meth:`securefl.runtime.policy.PrivacyPolicy.check_method`:
     mode, sum backend, crypto seed, DP parameters; ProtocolError below it), then
     dispatches to the method's client half."""
 

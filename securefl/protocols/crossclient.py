@@ -24,7 +24,7 @@ moves them over a metered :class:`~securefl.crypto.channel.Network`):
    client k, adds to the n_k x C block of rows of k the one-time pad
    PRG(K_jk, nonce = (j, k)), where K_jk is the X25519-derived key j shares with k
    (j = k: a key only k knows).  The padded vectors enter the Bonawitz et al. secure sum
-   (:func:`securefl.crypto.secure_sum`, threshold t); the server obtains only
+   (:func:`securefl.runtime.secure_sum`, threshold t); the server obtains only
    T = sum_j (enc(Zbar^(j)) + pads_j) over the sum's survivors, forwards block k of T
    with the survivor list to client k, and k subtracts sum_{j in survivors} PRG(K_jk)
    to get enc(Z^(k)) = sum_j enc(Zbar^(j)_k), then decodes.
@@ -92,11 +92,19 @@ import scipy.sparse as sp
 from securefl.crypto.channel import SERVER, Message, Network
 from securefl.crypto.fixed_point import FixedPoint
 from securefl.crypto.identity import new_federation
+from securefl.crypto.keys import deterministic_bytes
 from securefl.crypto.ot import OTSetups
 from securefl.crypto.prg import SEED_BYTES, expand, random_seed
 from securefl.crypto.projection import busiest_link_bytes
 from securefl.errors import DropoutError, InputError, ProtocolError
-from securefl.protocols.keys import deterministic_bytes
+from securefl.protocols.lsh import (
+    SeedAgreementClient,
+    agree_seed,
+    common_seed,
+    cosine_from_hamming,
+    hyperplanes,
+    lsh_codes,
+)
 from securefl.protocols.propagation import (
     SOLVERS,
     LabelPropagationResult,
@@ -108,14 +116,6 @@ from securefl.protocols.propagation import (
     normalize_graph,
     one_hot,
     propagate,
-)
-from securefl.protocols.lsh import (
-    SeedAgreementClient,
-    agree_seed,
-    common_seed,
-    cosine_from_hamming,
-    hyperplanes,
-    lsh_codes,
 )
 
 BACKENDS = ("real", "plaintext")
@@ -552,7 +552,7 @@ def cross_client_lp(
     for the protocol, the views and ``dropouts``.
     """
     from securefl.crypto import secure_hamming_matrix
-    from securefl.crypto.summation import secure_sum
+    from securefl.runtime.summation import secure_sum
 
     start_all = time.perf_counter()
     features, labels = _check_inputs(

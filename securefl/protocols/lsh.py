@@ -11,7 +11,7 @@ with standard deviation of pi H / L equal to pi sqrt(p (1 - p) / L), p = theta /
 
 **Shared seed (Algorithm 3 line 1).**  Every client j draws a 16-byte share s_j; the
 common seed is SHA-256("securefl/lsh", s_1, ..., s_P)[:16].  Shares travel
-sealed with AES-GCM under pairwise X25519 keys (:mod:`securefl.protocols.keys`); the
+sealed with AES-GCM under pairwise X25519 keys (:mod:`securefl.crypto.keys`); the
 server only relays public keys and ciphertexts.
 
 *Who learns what.*  Each client learns the seed (it needs the hyperplanes).  The server
@@ -56,9 +56,9 @@ import numpy as np
 
 from securefl.crypto.channel import SERVER, Message
 from securefl.crypto.identity import SIGNATURE_BYTES, Credentials, cohort_digest
+from securefl.crypto.keys import KeyPair, deterministic_bytes, open_sealed, pairwise_secret, seal
 from securefl.crypto.prg import SEED_BYTES, expand, random_seed
 from securefl.errors import InputError, ProtocolError
-from securefl.protocols.keys import KeyPair, deterministic_bytes, open_sealed, pairwise_secret, seal
 
 TAG_PUBLIC_KEY = "lsh/public-key"
 TAG_PUBLIC_KEYS = "lsh/public-keys"

@@ -42,7 +42,7 @@ pbar_k = p_k^(1/T) / sum_k' p_k'^(1/T) (:func:`pseudo_labels`).
 **Global prototypes (optional, B.1 and §7.1 "multi-party aggregation").**
 :func:`aggregate_prototypes` securely sums, per class, n_k c_k and n_k (``weighting=
 "count"``) or c_k and the share indicator (``"uniform"``) with
-:func:`securefl.crypto.secure_sum`, then divides.  Fed with DP releases (n~_k c~_k = S~_k),
+:func:`securefl.runtime.secure_sum`, then divides.  Fed with DP releases (n~_k c~_k = S~_k),
 the sums are post-processing of those releases and cost no further privacy; fed with
 exact prototypes they are **not** differentially private.
 
@@ -333,7 +333,7 @@ def aggregate_prototypes(
     seed: int | bytes | None = None,
     dropouts: Mapping[int, int | str] | None = None,
 ) -> GlobalPrototypes:
-    """Global per-class prototypes through :func:`securefl.crypto.secure_sum`.
+    """Global per-class prototypes through :func:`securefl.runtime.secure_sum`.
 
     Client i inputs [w_{i,k} c_{i,k} for all k (flattened), w_{i,k} for all k] with
     w = n_k (``"count"``: the client's exact counts, or the noised n~_k of a DP release, for
@@ -341,7 +341,7 @@ def aggregate_prototypes(
     obtains only the sums and divides.  ``dropouts`` and ``threshold`` are the
     secure sum's (fewer survivors than ``threshold`` raise DropoutError).
     """
-    from securefl.crypto.summation import secure_sum
+    from securefl.runtime.summation import secure_sum
 
     if not prototype_sets:
         raise InputError("prototype_sets", prototype_sets, "need at least one client")

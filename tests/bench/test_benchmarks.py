@@ -9,8 +9,8 @@ from rich.progress import Progress
 
 from securefl.bench import crossclient, hamming, lp, ot
 from securefl.errors import InputError
-from securefl.fl.secure_sum_steps import STEPS as SECAGG_STEPS
 from securefl.methods.fedprop.client import ADVERTISE, CODES, COLUMNS, SHADE, SHARES, SUM
+from securefl.runtime.secure_sum_steps import STEPS as SECAGG_STEPS
 
 
 def _args(module, **overrides) -> argparse.Namespace:

@@ -120,8 +120,8 @@ def test_k64_regressions_two_clients_at_2_30_and_one_client_at_2_31_are_refused(
 
 
 def test_secure_sum_at_k64_never_wraps_in_any_backend():
-    from securefl.crypto.summation import secure_sum
-    from securefl.fl.sum_backends import names
+    from securefl.runtime.sum_backends import names
+    from securefl.runtime.summation import secure_sum
 
     top = FixedPoint(2, 64, 2.0**32).bound
     for backend in names():

@@ -22,13 +22,13 @@ from securefl.crypto.he import (
     HEClient,
     HEConfig,
     HEServer,
-    limb_bits,
     join_limbs,
+    limb_bits,
     split_limbs,
 )
 from securefl.crypto.secagg import party_rng, plan_survivors
-from securefl.crypto.summation import make_encoding, secure_sum
 from securefl.errors import DropoutError, InputError, ProtocolError
+from securefl.runtime.summation import make_encoding, secure_sum
 
 
 @st.composite

@@ -302,7 +302,7 @@ def test_he_authenticated_sum_is_exact_and_refuses_too_few_signed_inputs():
 
 
 def test_the_consistency_round_sums_exactly_and_survives_dropouts():
-    from securefl.crypto import secure_sum
+    from securefl.runtime import secure_sum
 
     values = _values()
     outcome = secure_sum(values, threshold=T, dropouts={1: "masked_input", 4: "unmask"})

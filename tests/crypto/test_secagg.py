@@ -15,15 +15,15 @@ from securefl.crypto.channel import SERVER, Message, Network
 from securefl.crypto.secagg import (
     TAGS,
     MaskExpander,
-    _kdf,
     SecAggClient,
     SecAggConfig,
     SecAggServer,
+    _kdf,
     party_rng,
     plan_survivors,
 )
-from securefl.crypto.summation import secure_sum
 from securefl.errors import DropoutError, InputError, ProtocolError
+from securefl.runtime.summation import secure_sum
 
 
 @st.composite

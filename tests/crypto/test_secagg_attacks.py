@@ -26,9 +26,9 @@ from securefl.crypto.secagg import (
     collusion_tolerance,
     party_rng,
 )
-from securefl.crypto.summation import secure_sum
-from securefl.fl.sum_backends import names
 from securefl.errors import DropoutError, InputError, ProtocolError
+from securefl.runtime.sum_backends import names
+from securefl.runtime.summation import secure_sum
 
 DIM = 16
 

@@ -1,8 +1,8 @@
 """Every ``secure_sum`` backend agrees on degenerate inputs: the same result or the same error.
 
-The backends are read from the registry (:func:`securefl.fl.sum_backends.names`), so a
+The backends are read from the registry (:func:`securefl.runtime.sum_backends.names`), so a
 backend registered is held to the same contract without editing this file.  Two documented differences
-of ``he`` (:mod:`securefl.crypto.summation`) are the only exceptions, and each is checked
+of ``he`` (:mod:`securefl.runtime.summation`) are the only exceptions, and each is checked
 exactly: it has no neighbour graph (``neighbours=`` is refused, naming the keyword), and it
 finishes where pairwise masking stops for want of unmasking clients, with the exact sum of
 the inputs that arrived.
@@ -13,9 +13,9 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from securefl.crypto.fixed_point import ring_sum
-from securefl.crypto.summation import make_encoding, secure_sum
-from securefl.fl.sum_backends import names
 from securefl.errors import InputError, SecureFLError
+from securefl.runtime.sum_backends import names
+from securefl.runtime.summation import make_encoding, secure_sum
 
 DTYPES = [np.float64, np.float32, np.int64, np.int8, np.uint8, np.uint64]
 

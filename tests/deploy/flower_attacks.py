@@ -1,6 +1,6 @@
 """Deviating servers for the Flower attack tests, shipped in the app bundle (FAB) beside
 ``tests/adversary.py`` and run as a modified ServerApp against honest SuperNodes; the same
-halves run in process, on any :class:`~securefl.fl.transport.Transport`.
+halves run in process, on any :class:`~securefl.runtime.transport.Transport`.
 
 :class:`AttackingServer` wraps an honest server half: its transport hands every stamped
 request to an :class:`~adversary.Adversary` before delivery (as the in-process
@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from securefl.fl.transport import Exchange, Record, ServerHalf, Transport
+from securefl.runtime.transport import Exchange, Record, ServerHalf, Transport
 
 try:  # in the test process
     from tests.adversary import Adversary

@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("flwr")
 
 from securefl.fl.flower import app
-from securefl.fl.transport import ClientHalf, Record, ServerHalf
+from securefl.runtime.transport import ClientHalf, Record, ServerHalf
 
 CALLS: list[str] = []
 

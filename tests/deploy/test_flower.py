@@ -37,7 +37,7 @@ pytest.importorskip("flwr")
 from securefl.experiments.config import load_config  # noqa: E402
 from securefl.experiments.deployment import in_process, program_config  # noqa: E402
 from securefl.fl.flower.deploy import LocalFederation, _alive, _processes, progress, wait_result  # noqa: E402
-from securefl.fl.transport import InProcessTransport, NodeContext  # noqa: E402
+from securefl.runtime.transport import InProcessTransport, NodeContext  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

@@ -22,7 +22,7 @@ from securefl.experiments.deployment import (
     program_config,
 )
 from securefl.experiments.runner import evaluate_round, load_federations
-from securefl.fl.transport import NodeContext, Record
+from securefl.runtime.transport import NodeContext, Record
 
 TINY = ["partition.num_clients=3", "partition.samples_per_client=40", "partition.labeled_fraction=0.2",
         "hyper.local_epochs=1", "hyper.batch_size=8", "hyper.lr=0.05", "hyper.warmup_rounds=1"]
@@ -84,7 +84,7 @@ def test_each_node_loads_the_simulators_partition():
             return super().handle(step, request, state, node)
 
     from securefl.experiments.deployment import ExperimentServer
-    from securefl.fl.transport import InProcessTransport
+    from securefl.runtime.transport import InProcessTransport
 
     nodes = [NodeContext(k, {"partition-id": k, "num-partitions": 3}, run) for k in range(3)]
     ExperimentServer().run(InProcessTransport(Spy(), nodes), {**run, "rounds": 1})
@@ -198,7 +198,7 @@ def test_a_node_with_another_partition_count_is_refused():
 
 
 def test_fedprop_with_either_hamming_backend_runs_on_a_remote_transport():
-    from securefl.fl.transport import Transport
+    from securefl.runtime.transport import Transport
 
     class Elsewhere(Transport):
         """Any transport but the in-process one (no client may be reached)."""

@@ -2,7 +2,7 @@
 (``tests/deploy``): one that tampers with relayed client-to-client link batches
 (link-check), one that tampers with a method's own traffic (program ``method``).
 
-Batch layout (:mod:`securefl.fl.links`): ``count u32 | (tag length u16 | tag | frame
+Batch layout (:mod:`securefl.runtime.links`): ``count u32 | (tag length u16 | tag | frame
 length u64 | frame) * count``.  Round 0 flips a byte of the 0 -> 1 batch, round 1 replays
 round 0's 0 -> 2 batch, round 2 swaps the two frames of the 1 -> 0 batch.
 """
@@ -13,7 +13,7 @@ import struct
 
 import numpy as np
 
-from securefl.fl.linkcheck import LinkCheckServer
+from securefl.runtime.linkcheck import LinkCheckServer
 
 TARGETS = {0: (0, 1, "flip"), 1: (0, 2, "replay"), 2: (1, 0, "reorder")}
 """round -> (sender, receiver, attack)."""
@@ -94,7 +94,7 @@ def method_failures() -> dict[int, tuple[str, str]]:
 
 def tamper_method_traffic(transport):
     """Make ``transport`` relay like a modified server (:data:`METHOD_ATTACKS`)."""
-    from securefl.fl.transport import RESERVED, Record
+    from securefl.runtime.transport import RESERVED, Record
 
     deliver = transport._exchange
     seen = {}

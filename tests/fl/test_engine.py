@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from securefl.fl.engine import Step, StepTable, drive
-from securefl.fl.transport import InProcessTransport, NodeContext, Record
+from securefl.runtime.engine import Step, StepTable, drive
+from securefl.runtime.transport import InProcessTransport, NodeContext, Record
 
 
 def _add(request: Record, state: Record, node: NodeContext) -> Record:
@@ -56,7 +56,7 @@ class Outer:
 def test_within_runs_a_sub_protocol_on_its_own_state_inside_the_outer_drive():
     """``within`` hands each inner step its own state while the driver threads the outer one:
     the inner steps see and update ``Server``, never ``Outer``."""
-    from securefl.fl.engine import within
+    from securefl.runtime.engine import within
 
     transport = InProcessTransport(Adder(), [NodeContext(c, {}, {}) for c in (0, 1)])
     inner = Server(rounds=2)

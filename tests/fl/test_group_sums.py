@@ -9,12 +9,13 @@ import numpy as np
 import pytest
 
 from securefl.crypto.identity import new_federation
-from securefl.crypto.summation import secure_sum
-from securefl.fl.policy import PrivacyPolicy
 from securefl.errors import DropoutError, ProtocolError
-from securefl.fl import group_sums, secure_weighted_sum, secure_sum_steps
+from securefl.fl import group_sums, secure_weighted_sum
 from securefl.fl.group_sums import GroupSumPlan
-from securefl.fl.transport import ClientHalf, InProcessTransport, NodeContext, Record
+from securefl.runtime import secure_sum_steps
+from securefl.runtime.policy import PrivacyPolicy
+from securefl.runtime.summation import secure_sum
+from securefl.runtime.transport import ClientHalf, InProcessTransport, NodeContext, Record
 
 VALUES = [np.linspace(-1.0, 1.0, 6) * (c + 1) + 0.1 * c for c in range(5)]
 WEIGHTS = [3.0, 5.0, 2.0, 7.0, 4.0]

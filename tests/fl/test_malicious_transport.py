@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 
 from securefl.crypto.identity import SIGNATURE_BYTES, new_federation
+from securefl.crypto.keys import PUBLIC_KEY_BYTES
 from securefl.errors import DropoutError
-from securefl.fl import links
-from securefl.fl.linkcheck import LinkCheckClient, LinkCheckServer
-from securefl.fl.transport import InProcessTransport, Record
-from securefl.protocols.keys import PUBLIC_KEY_BYTES
+from securefl.runtime import links
+from securefl.runtime.linkcheck import LinkCheckClient, LinkCheckServer
+from securefl.runtime.transport import InProcessTransport, Record
 from tests.adversary import Adversary
 from tests.fl.test_transport import nodes, summed
 

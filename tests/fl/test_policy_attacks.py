@@ -1,4 +1,4 @@
-"""A server choosing the privacy settings (securefl.fl.policy): the cohort and threshold of
+"""A server choosing the privacy settings (securefl.runtime.policy): the cohort and threshold of
 a secure sum come from the request, but the client checks them against its own policy.
 
 The attack of the review: a request with ``members=1, threshold=1`` makes the "sum" the
@@ -14,9 +14,9 @@ import pytest
 
 from securefl.errors import ProtocolError
 from securefl.fl import uploads
-from securefl.fl.policy import LEDGER, POLICY, PrivacyLedger, PrivacyPolicy, node_policy
-from securefl.fl.transport import ClientHalf, InProcessTransport, NodeContext, Record
 from securefl.fl.uploads import UploadPlan
+from securefl.runtime.policy import LEDGER, POLICY, PrivacyLedger, PrivacyPolicy, node_policy
+from securefl.runtime.transport import ClientHalf, InProcessTransport, NodeContext, Record
 
 VECTORS = [np.linspace(-1, 1, 7) * (c + 1) for c in range(4)]
 
@@ -27,7 +27,7 @@ class Uploader(ClientHalf):
     def handle(self, step, request, state, node):
         reply = Record()
         if step != "upload":
-            from securefl.fl import secure_sum_steps
+            from securefl.runtime import secure_sum_steps
 
             secure_sum_steps.answer(request, state, reply, credentials=node.credentials())
             return reply
@@ -147,7 +147,7 @@ def test_he_runs_in_process_only_and_a_deployment_refuses_it():
     from types import SimpleNamespace
 
     from securefl.errors import InputError
-    from securefl.fl.transport import Transport
+    from securefl.runtime.transport import Transport
 
     class Elsewhere(Transport):
         clients = (0, 1, 2)

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from securefl.fl.state_codec import load, save
-from securefl.fl.transport import Record
+from securefl.runtime.state_codec import load, save
+from securefl.runtime.transport import Record
 
 
 @dataclass

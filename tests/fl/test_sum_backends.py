@@ -2,8 +2,8 @@
 
 This file is that module for a toy backend (``test-additive``: each client sends its
 encoded vector in the clear and the server adds them; it protects nothing).  After one
-:func:`~securefl.fl.sum_backends.register` call the same entry points that run ``secagg``
-run it: :func:`securefl.crypto.secure_sum` (its in-process simulator is the generic driver
+:func:`~securefl.runtime.sum_backends.register` call the same entry points that run ``secagg``
+run it: :func:`securefl.runtime.secure_sum` (its in-process simulator is the generic driver
 on the in-process transport), a method's upload over a transport
 (:class:`securefl.fl.uploads.UploadPlan`), FedSemi-style group sums, an experiment's
 ``aggregation`` key and a node's privacy policy; none of them names it.
@@ -18,17 +18,17 @@ from typing import ClassVar
 import numpy as np
 import pytest
 
-from securefl.crypto import secure_sum
 from securefl.crypto.channel import SERVER
 from securefl.crypto.fixed_point import ring_sum
 from securefl.crypto.identity import cohort_digest
 from securefl.errors import ConfigError, DropoutError, InputError
 from securefl.experiments.config import config_from_dict
-from securefl.fl import group_sums, sum_backends, uploads
-from securefl.fl.engine import StepTable
-from securefl.fl.policy import PrivacyPolicy
-from securefl.fl.sum_backends import SumBackend, SumOutcome, SumResult, SumSpec
-from securefl.fl.transport import Exchange, InProcessTransport, NodeContext, Record, Transport
+from securefl.fl import group_sums, uploads
+from securefl.runtime import secure_sum, sum_backends
+from securefl.runtime.engine import StepTable
+from securefl.runtime.policy import PrivacyPolicy
+from securefl.runtime.sum_backends import SumBackend, SumOutcome, SumResult, SumSpec
+from securefl.runtime.transport import Exchange, InProcessTransport, NodeContext, Record, Transport
 
 NAME = "test-additive"
 

@@ -17,13 +17,13 @@ from hypothesis import strategies as st
 
 from securefl.crypto.channel import Message
 from securefl.crypto.fixed_point import ring_sum
-from securefl.crypto.secagg import ROUNDS, TAGS, SecAggClient, SecAggConfig, SecAggServer
-from securefl.crypto.summation import secure_sum
-from securefl.errors import DropoutError, InputError, ProtocolError
 from securefl.crypto.identity import new_federation
-from securefl.fl import links, secure_sum_steps, state_codec
-from securefl.fl.linkcheck import LinkCheckClient, LinkCheckServer
-from securefl.fl.transport import (
+from securefl.crypto.secagg import ROUNDS, TAGS, SecAggClient, SecAggConfig, SecAggServer
+from securefl.errors import DropoutError, InputError, ProtocolError
+from securefl.runtime import links, secure_sum_steps, state_codec
+from securefl.runtime.linkcheck import LinkCheckClient, LinkCheckServer
+from securefl.runtime.summation import secure_sum
+from securefl.runtime.transport import (
     CONFIG_VALUE_LIMIT,
     ClientHalf,
     InProcessTransport,

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 from securefl.data.federation import ClientData
-from securefl.fl.transport import InProcessTransport, NodeContext
 from securefl.methods.fedprop.client import FeatureClient, FeatureProtocol
 from securefl.methods.fedprop.round import cross_client_round
 from securefl.methods.halves import LocalData
 from securefl.protocols.crossclient import cross_client_lp
+from securefl.runtime.transport import InProcessTransport, NodeContext
 
 SIZES, CLASSES, DIM, L, K, SEED = (9, 11, 10), 3, 6, 64, 3, 7
 
@@ -79,7 +79,7 @@ def test_a_tampered_relayed_frame_is_refused_on_the_benchmarks_path():
 
 def test_steps_the_table_lacks_are_refused():
     from securefl.errors import ProtocolError
-    from securefl.fl.transport import Record
+    from securefl.runtime.transport import Record
 
     half = FeatureClient(FeatureProtocol("real", L))
     with pytest.raises(ProtocolError, match="no step 'train'"):

@@ -9,8 +9,6 @@ import torch
 from scipy.spatial import KDTree
 
 from securefl.errors import ConfigError, InputError, ProtocolError
-from securefl.fl.policy import POLICY, PrivacyPolicy
-from securefl.fl.transport import NodeContext, Record
 from securefl.methods import build_method
 from securefl.methods.fedmatch.client import (
     REVEAL_EMBEDDING,
@@ -24,6 +22,8 @@ from securefl.methods.fedmatch.client import (
 from securefl.methods.fedmatch.server import nearest_helpers
 from securefl.methods.halves import MethodProgramClient, local_data, run_config
 from securefl.models import build_model
+from securefl.runtime.policy import POLICY, PrivacyPolicy
+from securefl.runtime.transport import NodeContext, Record
 
 from .conftest import play
 

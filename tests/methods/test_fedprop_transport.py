@@ -13,13 +13,13 @@ import pytest
 from securefl.crypto.channel import SERVER, Message
 from securefl.errors import DropoutError
 from securefl.fl import extract_features, model_vector
-from securefl.fl.transport import InProcessTransport, NodeContext
 from securefl.methods import build_method
 from securefl.methods.fedprop.client import FedPropClient
 from securefl.methods.fedprop.round import cross_client_round
 from securefl.methods.halves import MethodProgramClient, local_data, run_config
 from securefl.models import build_model
 from securefl.protocols.crossclient import TAG_ROWS, cross_client_lp
+from securefl.runtime.transport import InProcessTransport, NodeContext
 from tests.adversary import Adversary
 
 MEMBERS = [0, 1, 2]
@@ -358,7 +358,6 @@ def test_the_server_drives_exactly_the_steps_the_clients_table_declares(secure, 
     """The server's round is one generator of engine Steps: in order, the steps its mode and
     the clients' Hamming backend define, each one the client step table (or the secure sum's)
     declares, and the outputs those of the in-process protocol."""
-    from securefl.fl import secure_sum_steps
     from securefl.methods.fedprop.client import (
         ADVERTISE,
         CLIENT_STEPS,
@@ -369,6 +368,7 @@ def test_the_server_drives_exactly_the_steps_the_clients_table_declares(secure, 
         SHARES,
         SUM,
     )
+    from securefl.runtime import secure_sum_steps
 
     driven = []
 

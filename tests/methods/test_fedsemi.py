@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 
 from securefl.crypto.identity import CREDENTIALS, new_federation
 from securefl.errors import ConfigError, InputError
-from securefl.fl.policy import POLICY, PrivacyPolicy
 from securefl.methods import build_method
 from securefl.methods.common import layer_groups
 from securefl.methods.consistency import (
@@ -27,6 +26,7 @@ from securefl.methods.consistency import (
     tau_rectangle,
     upload_boundary,
 )
+from securefl.runtime.policy import POLICY, PrivacyPolicy
 
 from .conftest import play
 
@@ -189,9 +189,9 @@ def test_a_client_uploads_only_layers_its_own_fsm_chose_in_groups_of_min_group(s
     at the boundary, and a layer sum smaller than ``min_group`` (it would reveal a layer)."""
     from securefl.errors import ProtocolError
     from securefl.fl.group_sums import GroupSumPlan
-    from securefl.fl.transport import NodeContext, Record
     from securefl.methods.fedsemi.client import flat, layer_sum
     from securefl.methods.halves import MethodProgramClient, local_data, run_config
+    from securefl.runtime.transport import NodeContext, Record
 
     method = build_method("fedsemi-mt", secure=secure, seed=3, rounds=5, batch_size=8, local_epochs=2)
     method.setup(tiny_digits.for_training())

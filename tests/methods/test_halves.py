@@ -14,11 +14,11 @@ import torch
 from securefl.data import ClientData, Federation
 from securefl.errors import InputError, ProtocolError
 from securefl.fl import model_vector
-from securefl.fl.policy import POLICY, PrivacyPolicy
-from securefl.fl.transport import InProcessTransport, NodeContext, Record
 from securefl.methods import METHOD_NAMES, build_method, method_class
 from securefl.methods.fedavg.server import FedAvgMethod
 from securefl.methods.halves import MethodProgramClient, configured_method, local_data, run_config
+from securefl.runtime.policy import POLICY, PrivacyPolicy
+from securefl.runtime.transport import InProcessTransport, NodeContext, Record
 
 FEDPROP = ("fedprop", "fedprop-mt")
 FEDAVG = tuple(n for n in METHOD_NAMES

@@ -11,11 +11,11 @@ import pytest
 
 from securefl.errors import DropoutError
 from securefl.fl import model_vector
-from securefl.fl.transport import InProcessTransport, NodeContext
 from securefl.methods import build_method
 from securefl.methods.fedprop.round import cross_client_round
 from securefl.methods.halves import MethodProgramClient, local_data, run_config
 from securefl.models import build_model
+from securefl.runtime.transport import InProcessTransport, NodeContext
 from tests.adversary import Adversary
 
 MEMBERS = [0, 1, 2]

@@ -1,5 +1,5 @@
 """A server (or the run config its operator writes) asking a method's client for less
-privacy than the node's own policy allows (securefl.fl.policy): each attack of the review,
+privacy than the node's own policy allows (securefl.runtime.policy): each attack of the review,
 run against a node that would allow it (it works) and against the policy that forbids it
 (the client refuses with ProtocolError and sends nothing).
 """
@@ -11,10 +11,10 @@ import pytest
 
 from securefl.errors import ProtocolError
 from securefl.fl import model_vector
-from securefl.fl.policy import LEDGER, POLICY, PrivacyLedger, PrivacyPolicy
-from securefl.fl.transport import NodeContext, Record
 from securefl.methods import build_method
 from securefl.methods.halves import MethodProgramClient, local_data, run_config
+from securefl.runtime.policy import LEDGER, POLICY, PrivacyLedger, PrivacyPolicy
+from securefl.runtime.transport import NodeContext, Record
 
 TINY = {"clients_per_round": 3, "local_epochs": 1, "batch_size": 8, "lr": 0.05}
 
@@ -83,7 +83,7 @@ def test_64_release_requests_in_one_round_get_one_release(tiny_digits):
 
 @pytest.mark.parametrize("backend", ["lwe", "rlwe"])
 def test_a_run_config_asking_for_an_lwe_backend_is_refused_under_the_strict_policy(backend, tiny_digits):
-    """LWE and ring-LWE are semi-honest only (securefl.fl.policy): a FedProp run config
+    """LWE and ring-LWE are semi-honest only (securefl.runtime.policy): a FedProp run config
     naming them is refused by a deployment node at its first step, before it embeds or
     sends anything; a node whose policy allows them accepts the same run config."""
     method = build_method("fedprop", secure="real", seed=4, clients_per_round=3, L=64,
@@ -99,10 +99,10 @@ def test_lwe_requested_over_the_transport_fails_the_round_before_anything_is_sen
     """The server runs FedProp with hamming_backend="lwe" against strict nodes: every
     client refuses at ``cclp/advertise`` (ProtocolError) and no reply reaches the server."""
     from securefl.errors import DropoutError
-    from securefl.fl.transport import InProcessTransport
     from securefl.methods.fedprop.round import cross_client_round
     from securefl.methods.halves import local_data
     from securefl.models import build_model
+    from securefl.runtime.transport import InProcessTransport
     from tests.adversary import Adversary
 
     method = build_method("fedprop", secure="real", seed=4, clients_per_round=3, L=64, k=5,
@@ -136,10 +136,10 @@ def test_the_lwe_flooding_cap_refuses_the_evaluation_hop(tiny_digits):
     evaluation hop (ProtocolError, no answer D leaves it); the round goes on without it.
     Its ledger recorded nothing; the others' recorded the session once."""
     from securefl.crypto.lwe import statistical_distance
-    from securefl.fl.transport import InProcessTransport
     from securefl.methods.fedprop.round import cross_client_round
     from securefl.methods.halves import local_data
     from securefl.models import build_model
+    from securefl.runtime.transport import InProcessTransport
 
     method = build_method("fedprop", secure="real", seed=4, clients_per_round=3, L=64, k=5,
                           hamming_backend="lwe")
@@ -187,9 +187,9 @@ def _auto_round(tiny_digits, monkeypatch, node_configs):
     ring-LWE (patched: the tiny shape would pick SHADE), among nodes with these configs."""
     import securefl.crypto.hamming as hamming
     import securefl.methods.fedprop.round as server
-    from securefl.fl.transport import InProcessTransport
     from securefl.methods.fedprop.round import cross_client_round
     from securefl.models import build_model
+    from securefl.runtime.transport import InProcessTransport
 
     monkeypatch.setattr(hamming, "choose_backend", lambda sizes, length: "rlwe")
     monkeypatch.setattr(server, "choose_backend", lambda sizes, length: "rlwe")

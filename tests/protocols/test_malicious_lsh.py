@@ -15,8 +15,8 @@ import pytest
 
 from securefl.crypto.channel import SERVER, Message
 from securefl.crypto.identity import new_federation
+from securefl.crypto.keys import KeyPair, open_sealed, pairwise_secret
 from securefl.errors import ProtocolError
-from securefl.protocols.keys import KeyPair, open_sealed, pairwise_secret
 from securefl.protocols.lsh import (
     TAG_PUBLIC_KEYS,
     TAG_SHARES,

@@ -14,7 +14,7 @@
 
 ``--set`` values are parsed as TOML scalars (``rounds=3``, ``method="fedavg-labeled"``);
 keys are the program's run-config keys (:mod:`securefl.experiments.deployment` for
-``method``, the default program; :mod:`securefl.fl.linkcheck`).  ``--config`` names an
+``method``, the default program; :mod:`securefl.runtime.linkcheck`).  ``--config`` names an
 experiment configuration (TOML, as ``securefl run --config``) whose contents become the
 run config's ``experiment``; its ``[partition] num_clients`` must equal ``--nodes``.
 Bad arguments print one line and exit with status 2.

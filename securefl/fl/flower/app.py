@@ -13,7 +13,7 @@ the transport's bytes and exchange count), appending progress events to
 
 **ClientApp** (``client_app``): one ``query`` handler.  ``_hello`` requests are answered
 with the node's ``partition-id``; every other request goes to the program's client half
-through :func:`securefl.fl.transport.serve`, with the client's state Record in
+through :func:`securefl.runtime.transport.serve`, with the client's state Record in
 ``Context.state`` (Flower keeps it on the SuperNode between messages and discards the
 update when the handler raises, exactly as the in-process transport does).
 """
@@ -34,18 +34,18 @@ from flwr.serverapp import Grid, ServerApp
 from securefl.errors import ConfigError, InputError
 from securefl.fl.flower.grid_transport import HELLO, FlowerTransport
 from securefl.fl.flower.records import CONFIG, from_recorddict, store, to_recorddict
-from securefl.fl.transport import ClientHalf, NodeContext, ServerHalf, serve
+from securefl.runtime.transport import ClientHalf, NodeContext, ServerHalf, serve
 
 PROGRAMS: dict[str, tuple[str, str]] = {
     "method": ("securefl.experiments.deployment:ExperimentServer",
                "securefl.experiments.deployment:ExperimentClient"),
-    "link-check": ("securefl.fl.linkcheck:LinkCheckServer", "securefl.fl.linkcheck:LinkCheckClient"),
+    "link-check": ("securefl.runtime.linkcheck:LinkCheckServer", "securefl.runtime.linkcheck:LinkCheckClient"),
 }
 """Program name -> (server half, client half) as ``module:class``, imported when first
 used: ``method`` runs one job of an experiment with any split method
 (:mod:`securefl.experiments.deployment`; a program's halves may live in a room above
 this one, hence names, not imports), ``link-check`` verifies the client-to-client
-links (:mod:`securefl.fl.linkcheck`)."""
+links (:mod:`securefl.runtime.linkcheck`)."""
 
 
 def _resolve(reference: str) -> Any:
@@ -67,7 +67,7 @@ def client_half(program: str) -> ClientHalf:
 
 def warm_up() -> None:
     """Import every program's halves and run each client half's
-    :meth:`~securefl.fl.transport.ClientHalf.warm_up`, once, before a warm executor forks:
+    :meth:`~securefl.runtime.transport.ClientHalf.warm_up`, once, before a warm executor forks:
     otherwise every forked message handler would import and initialise them again.  What a
     program needs (for ``method``: the methods, the configuration, the default dataset and
     torch's first training step) is the program's own business, in its own room."""

@@ -12,7 +12,7 @@ by hand and across machines (TLS, node authentication).
   keys new``) or, by default, of a fresh federation written to ``<workdir>/keys`` -- the
   operator's job in a real deployment, where each node gets only its own key file and the
   roster, out of band -- and ``privacy-ledger=<workdir>/ledger-i.json`` (the node's DP
-  release ledger, :mod:`securefl.fl.policy`).  The nodes' privacy policy is the strict
+  release ledger, :mod:`securefl.runtime.policy`).  The nodes' privacy policy is the strict
   default unless ``node_config`` sets ``policy-*`` keys.  ``mode="fast"``:
   :mod:`securefl.fl.flower.link` and :mod:`securefl.fl.flower.node` (warm executors,
   ``poll`` s); ``"cold"``: the same with Flower's subprocess isolation (a fresh process
@@ -53,8 +53,8 @@ from typing import Any
 
 from securefl.crypto.identity import IDENTITY_FILE, ROSTER_FILE, ROSTER_FILE_KEY, write_federation
 from securefl.errors import ConfigError, InputError
-from securefl.fl.policy import LEDGER
 from securefl.fl.flower.node import QUIET_ENV
+from securefl.runtime.policy import LEDGER
 
 MODES = ("fast", "cold", "stock")
 CONNECTION = "securefl"

@@ -14,7 +14,7 @@ by :mod:`securefl.fl.flower.app` outside any program) and maps client index -> n
 two nodes claiming one partition, or a partition outside 0..n-1, is a ConfigError.
 
 Bytes are metered as Record payloads (array data plus config values), the same measure as
-:class:`~securefl.fl.transport.InProcessTransport`; Flower's own framing (protobuf, HTTP,
+:class:`~securefl.runtime.transport.InProcessTransport`; Flower's own framing (protobuf, HTTP,
 5 MiB array chunks) is not counted.
 """
 
@@ -28,7 +28,7 @@ from flwr.app import ConfigRecord, Message, MessageType, RecordDict
 
 from securefl.errors import ConfigError
 from securefl.fl.flower.records import CONFIG, from_recorddict, to_recorddict
-from securefl.fl.transport import Exchange, Record, Transport
+from securefl.runtime.transport import Exchange, Record, Transport
 
 HELLO = "_hello"
 _REASON = re.compile(r"<class '(?:[\w.]*\.)?(\w+)'>:<'(.*)'>$", re.S)

@@ -1,4 +1,4 @@
-"""A :class:`~securefl.fl.transport.Record` as a Flower ``RecordDict`` and back.
+"""A :class:`~securefl.runtime.transport.Record` as a Flower ``RecordDict`` and back.
 
 One ``ArrayRecord`` (``securefl.arrays``) holds the arrays, one ``ConfigRecord``
 (``securefl.config``) the config.  Arrays travel as Flower ``Array`` objects (``.npy``
@@ -12,7 +12,7 @@ import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, RecordDict
 
 from securefl.errors import ProtocolError
-from securefl.fl.transport import Record
+from securefl.runtime.transport import Record
 
 ARRAYS = "securefl.arrays"
 CONFIG = "securefl.config"

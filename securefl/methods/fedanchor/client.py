@@ -14,11 +14,11 @@ Steps (one exchange each):
     cross-entropy) with its generators ``client_rng(seed, round, client)`` -- bit for bit
     the update the simulator made on a copy of the global model -- and uploads its model
     weighted by |D_m| (:func:`securefl.fl.uploads.upload`: secure-sum round 0 in real mode).
-    reply: the upload, :data:`~securefl.fl.costs.COMPUTE` / :data:`~securefl.fl.costs.CRYPTO`
+    reply: the upload, :data:`~securefl.runtime.costs.COMPUTE` / :data:`~securefl.runtime.costs.CRYPTO`
     seconds, and, when the run asks for reports, its pseudo-labels and their hits
     (:func:`securefl.methods.halves.report_pseudo_labels`).
 ``secagg/keys``, ``secagg/ciphertexts``, ``secagg/survivors``, ``secagg/signatures`` (real mode)
-    the secure sum's rounds 1-3 (:func:`securefl.fl.secure_sum_steps.answer`).
+    the secure sum's rounds 1-3 (:func:`securefl.runtime.secure_sum_steps.answer`).
 
 A FedAnchor client keeps nothing between rounds.  Who learns what: the client learns the
 global model, the anchor head and the server's anchor latents and labels (sent by
@@ -36,14 +36,15 @@ import torch.nn.functional as F
 from torch import nn
 
 from securefl.errors import ProtocolError
-from securefl.fl import SimulationRNG, client_rng, load_model_vector, model_vector, secure_sum_steps
-from securefl.fl.costs import COMPUTE, CRYPTO
+from securefl.fl import SimulationRNG, client_rng, load_model_vector, model_vector
 from securefl.fl.training import batches, make_optimizer
-from securefl.fl.transport import NodeContext, Record
 from securefl.methods.anchoring import anchor_pseudo_labels, fix_and_mix, mixup_loss
 from securefl.methods.common import translation
 from securefl.methods.halves import MethodClient, report_pseudo_labels
 from securefl.models import build_model, dropout_generator
+from securefl.runtime import secure_sum_steps
+from securefl.runtime.costs import COMPUTE, CRYPTO
+from securefl.runtime.transport import NodeContext, Record
 
 TRAIN = "train"
 LATENTS = "anchors/latents"

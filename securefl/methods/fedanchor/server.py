@@ -52,7 +52,7 @@ Security (who learns what): clients learn the server's anchor latents and labels
 server's own data, sent by design, counted as protocol bytes: the paper's "downstream
 overhead"); pseudo-labels never leave a client; the server learns only the weighted sum
 of the client models and of their sizes, through :func:`securefl.fl.aggregate`
-(:func:`securefl.crypto.secure_sum` with pairwise masks for ``secure="real"``, its
+(:func:`securefl.runtime.secure_sum` with pairwise masks for ``secure="real"``, its
 bit-identical plaintext oracle otherwise).  The anchor
 head is never trained at clients, so it is only downloaded.
 
@@ -89,11 +89,9 @@ from torch import nn
 
 from securefl.errors import ConfigError, InputError
 from securefl.fl.aggregation import load_model_vector, model_vector
-from securefl.fl.costs import RoundMeter
 from securefl.fl.rng import SimulationRNG
 from securefl.fl.sampling import sample_clients
 from securefl.fl.training import batches, predict_labels
-from securefl.fl.transport import Record, Transport
 from securefl.fl.uploads import UploadPlan
 from securefl.methods.anchoring import label_contrastive_loss, mixup_loss
 from securefl.methods.base import Method, RoundResult, round_bookkeeping
@@ -101,6 +99,8 @@ from securefl.methods.common import build_network
 from securefl.methods.fedanchor.client import LABELS, LATENTS, TRAIN, FedAnchorClient, latents
 from securefl.methods.halves import collect_pseudo_labels
 from securefl.models import dropout_generator
+from securefl.runtime.costs import RoundMeter
+from securefl.runtime.transport import Record, Transport
 
 
 class FedAnchor(Method):

@@ -15,11 +15,11 @@ Steps (one exchange each):
     ``client_rng(seed, round, client)`` -- bit for bit the update the simulator made on a
     copy of the global model -- and uploads ``model`` (and ``teacher``) weighted by
     |D_k| (:func:`securefl.fl.uploads.upload`: secure-sum round 0 in real mode).
-    reply: the upload, :data:`~securefl.fl.costs.COMPUTE` / :data:`~securefl.fl.costs.CRYPTO`
+    reply: the upload, :data:`~securefl.runtime.costs.COMPUTE` / :data:`~securefl.runtime.costs.CRYPTO`
     seconds, and where pseudo-labels were made locally the reports of
     :func:`securefl.methods.halves.report_pseudo_labels`.
 ``secagg/keys``, ``secagg/ciphertexts``, ``secagg/survivors``, ``secagg/signatures`` (real mode)
-    the secure sums' rounds 1-3 (:func:`securefl.fl.secure_sum_steps.answer`).
+    the secure sums' rounds 1-3 (:func:`securefl.runtime.secure_sum_steps.answer`).
 
 Between rounds a FedAvg client keeps nothing (its state Record holds secure-sum parties
 only while a sum is in progress).  Who learns what: the client learns the global
@@ -47,18 +47,18 @@ from securefl.fl import (
     extract_features,
     load_model_vector,
     model_vector,
-    secure_sum_steps,
     train_fixmatch,
     train_mixed,
     train_supervised,
 )
-from securefl.fl.costs import COMPUTE, CRYPTO
-from securefl.fl.transport import NodeContext, Record
 from securefl.methods.common import default_shift, perturb, translation
 from securefl.methods.consistency import ema_update
 from securefl.methods.halves import LocalData, MethodClient, report_pseudo_labels
 from securefl.methods.randaugment import randaugment
 from securefl.models import build_model, dropout_generator
+from securefl.runtime import secure_sum_steps
+from securefl.runtime.costs import COMPUTE, CRYPTO
+from securefl.runtime.transport import NodeContext, Record
 
 TRAIN = "train"
 

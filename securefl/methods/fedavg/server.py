@@ -113,8 +113,6 @@ from securefl.fl import (
     predict_labels,
     sample_clients,
 )
-from securefl.fl.costs import RoundMeter
-from securefl.fl.transport import Exchange, Record, Transport
 from securefl.fl.uploads import UploadPlan
 from securefl.methods.base import Method, RoundResult, round_bookkeeping
 from securefl.methods.fedavg.client import (
@@ -128,6 +126,8 @@ from securefl.methods.fedavg.client import (
 )
 from securefl.methods.halves import collect_pseudo_labels
 from securefl.models import build_model
+from securefl.runtime.costs import RoundMeter
+from securefl.runtime.transport import Exchange, Record, Transport
 
 
 @dataclass

@@ -14,10 +14,10 @@ Step (one exchange):
     uploads ``sigma`` and ``psi`` weighted by ``|D_k|`` (secure-sum round 0 in real mode).
     reply: the upload; where ``reveal`` is set, in the clear, ``reveal/psi`` (its trained
     ``psi_k``) and ``reveal/embedding`` (``softmax(f_{sigma_k + psi_k}(r))``, its model's
-    output on the public probe ``r`` of :func:`probe_input`); :data:`~securefl.fl.costs.COMPUTE`
-    and :data:`~securefl.fl.costs.CRYPTO`.
+    output on the public probe ``r`` of :func:`probe_input`); :data:`~securefl.runtime.costs.COMPUTE`
+    and :data:`~securefl.runtime.costs.CRYPTO`.
 ``secagg/keys``, ``secagg/ciphertexts``, ``secagg/survivors``, ``secagg/signatures`` (real mode)
-    the secure sums' rounds 1-3 (:func:`securefl.fl.secure_sum_steps.answer`).
+    the secure sums' rounds 1-3 (:func:`securefl.runtime.secure_sum_steps.answer`).
 
 A client keeps nothing between rounds.  Who learns what: the client learns the global
 ``sigma``, ``psi`` and its helpers' ``psi_h`` (other clients' unlabeled-data parameters: in
@@ -38,13 +38,14 @@ from torch import nn
 from torch.func import functional_call
 
 from securefl.errors import InputError, ProtocolError
-from securefl.fl import client_rng, secure_sum_steps
-from securefl.fl.costs import COMPUTE, CRYPTO
-from securefl.fl.transport import NodeContext, Record
+from securefl.fl import client_rng
 from securefl.methods.common import translation
 from securefl.methods.halves import LocalData, MethodClient
 from securefl.methods.randaugment import randaugment
 from securefl.models import build_model, dropout_generator
+from securefl.runtime import secure_sum_steps
+from securefl.runtime.costs import COMPUTE, CRYPTO
+from securefl.runtime.transport import NodeContext, Record
 
 TRAIN = "train"
 SIGMA = "sigma"

@@ -84,9 +84,7 @@ import torch
 
 from securefl.errors import ConfigError, DropoutError, InputError, ProtocolError
 from securefl.fl import SimulationRNG, sample_clients
-from securefl.fl.costs import RoundMeter
 from securefl.fl.training import predict_labels
-from securefl.fl.transport import Record, Transport
 from securefl.fl.uploads import UploadPlan
 from securefl.methods.base import Method, RoundResult
 from securefl.methods.common import build_network
@@ -102,6 +100,8 @@ from securefl.methods.fedmatch.client import (
     parameter_tensors,
     parameter_vector,
 )
+from securefl.runtime.costs import RoundMeter
+from securefl.runtime.transport import Record, Transport
 
 
 def nearest_helpers(embeddings: dict[int, np.ndarray], count: int) -> dict[int, list[int]]:

@@ -15,7 +15,7 @@ round's selected clients, config ``cclp/party``):
     its points, V_j = f(X_j) (kept in its state until hashed), and starts the LSH seed
     agreement (:class:`~securefl.protocols.lsh.SeedAgreementClient`: public key up, signed
     in real mode; the share from ``crypto_seed_for("lsh", round)``) and its links
-    (:func:`securefl.fl.links.advertise`).  Plaintext: the share itself goes up.
+    (:func:`securefl.runtime.links.advertise`).  Plaintext: the share itself goes up.
 ``cclp/shares``
     real: the relayed public keys down, each checked against the node's roster (signed by
     its party's member for this session and the round's members, :mod:`securefl.protocols.lsh`:
@@ -28,7 +28,7 @@ round's selected clients, config ``cclp/party``):
     (:mod:`securefl.crypto.shade_hops` hop 1) with every live peer it is OT receiver of.
 ``cclp/shade/1`` .. ``cclp/shade/4`` (real)
     the SHADE hops of all its pairs at once: one batch per peer sealed through
-    :mod:`securefl.fl.links` (``relay/to/<peer>`` up, ``relay/from/<peer>`` down), the
+    :mod:`securefl.runtime.links` (``relay/to/<peer>`` up, ``relay/from/<peer>`` down), the
     shares of finished pairs up to the server (``cclp/share/<a>-<b>``).  Config array
     ``cclp/alive`` names the peers still in the protocol: a pair with a peer that left is
     abandoned.  The pair's IKNP setup (:class:`~securefl.crypto.ot.SenderSetup` or
@@ -37,13 +37,13 @@ round's selected clients, config ``cclp/party``):
     transport session (the federation) and the two client ids: the base OTs run when a
     pair first meets in a role, later rounds are new sessions of the same extension
     (:mod:`securefl.crypto.ot`).  It never leaves the client: ``ot/`` is session-scoped
-    (:data:`securefl.fl.transport.SESSION_SCOPED`), so no checkpoint holds it (a resumed
+    (:data:`securefl.runtime.transport.SESSION_SCOPED`), so no checkpoint holds it (a resumed
     run sets the pairs up afresh).
 ``cclp/lwe/1`` .. ``cclp/lwe/3`` (real, ``hamming_backend="lwe"`` or ``"rlwe"``, instead of SHADE)
     only where the node's policy allows the backend (the strict default allows SHADE only,
-    ``auto`` resolves by :meth:`securefl.fl.policy.PrivacyPolicy.hamming_backend`; the
+    ``auto`` resolves by :meth:`securefl.runtime.policy.PrivacyPolicy.hamming_backend`; the
     evaluation hop is first counted against the node's LWE flooding cap,
-    :meth:`securefl.fl.policy.PrivacyLedger.serve_lwe`);
+    :meth:`securefl.runtime.policy.PrivacyLedger.serve_lwe`);
     :mod:`securefl.crypto.lwe_hops`: the LWE public key rides on ``cclp/codes``, signed for
     the transport and round sessions and the live members (:mod:`securefl.crypto.lwe_keys`);
     then the relayed keys down (each checked against the node's roster) and every ``C``
@@ -57,7 +57,7 @@ round's selected clients, config ``cclp/party``):
 ``cclp/sum``
     S_L^(j) and the row layout down; the client forms Zbar^(j) = S_L^(j) Y_L^(j), encodes
     and pads it per receiving block (line 14) and starts the secure sum ``cclp``
-    (:mod:`securefl.fl.secure_sum_steps`; three ``secagg/*`` exchanges follow).
+    (:mod:`securefl.runtime.secure_sum_steps`; three ``secagg/*`` exchanges follow).
     Plaintext: the unpadded encoding goes up.
 ``train``
     as :class:`~securefl.methods.fedavg.client.PseudoLabelClient`, with the client's rows
@@ -98,23 +98,24 @@ from securefl.crypto import lwe_hops, shade_hops
 from securefl.crypto.channel import SERVER, Message, frame_size
 from securefl.crypto.fixed_point import FixedPoint
 from securefl.crypto.hamming import own_block, pair_roles
+from securefl.crypto.keys import KeyPair
 from securefl.crypto.lwe import statistical_distance
 from securefl.crypto.ot import ReceiverSetup, SenderSetup, setup_context
 from securefl.crypto.prg import random_seed
 from securefl.crypto.rand import RandomSource
 from securefl.crypto.secagg import SecAggConfig
 from securefl.errors import InputError, ProtocolError
-from securefl.fl import extract_features, links, secure_sum_steps
-from securefl.fl.costs import COMPUTE, CRYPTO
-from securefl.fl.engine import Handler, StepTable
-from securefl.fl.links import transport_session
-from securefl.fl.transport import NodeContext, Record, put_message, take_message
+from securefl.fl import extract_features
 from securefl.methods.fedavg.client import TRAIN, PseudoLabelClient, PseudoLabelMTClient
 from securefl.methods.halves import LocalData, MethodClient
 from securefl.protocols.crossclient import TAG_ROWS, CrossClientLPClient
-from securefl.protocols.keys import KeyPair
 from securefl.protocols.lsh import SeedAgreementClient, common_seed
 from securefl.protocols.propagation import LabelPropagationResult, gate_by_mass
+from securefl.runtime import links, secure_sum_steps
+from securefl.runtime.costs import COMPUTE, CRYPTO
+from securefl.runtime.engine import Handler, StepTable
+from securefl.runtime.links import transport_session
+from securefl.runtime.transport import NodeContext, Record, put_message, take_message
 
 ADVERTISE = "cclp/advertise"
 SHARES = "cclp/shares"
@@ -125,7 +126,7 @@ LWE = tuple(f"cclp/lwe/{hop}" for hop in range(1, lwe_hops.HOPS + 1))
 COLUMNS = "cclp/columns"
 SUM = "cclp/sum"
 SUM_NAME = "cclp"
-"""Name of CrossClientLP's secure sum (:mod:`securefl.fl.secure_sum_steps`)."""
+"""Name of CrossClientLP's secure sum (:mod:`securefl.runtime.secure_sum_steps`)."""
 PREFIX = "cclp/"
 OT_PREFIX = "ot/"
 """State prefix of the IKNP setups kept with each peer across rounds (``ot/<peer id>/<role>/``)."""
@@ -421,7 +422,7 @@ class CrossClientSteps:
         """LWE hop ``hop`` of the session (:mod:`securefl.crypto.lwe_hops`; hop 0 rides on
         ``cclp/codes``): keys, broadcasts and hints relayed by the server with their
         per-recipient tags (slots ``cclp/lwe/in``, ``cclp/lwe/out``), the answers ``D``
-        in sealed batches (:mod:`securefl.fl.links`), the shares up."""
+        in sealed batches (:mod:`securefl.runtime.links`), the shares up."""
         me = self._party(state)
         codes = state.arrays.get("cclp/codes")
         if codes is None:

@@ -2,24 +2,24 @@
 
 The client parties run at the clients (:mod:`securefl.methods.fedprop.client`, which
 lists the steps); the server is :func:`round_steps`, a generator of
-:class:`~securefl.fl.engine.Step`\\ s over one typed state (:class:`RoundState`), one
+:class:`~securefl.runtime.engine.Step`\\ s over one typed state (:class:`RoundState`), one
 exchange per step, which :func:`cross_client_round` runs with the one driver
-(:func:`securefl.fl.engine.drive`) on any transport.  Its stages, one function each:
+(:func:`securefl.runtime.engine.drive`) on any transport.  Its stages, one function each:
 
 1. ``cclp/advertise``: the block sizes (:func:`_advertise`, :func:`_sizes`);
 2. the setup and SecureHamming, by mode (:data:`SETUPS`): real mode relays the LSH seed
    agreement (:class:`~securefl.protocols.lsh.SeedAgreementServer`) and the links' public
    keys, collects the own blocks and runs the Hamming backend the clients resolved
    (:data:`HAMMING`: :class:`ShadeRelay` relays the sealed SHADE batches between clients,
-   which it cannot read or alter, :mod:`securefl.fl.links`; :class:`LweRelay` the LWE and
+   which it cannot read or alter, :mod:`securefl.runtime.links`; :class:`LweRelay` the LWE and
    ring-LWE broadcasts and answers), adds the two shares of every pair's block and places
    the own blocks into the Hamming matrix H; the plaintext placeholder
    (:class:`Placeholder`) hands out the seed shares and computes H from the codes;
 3. ``cclp/columns``: builds the graph and solves for the requested columns
    (:class:`~securefl.protocols.crossclient.CrossClientLPServer`);
 4. ``cclp/sum`` and the sum's own steps, by mode (:data:`ROW_SUMS`): the padded secure sum
-   (:mod:`securefl.fl.secure_sum_steps`, sum ``cclp``, its steps run inside this round's
-   by :func:`securefl.fl.engine.within`) or the placeholder's direct sum;
+   (:mod:`securefl.runtime.secure_sum_steps`, sum ``cclp``, its steps run inside this round's
+   by :func:`securefl.runtime.engine.within`) or the placeholder's direct sum;
 5. :func:`finish`: each client's block of the total with the survivor list, which the
    ``train`` request carries.
 
@@ -49,7 +49,7 @@ frames as the clients report them, the shares and own block it sends the server)
 request and S_L, the rows -- plus the bytes it sent in the secure sum: the figure
 :meth:`securefl.protocols.crossclient.CrossClientLPResult.bytes_per_client` gives for the
 same protocol run in process, whatever the transport moves (which
-:class:`securefl.fl.costs.RoundMeter` measures).  Plaintext mode meters, as in process,
+:class:`securefl.runtime.costs.RoundMeter` measures).  Plaintext mode meters, as in process,
 columns, S_L, rows and the sum's encoded inputs (the placeholder's setup and codes are
 free).
 """
@@ -72,11 +72,6 @@ from securefl.crypto.lwe import check_session
 from securefl.crypto.projection import busiest_link_bytes
 from securefl.crypto.secagg import SecAggConfig
 from securefl.errors import DropoutError, ProtocolError
-from securefl.fl import links, secure_sum_steps
-from securefl.fl.costs import COMPUTE, CRYPTO
-from securefl.fl.engine import Step, drive, within
-from securefl.fl.secure_sum_steps import Aggregation, ServerClock
-from securefl.fl.transport import Exchange, Record, Transport, put_message, take_message
 from securefl.methods.fedprop.client import (
     ADVERTISE,
     CODES,
@@ -100,6 +95,11 @@ from securefl.methods.fedprop.client import (
 )
 from securefl.protocols.crossclient import TAG_COLUMNS, CrossClientLPServer
 from securefl.protocols.lsh import SeedAgreementServer
+from securefl.runtime import links, secure_sum_steps
+from securefl.runtime.costs import COMPUTE, CRYPTO
+from securefl.runtime.engine import Step, drive, within
+from securefl.runtime.secure_sum_steps import Aggregation, ServerClock
+from securefl.runtime.transport import Exchange, Record, Transport, put_message, take_message
 
 _SHARE = re.compile(r"cclp/share/(\d+)-(\d+)/count\Z")
 
@@ -634,10 +634,10 @@ def cross_client_round(transport: Transport, members: Sequence[int], *, feature_
                        num_classes: int, timeout: float | None = None,
                        hamming_backend: str = "shade") -> CrossClientRound:
     """Run CrossClientLP among ``members`` (clients, in party order) on ``transport``:
-    :func:`round_steps` driven by :func:`securefl.fl.engine.drive`, then :func:`finish`.
+    :func:`round_steps` driven by :func:`securefl.runtime.engine.drive`, then :func:`finish`.
     ``feature_model`` is the vector of the model whose features the clients embed;
     ``hamming_backend`` (real mode) ``"shade"``, ``"lwe"``, ``"rlwe"`` or ``"auto"`` (each client
-    resolves it by its own node's policy, :meth:`securefl.fl.policy.PrivacyPolicy.hamming_backend`;
+    resolves it by its own node's policy, :meth:`securefl.runtime.policy.PrivacyPolicy.hamming_backend`;
     the server follows what they resolved, :func:`_agreed_backend`), as the clients run it."""
     state = RoundState([int(c) for c in members], feature_model, int(round_index), secure == "real",
                        int(k), float(alpha), int(L), int(num_classes), hamming_backend)
@@ -662,7 +662,7 @@ def _agreed_backend(own: dict[int, Message], model: str) -> str:
 
 def _forward_links(replies: dict[int, Record], requests: dict[int, Record]) -> None:
     """Move every sealed batch ``relay/to/<k>`` of party j's reply into party k's request
-    as ``relay/from/<j>`` (:mod:`securefl.fl.links`; parties by index)."""
+    as ``relay/from/<j>`` (:mod:`securefl.runtime.links`; parties by index)."""
     for j, answer in replies.items():
         for name, blob in answer.arrays.items():
             if name.startswith(links.TO):

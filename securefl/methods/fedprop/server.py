@@ -97,7 +97,6 @@ from torch import nn
 from securefl.crypto.projection import seconds_at_bandwidth
 from securefl.errors import InputError
 from securefl.fl import model_vector
-from securefl.fl.costs import RoundMeter
 from securefl.methods.base import RoundResult
 from securefl.methods.fedavg.server import MeanTeacherRounds, PseudoLabelMethod
 from securefl.methods.fedprop.client import (
@@ -109,6 +108,7 @@ from securefl.methods.fedprop.client import (
 from securefl.methods.fedprop.round import cross_client_round
 from securefl.protocols.crossclient import HAMMING_BACKENDS
 from securefl.protocols.propagation import check_mass_options
+from securefl.runtime.costs import RoundMeter
 
 
 class FedProp(PseudoLabelMethod):

@@ -11,7 +11,7 @@ Steps (one exchange each):
     (:func:`local_update`) with its generator ``client_rng(seed, round, client)`` -- bit
     for bit the update the simulator made on copies of the global networks -- and keeps
     the trained teacher and student in its state Record until the upload.
-    reply: array ``fsm`` (eq. 10, one float per layer) and :data:`~securefl.fl.costs.COMPUTE`.
+    reply: array ``fsm`` (eq. 10, one float per layer) and :data:`~securefl.runtime.costs.COMPUTE`.
 ``upload``
     request: config ``round``, ``boundary`` (the server's ``quantile_{1 - tau}(Lambda)``)
     and the parameters of the sums the server asks the client to join
@@ -22,9 +22,9 @@ Steps (one exchange each):
     reply: its contributions -- ``[|D_k| theta_t^k, |D_k|]`` to ``teacher`` and
     ``[|D_k| (theta_s^k[j] - theta_t^k[j]), |D_k|]`` to each ``layer-<j>`` -- as secure-sum
     round 0 in real mode (:func:`securefl.fl.group_sums.contribute`), and
-    :data:`~securefl.fl.costs.CRYPTO`.
+    :data:`~securefl.runtime.costs.CRYPTO`.
 ``secagg/keys``, ``secagg/ciphertexts``, ``secagg/survivors``, ``secagg/signatures`` (real mode)
-    rounds 1-3 of every sum at once (:func:`securefl.fl.secure_sum_steps.answer`).
+    rounds 1-3 of every sum at once (:func:`securefl.runtime.secure_sum_steps.answer`).
 
 Between rounds a client keeps ``fedsemi/selections`` (how many rounds it has trained: the
 local-epoch count ``x = R_g^k R_L`` of eqs. 7 and 9 is its own), checkpointed with the
@@ -44,10 +44,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from securefl.errors import ProtocolError
-from securefl.fl import client_rng, group_sums, secure_sum_steps
-from securefl.fl.costs import COMPUTE, CRYPTO
+from securefl.fl import client_rng, group_sums
 from securefl.fl.training import make_optimizer
-from securefl.fl.transport import NodeContext, Record
 from securefl.methods.common import LayerGroups, layer_groups, perturb
 from securefl.methods.consistency import (
     beta_ramp,
@@ -58,6 +56,9 @@ from securefl.methods.consistency import (
 )
 from securefl.methods.halves import LocalData, MethodClient
 from securefl.models import build_model, dropout_generator
+from securefl.runtime import secure_sum_steps
+from securefl.runtime.costs import COMPUTE, CRYPTO
+from securefl.runtime.transport import NodeContext, Record
 
 TRAIN = "train"
 UPLOAD = "upload"

@@ -29,7 +29,7 @@ network crosses the link), FedSemi-MT (``tau = 1``, ``alpha`` from eq. 9 without
 ``phi_g`` gate), FedSemi-D (both dynamic, eqs. 9 and 11/12).
 
 Security (``secure="real"``): the teachers are summed with the pairwise-mask secure
-aggregation of :func:`securefl.crypto.secure_sum`, and each layer group ``j`` of the
+aggregation of :func:`securefl.runtime.secure_sum`, and each layer group ``j`` of the
 student deltas is securely summed among its uploaders ``U_j``; the server learns the
 sums, ``|D_k|``, the ``FSM`` vectors (as in the paper) and who uploaded which layer, never a
 client's weights.  A layer chosen by fewer than ``min_group`` clients is not uploaded by
@@ -68,12 +68,10 @@ from typing import Any, ClassVar
 import numpy as np
 
 from securefl.errors import ConfigError, DropoutError, InputError, ProtocolError
-from securefl.fl.costs import RoundMeter
 from securefl.fl.group_sums import GroupSumPlan
 from securefl.fl.rng import SimulationRNG
 from securefl.fl.sampling import sample_clients
 from securefl.fl.training import predict_labels
-from securefl.fl.transport import Record, Transport
 from securefl.methods.base import Method, RoundResult, round_bookkeeping
 from securefl.methods.common import build_network, layer_groups
 from securefl.methods.consistency import (
@@ -86,6 +84,8 @@ from securefl.methods.consistency import (
     upload_boundary,
 )
 from securefl.methods.fedsemi.client import TEACHER, TRAIN, UPLOAD, FedSemiClient, flat, layer_sum
+from securefl.runtime.costs import RoundMeter
+from securefl.runtime.transport import Record, Transport
 
 
 class FedSemi(Method):

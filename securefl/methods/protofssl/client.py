@@ -17,8 +17,8 @@ Steps (one exchange each):
     (``noise_multiplier``) it also sends the prototypes of its labeled data under its
     local model, withheld/clipped/noised as configured (``prototypes/vectors``, ``/mask``:
     what the server stores for the next round's helpers, in the clear as in the paper).
-    reply: the upload, those prototypes, :data:`~securefl.fl.costs.COMPUTE` /
-    :data:`~securefl.fl.costs.CRYPTO`, and, when the run asks for reports, the hard
+    reply: the upload, those prototypes, :data:`~securefl.runtime.costs.COMPUTE` /
+    :data:`~securefl.runtime.costs.CRYPTO`, and, when the run asks for reports, the hard
     pseudo-labels of its unlabeled queries and how many match their hidden labels.
 ``prototypes``
     request: array ``model`` (the aggregated ``theta^r``), config ``round`` and the
@@ -26,7 +26,7 @@ Steps (one exchange each):
     The client embeds its labeled data with ``theta^r``: with ``noise_multiplier`` it makes
     its one DP release of the round -- recorded first in the node's own ledger, which
     refuses a second release for the same round and one past the node's epsilon budget
-    (:mod:`securefl.fl.policy`) -- (sent as ``prototypes/vectors``, ``/mask``, ``/counts``: what the
+    (:mod:`securefl.runtime.policy`) -- (sent as ``prototypes/vectors``, ``/mask``, ``/counts``: what the
     server stores) and sums the release; otherwise it sums its exact prototypes and
     counts, which never leave it otherwise.  The secure-sum input is
     :func:`securefl.protocols.prototype_sharing.prototype_sum_input`.
@@ -54,18 +54,9 @@ import numpy as np
 import torch
 
 from securefl.errors import ProtocolError
-from securefl.fl import (
-    SimulationRNG,
-    client_rng,
-    group_sums,
-    load_model_vector,
-    model_vector,
-    secure_sum_steps,
-)
-from securefl.fl.costs import COMPUTE, CRYPTO
+from securefl.fl import SimulationRNG, client_rng, group_sums, load_model_vector, model_vector
 from securefl.fl.device import model_device
 from securefl.fl.training import prox_term
-from securefl.fl.transport import NodeContext, Record
 from securefl.methods.common import translation
 from securefl.methods.halves import REPORT, LocalData, MethodClient
 from securefl.methods.prototypical import (
@@ -78,6 +69,9 @@ from securefl.methods.prototypical import (
 from securefl.models import build_model, dropout_generator
 from securefl.protocols.prototype_sharing import Prototypes, prototype_sum_input, share_prototypes
 from securefl.protocols.prototype_sharing import class_prototypes as exact_prototypes
+from securefl.runtime import secure_sum_steps
+from securefl.runtime.costs import COMPUTE, CRYPTO
+from securefl.runtime.transport import NodeContext, Record
 
 TRAIN = "train"
 PROTOTYPES = "prototypes"

@@ -75,7 +75,7 @@ joined, no amplification: the server picks and sees the participants) with
 relayed by the server, which sees them (noised) as in the paper.  The noise seed is
 ``crypto_seed_for("prototype-noise", round, client)``: the OS CSPRNG in real mode
 without a crypto seed, never the simulation seed (:mod:`securefl.methods.base`).  Models and the global
-prototypes are summed with :func:`securefl.crypto.secure_sum` (``secure="real"``) or its
+prototypes are summed with :func:`securefl.runtime.secure_sum` (``secure="real"``) or its
 bit-identical plaintext oracle, so both modes produce identical pseudo-labels.
 
 **Augmentation** (an option; off by default, as in the paper, whose clients need "zero
@@ -123,11 +123,9 @@ import torch
 from securefl.crypto.dp import class_sum_sensitivity, epsilon_for
 from securefl.errors import ConfigError, InputError
 from securefl.fl.aggregation import load_model_vector, model_vector
-from securefl.fl.costs import RoundMeter
 from securefl.fl.group_sums import GroupSumPlan
 from securefl.fl.rng import SimulationRNG
 from securefl.fl.sampling import sample_clients
-from securefl.fl.transport import Record, Transport
 from securefl.fl.uploads import UploadPlan
 from securefl.methods.base import Method, RoundResult
 from securefl.methods.common import build_network
@@ -143,6 +141,8 @@ from securefl.methods.protofssl.client import (
 from securefl.methods.prototypical import DISTANCES, prototype_logits
 from securefl.models import resolve_model_name
 from securefl.protocols.prototype_sharing import PrototypeStore, prototypes_from_sum
+from securefl.runtime.costs import RoundMeter
+from securefl.runtime.transport import Record, Transport
 
 AGGREGATIONS = ("fedavg", "fedprox")
 NORMS = ("none", "bn", "gn")

@@ -1,11 +1,11 @@
 """Backend ``secagg``: pairwise masking with double masking and dropout recovery
 (Bonawitz et al. 2017, :mod:`securefl.crypto.secagg`), authenticated, with the consistency
-round; its exchanges are :mod:`securefl.fl.secure_sum_steps`.
+round; its exchanges are :mod:`securefl.runtime.secure_sum_steps`.
 
 A client contributes round 0 (its signed keys) in the reply of the step that produced its
 vector and answers ``secagg/keys``, ``secagg/ciphertexts``, ``secagg/survivors`` and
 ``secagg/signatures``; the server collects with
-:func:`~securefl.fl.secure_sum_steps.aggregate_steps`.  Who learns what: the server, each
+:func:`~securefl.runtime.secure_sum_steps.aggregate_steps`.  Who learns what: the server, each
 sum over its survivors and who dropped; a coalition of fewer than t clients with the
 server, nothing else (complete graph; SecAgg+ in the simulator only covers the server
 alone).  The unauthenticated semi-honest variant (``SumSpec.cohort`` empty) is run only
@@ -21,12 +21,12 @@ import numpy as np
 
 from securefl.crypto.identity import Credentials
 from securefl.crypto.secagg import SecAggConfig
-from securefl.fl import secure_sum_steps
-from securefl.fl.sum_backends.base import CONTRIBUTE, SumBackend, SumOutcome, SumSpec
-from securefl.fl.transport import Exchange, Record, Transport
+from securefl.runtime import secure_sum_steps
+from securefl.runtime.sum_backends.base import CONTRIBUTE, SumBackend, SumOutcome, SumSpec
+from securefl.runtime.transport import Exchange, Record, Transport
 
 if TYPE_CHECKING:
-    from securefl.fl.policy import PrivacyPolicy
+    from securefl.runtime.policy import PrivacyPolicy
 
 
 def config_of(spec: SumSpec) -> SecAggConfig:

@@ -89,7 +89,7 @@ from pathlib import Path
 from typing import Any
 
 from securefl.errors import ConfigError, InputError, ProtocolError
-from securefl.fl.sum_backends import names as sum_backend_names
+from securefl.runtime.sum_backends import names as sum_backend_names
 
 POLICY = "policy"
 """In-process node config entry: a :class:`PrivacyPolicy` object."""
@@ -267,7 +267,7 @@ def node_policy(node_config: Mapping[str, Any]) -> PrivacyPolicy:
     if held is None:
         return PrivacyPolicy.from_node_config(node_config)
     if not isinstance(held, PrivacyPolicy):
-        raise InputError(POLICY, held, "must be a securefl.fl.policy.PrivacyPolicy")
+        raise InputError(POLICY, held, "must be a securefl.runtime.policy.PrivacyPolicy")
     return held
 
 

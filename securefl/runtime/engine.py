@@ -2,7 +2,7 @@
 
 A protocol is written once, as I/O-free parties:
 
-* the **client side** is a :class:`StepTable`: a :class:`~securefl.fl.transport.ClientHalf`
+* the **client side** is a :class:`StepTable`: a :class:`~securefl.runtime.transport.ClientHalf`
   whose ``handle`` looks the step up in a table ``{step name: handler}``, each handler
   ``(request, state, node) -> reply`` reading and updating the client's state Record;
 * the **server side** is a sequence of :class:`Step`\\ s over a server state object ``S``:
@@ -10,15 +10,15 @@ A protocol is written once, as I/O-free parties:
   absorbs the replies.
 
 :func:`drive` is the only loop: for each step it sends the requests through the transport
-and hands the :class:`~securefl.fl.transport.Exchange` to ``collect``.  The in-process
-simulator is :func:`drive` on :class:`~securefl.fl.transport.InProcessTransport`, a
+and hands the :class:`~securefl.runtime.transport.Exchange` to ``collect``.  The in-process
+simulator is :func:`drive` on :class:`~securefl.runtime.transport.InProcessTransport`, a
 deployment is :func:`drive` on the Flower transport: the benchmarks time the code that
 deployments run.  ``steps`` may be a generator, so a protocol whose next step depends on
 the replies (a retry, a variable number of hops) is still one table read in order.
 
 Who learns what is the protocol's business; the engine only moves Records, and every
 request it sends is stamped (session, sequence) by the transport, so a replayed or
-reordered step is refused by the client (:func:`~securefl.fl.transport.serve`).
+reordered step is refused by the client (:func:`~securefl.runtime.transport.serve`).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar
 
 from securefl.errors import ProtocolError
-from securefl.fl.transport import ClientHalf, Exchange, NodeContext, Record, Transport
+from securefl.runtime.transport import ClientHalf, Exchange, NodeContext, Record, Transport
 
 S = TypeVar("S")
 

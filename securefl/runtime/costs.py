@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from securefl.fl.transport import Exchange, Transport
+from securefl.runtime.transport import Exchange, Transport
 
 COMPUTE = "seconds/compute"
 CRYPTO = "seconds/crypto"

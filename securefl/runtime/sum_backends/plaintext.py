@@ -19,7 +19,7 @@ from securefl.crypto.channel import SERVER
 from securefl.crypto.fixed_point import ring_sum
 from securefl.crypto.identity import Credentials
 from securefl.crypto.secagg import SurvivorPlan
-from securefl.fl.sum_backends.base import SimulatedSum, SumBackend
+from securefl.runtime.sum_backends.base import SimulatedSum, SumBackend
 
 
 class Plaintext(SumBackend):

@@ -23,19 +23,19 @@ share the four exchanges.
 
 Client side: :func:`start` (round 0 of sum ``name``) and :func:`answer` (rounds 1-3 of
 every sum whose message the request carries) rebuild each :class:`SecAggClient` (a typed
-dataclass) from the state Record (:mod:`securefl.fl.state_codec`), run it, and store it
+dataclass) from the state Record (:mod:`securefl.runtime.state_codec`), run it, and store it
 back; after the last round its state is removed.  Server side: :func:`steps` are the
-rounds 1-3 as engine steps (:class:`~securefl.fl.engine.Step`) over the typed server state
+rounds 1-3 as engine steps (:class:`~securefl.runtime.engine.Step`) over the typed server state
 :class:`Aggregation` (one :class:`SumSession` per sum), and :func:`aggregate_steps` is
-:func:`open_aggregation`, :func:`securefl.fl.engine.drive` of those steps, and
+:func:`open_aggregation`, :func:`securefl.runtime.engine.drive` of those steps, and
 :func:`finish` (the unmasking).  This is the only loop of the protocol: the in-process
-simulator (:func:`securefl.crypto.secure_sum`, ``securefl bench secagg``; backend
-``secagg`` of :mod:`securefl.fl.sum_backends`) drives the same steps on the in-process
+simulator (:func:`securefl.runtime.secure_sum`, ``securefl bench secagg``; backend
+``secagg`` of :mod:`securefl.runtime.sum_backends`) drives the same steps on the in-process
 transport.
 
 **Bytes.**  Each sum's ``bytes_sent[client]`` counts the messages the client sent in it as
 :func:`securefl.crypto.channel.frame_size` frames -- exactly what the in-process
-:func:`securefl.crypto.secure_sum` reports for the same protocol run (it runs these very
+:func:`securefl.runtime.secure_sum` reports for the same protocol run (it runs these very
 steps), so a method's protocol-byte accounting does not depend on the transport.  What the transport
 itself moves (Record payloads) is metered separately in ``transport.stats``.
 
@@ -76,9 +76,9 @@ from securefl.crypto.channel import SERVER, frame_size
 from securefl.crypto.identity import Credentials, cohort_digest
 from securefl.crypto.secagg import RandomBytes, SecAggClient, SecAggConfig, SecAggServer, party_rng
 from securefl.errors import InputError, ProtocolError
-from securefl.fl.engine import Step, drive
-from securefl.fl.state_codec import load, save
-from securefl.fl.transport import (
+from securefl.runtime.engine import Step, drive
+from securefl.runtime.state_codec import load, save
+from securefl.runtime.transport import (
     Exchange,
     Record,
     Transport,
@@ -88,7 +88,7 @@ from securefl.fl.transport import (
 )
 
 if TYPE_CHECKING:
-    from securefl.fl.policy import PrivacyPolicy
+    from securefl.runtime.policy import PrivacyPolicy
 
 T = TypeVar("T")
 
@@ -133,11 +133,11 @@ def start(state: Record, reply: Record, *, index: int, config: SecAggConfig,
     """Round 0 of sum ``name`` at client ``index``: a new party for ``encoded`` that signs
     its keys with ``credentials`` (the node's own); its advertise message goes in
     ``reply``.  The cohort size and threshold the request set must satisfy the node's
-    ``policy`` (:meth:`~securefl.fl.policy.PrivacyPolicy.check_cohort`), else ProtocolError
+    ``policy`` (:meth:`~securefl.runtime.policy.PrivacyPolicy.check_cohort`), else ProtocolError
     and nothing is sent.  With ``credentials``, ``config.cohort`` and the consistency round
     must be set: a deployment's sums are authenticated.  ``credentials=None`` runs the
     unauthenticated semi-honest variant, which only the in-process simulator asks for (its
-    own client code, never a request, decides; :mod:`securefl.fl.sum_backends`).
+    own client code, never a request, decides; :mod:`securefl.runtime.sum_backends`).
     ``seed``: the simulator's reproducible randomness (:func:`party_rng`), else the OS
     CSPRNG."""
     _check_name(name)
@@ -236,7 +236,7 @@ class SumSession:
 @dataclass
 class Aggregation:
     """Server state of one :func:`aggregate_steps` call, threaded through :func:`steps` by
-    :func:`securefl.fl.engine.drive`."""
+    :func:`securefl.runtime.engine.drive`."""
 
     sums: dict[str, SumSession]
     failed: dict[int, str]
@@ -333,7 +333,7 @@ def open_aggregation(configs: SecAggConfig | Mapping[str, SecAggConfig],
 
 
 def steps(state: Aggregation) -> Iterator[Step[Aggregation]]:
-    """Rounds 1-3 of every sum as :class:`~securefl.fl.engine.Step`\\ s: ``keys``,
+    """Rounds 1-3 of every sum as :class:`~securefl.runtime.engine.Step`\\ s: ``keys``,
     ``ciphertexts``, ``survivors`` and, where a sum runs the consistency round,
     ``signatures``."""
     consistency = any(s.server.config.consistency for s in state.sums.values())
@@ -407,7 +407,7 @@ def aggregate_steps(transport: Transport, configs: SecAggConfig | Mapping[str, S
                     timeout: float | None = None) -> SecureSumOutcome:
     """Run rounds 1-3 of every sum after ``first`` (whose replies hold their round 0) and
     unmask: :func:`open_aggregation`, :func:`steps` driven by
-    :func:`securefl.fl.engine.drive`, :func:`finish`.  ``configs``: one config (the sum
+    :func:`securefl.runtime.engine.drive`, :func:`finish`.  ``configs``: one config (the sum
     :data:`DEFAULT`) or ``{name: config}``; ``members[i]`` is the client playing
     secure-aggregation index ``i`` in every sum, or ``members`` is ``{name: clients}`` where
     the sums have members of their own (FedSemi's per-layer sums among a layer's uploaders;

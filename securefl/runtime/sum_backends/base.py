@@ -1,5 +1,5 @@
 """The secure-sum backend interface (:class:`SumBackend`) and the in-process simulator
-of a deployable backend; the registry is :mod:`securefl.fl.sum_backends`."""
+of a deployable backend; the registry is :mod:`securefl.runtime.sum_backends`."""
 
 from __future__ import annotations
 
@@ -15,13 +15,13 @@ from securefl.crypto.channel import SERVER
 from securefl.crypto.identity import CREDENTIALS, Credentials
 from securefl.crypto.secagg import SurvivorPlan
 from securefl.errors import InputError, ProtocolError
-from securefl.fl.engine import StepTable
-from securefl.fl.secure_sum_steps import SumResult, merged_dropped
-from securefl.fl.state_codec import load, save
-from securefl.fl.transport import Exchange, InProcessTransport, NodeContext, Record, Transport
+from securefl.runtime.engine import StepTable
+from securefl.runtime.secure_sum_steps import SumResult, merged_dropped
+from securefl.runtime.state_codec import load, save
+from securefl.runtime.transport import Exchange, InProcessTransport, NodeContext, Record, Transport
 
 if TYPE_CHECKING:
-    from securefl.fl.policy import PrivacyPolicy
+    from securefl.runtime.policy import PrivacyPolicy
 
 CONTRIBUTE = "sum/contribute"
 """The simulator's step that produces each client's vector (round 0 rides on its reply)."""

@@ -47,7 +47,7 @@ accepted: a replayed or reordered request is refused; a gap (a request that time
 allowed, so a client that missed a round can rejoin the next one.
 
 **Client-to-client frames** (SHADE's OT traffic, the LWE backend's ciphertexts) are relayed
-by the server half but authenticated end to end: :mod:`securefl.fl.links` derives a key
+by the server half but authenticated end to end: :mod:`securefl.runtime.links` derives a key
 per pair of clients from their X25519 agreement (the server relays the public keys, each
 signed by its owner's roster identity, :mod:`securefl.crypto.identity`, so it can neither
 compute the keys nor substitute its own), and seals each batch of protocol messages for one destination
@@ -75,7 +75,7 @@ same outcome.
 **Methods run as program** ``method``: :mod:`securefl.methods.halves` is the method-split
 API built on these pieces (a method's server half is the ``Method`` the runner drives, its
 client half a ``MethodClient``), :mod:`securefl.fl.uploads` is FedAvg's secure averaging
-as exchanges and :mod:`securefl.fl.costs` the per-round time and byte accounting;
+as exchanges and :mod:`securefl.runtime.costs` the per-round time and byte accounting;
 ``docs/method-halves.md`` is the guide to writing a method.  Every client's simulation
 randomness comes from ``(seed, round, client, purpose)`` (:func:`securefl.fl.client_rng`),
 never from one stream shared by all clients in sequence, so the order in which clients run
@@ -116,7 +116,7 @@ from securefl.errors import InputError, ProtocolError
 if TYPE_CHECKING:
     import torch
 
-    from securefl.fl.policy import PrivacyLedger, PrivacyPolicy
+    from securefl.runtime.policy import PrivacyLedger, PrivacyPolicy
 
 ConfigValue = int | float | bool | str | bytes
 CONFIG_VALUE_LIMIT = 256
@@ -128,8 +128,8 @@ RESERVED = ("_program", "_session", "_seq", "_step")
 SESSION_BYTES = 16
 
 SESSION_SCOPED = ("links/", "secagg/", "cclp/", "ot/")
-"""Prefixes of client-state entries that belong to one session (:mod:`securefl.fl.links`'
-keys and counters, :mod:`securefl.fl.secure_sum_steps`' parties, the IKNP setups SHADE
+"""Prefixes of client-state entries that belong to one session (:mod:`securefl.runtime.links`'
+keys and counters, :mod:`securefl.runtime.secure_sum_steps`' parties, the IKNP setups SHADE
 keeps with each peer across rounds, :mod:`securefl.methods.fedprop.client`): never
 checkpointed by :meth:`InProcessTransport.client_states`."""
 
@@ -230,14 +230,14 @@ class NodeContext:
         return node_credentials(self.node_config, self.partition)
 
     def policy(self) -> "PrivacyPolicy":
-        """This node's privacy policy (:func:`securefl.fl.policy.node_policy`)."""
-        from securefl.fl.policy import node_policy
+        """This node's privacy policy (:func:`securefl.runtime.policy.node_policy`)."""
+        from securefl.runtime.policy import node_policy
 
         return node_policy(self.node_config)
 
     def ledger(self) -> "PrivacyLedger":
-        """This node's ledger of DP releases (:func:`securefl.fl.policy.node_ledger`)."""
-        from securefl.fl.policy import node_ledger
+        """This node's ledger of DP releases (:func:`securefl.runtime.policy.node_ledger`)."""
+        from securefl.runtime.policy import node_ledger
 
         return node_ledger(self.node_config)
 
@@ -415,8 +415,8 @@ class InProcessTransport(Transport):
     transport (:func:`securefl.crypto.identity.new_federation`, one roster over all the
     nodes' partitions): the simulator needs no key files, and its protocols run exactly
     the authenticated code of a deployment.  Nodes without a privacy policy get the
-    simulator's (:meth:`securefl.fl.policy.PrivacyPolicy.simulator`; a method's
-    simulator sets its own, :meth:`~securefl.fl.policy.PrivacyPolicy.for_method`), and
+    simulator's (:meth:`securefl.runtime.policy.PrivacyPolicy.simulator`; a method's
+    simulator sets its own, :meth:`~securefl.runtime.policy.PrivacyPolicy.for_method`), and
     every node an in-memory ledger of its DP releases unless its config names one.
     """
 
@@ -529,7 +529,7 @@ def _with_credentials(nodes: dict[int, NodeContext]) -> dict[int, NodeContext]:
 def _simulated(nodes: dict[int, NodeContext]) -> dict[int, NodeContext]:
     """``nodes``, each given the simulator's policy (:meth:`PrivacyPolicy.simulator`) and an
     in-memory ledger where its config has none."""
-    from securefl.fl.policy import LEDGER, POLICY, PrivacyLedger, PrivacyPolicy
+    from securefl.runtime.policy import LEDGER, POLICY, PrivacyLedger, PrivacyPolicy
 
     out = {}
     for p, n in nodes.items():

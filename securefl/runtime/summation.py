@@ -3,12 +3,12 @@
     secure_sum(inputs, *, threshold, backend="secagg", seed=None, dropouts=None,
                scale=None, clip=None, modulus_bits=None, neighbours=None) -> SecureSumResult
 
-``backend`` names a secure-sum backend of the registry :mod:`securefl.fl.sum_backends`
-(:func:`securefl.fl.sum_backends.names`), whose
-:meth:`~securefl.fl.sum_backends.SumBackend.simulate` runs every client and the server in this process.  ``backend="secagg"`` runs the
+``backend`` names a secure-sum backend of the registry :mod:`securefl.runtime.sum_backends`
+(:func:`securefl.runtime.sum_backends.names`), whose
+:meth:`~securefl.runtime.sum_backends.SumBackend.simulate` runs every client and the server in this process.  ``backend="secagg"`` runs the
 four-round protocol of Bonawitz et al. 2017 (:mod:`securefl.crypto.secagg`) as a
-deployment runs it: the exchanges of :mod:`securefl.fl.secure_sum_steps` driven by
-:func:`securefl.fl.engine.drive` on an :class:`~securefl.fl.transport.InProcessTransport`
+deployment runs it: the exchanges of :mod:`securefl.runtime.secure_sum_steps` driven by
+:func:`securefl.runtime.engine.drive` on an :class:`~securefl.runtime.transport.InProcessTransport`
 (each client's party saved into and rebuilt from its state Record between rounds).
 ``backend="he"`` adds BFV ciphertexts under a key the clients share and the server lacks
 (:mod:`securefl.crypto.he`; another trust model: one client colluding with the server
@@ -83,7 +83,7 @@ from securefl.crypto.fixed_point import DEFAULT_MODULUS_BITS, DEFAULT_SCALE, Fix
 from securefl.crypto.identity import new_federation
 from securefl.crypto.secagg import ROUNDS, party_rng, plan_survivors
 from securefl.errors import InputError
-from securefl.fl import sum_backends
+from securefl.runtime import sum_backends
 
 
 @dataclass(frozen=True)

@@ -7,22 +7,22 @@ without the server seeing one.  Its two sides:
   message for sum ``name`` into the reply of the step that produced its vector, and
   :meth:`SumBackend.answer` answers the backend's later steps (:attr:`SumBackend.client_steps`);
 * **server collects** -- :meth:`SumBackend.collect` runs the backend's remaining
-  exchanges for every named sum at once over any :class:`~securefl.fl.transport.Transport`
-  (as :class:`~securefl.fl.engine.Step`\\ s of :func:`securefl.fl.engine.drive`) and
+  exchanges for every named sum at once over any :class:`~securefl.runtime.transport.Transport`
+  (as :class:`~securefl.runtime.engine.Step`\\ s of :func:`securefl.runtime.engine.drive`) and
   returns each ring total with its survivors, dropouts and bytes.
 
 Every member of a sum learns its public parameters as one :class:`SumSpec` (session,
 cohort size and digest, threshold, length, ring); how it contributes is the backend's
 business.  :func:`register` adds a backend, :func:`get` looks one up by name (an unknown
 name is an :class:`~securefl.errors.InputError` naming the parameter), :func:`names` lists
-them; :func:`securefl.crypto.secure_sum`, :func:`securefl.fl.aggregate`, the uploads
+them; :func:`securefl.runtime.secure_sum`, :func:`securefl.fl.aggregate`, the uploads
 (:mod:`securefl.fl.uploads`, :mod:`securefl.fl.group_sums`), an experiment's
 ``aggregation`` key, a node's policy and ``securefl bench secagg`` all ask this registry.
 
 **One code path.**  The in-process simulator of a deployable backend is
 :meth:`SumBackend.simulate`: its own ``contribute`` / ``answer`` / ``collect`` driven on an
-:class:`~securefl.fl.transport.InProcessTransport` (each client a node whose data is its
-encoded vector), so :func:`securefl.crypto.secure_sum` and ``securefl bench secagg`` time
+:class:`~securefl.runtime.transport.InProcessTransport` (each client a node whose data is its
+encoded vector), so :func:`securefl.runtime.secure_sum` and ``securefl bench secagg`` time
 the code a deployment runs.  A protocol round r of :data:`securefl.crypto.secagg.ROUNDS`
 at which a client drops is the transport step :attr:`SumBackend.round_steps` names; it
 never answers from that step on.  In the simulator every party is honest, so any client's
@@ -34,8 +34,8 @@ goes on without the client).  A backend that runs no exchanges yet (``he``) over
 from __future__ import annotations
 
 from securefl.errors import InputError
-from securefl.fl.sum_backends import he, plaintext, secagg
-from securefl.fl.sum_backends.base import (
+from securefl.runtime.sum_backends import he, plaintext, secagg
+from securefl.runtime.sum_backends.base import (
     CONTRIBUTE,
     SimulatedSum,
     SumBackend,
@@ -43,7 +43,7 @@ from securefl.fl.sum_backends.base import (
     SumResult,
     SumSpec,
 )
-from securefl.fl.transport import Record
+from securefl.runtime.transport import Record
 
 # ----------------------------------------------------------------------------- registry
 

@@ -15,7 +15,7 @@ clients j, k derive the same 32-byte link key
 
     K_jk = HKDF-SHA256(X25519(sk_j, pk_k), salt = session, info = "securefl/link/min/max")
 
-(:func:`securefl.protocols.keys.pairwise_secret`).  The server sees pk_j and pk_k only;
+(:func:`securefl.crypto.keys.pairwise_secret`).  The server sees pk_j and pk_k only;
 under CDH on Curve25519 K_jk is pseudorandom to it, and since it cannot sign a key of its
 own (EUF-CMA of Ed25519) it cannot sit between j and k.
 
@@ -45,9 +45,9 @@ client or claim it came from another sender: the header endpoints or the key dif
 Each raises :class:`~securefl.errors.ProtocolError` at the receiving client; the link's
 receive counter moves only when the whole batch verified.  Links give integrity, not
 confidentiality: protocols whose relayed content is not already pseudorandom to the server
-encrypt it themselves (see :mod:`securefl.fl.transport`).
+encrypt it themselves (see :mod:`securefl.runtime.transport`).
 
-State (in the client's state :class:`~securefl.fl.transport.Record`): ``links/private``
+State (in the client's state :class:`~securefl.runtime.transport.Record`): ``links/private``
 (32 bytes), ``links/ids`` and ``links/keys`` (the verified public-key table), and config
 ``links/sent/<peer>``, ``links/received/<peer>``.
 
@@ -67,9 +67,9 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
 from securefl.crypto.channel import Frame, Message, Network
 from securefl.crypto.identity import SIGNATURE_BYTES, Credentials
+from securefl.crypto.keys import PUBLIC_KEY_BYTES, KeyPair, pairwise_secret
 from securefl.errors import InputError, ProtocolError
-from securefl.fl.transport import Record
-from securefl.protocols.keys import PUBLIC_KEY_BYTES, KeyPair, pairwise_secret
+from securefl.runtime.transport import Record
 
 _PRIVATE = "links/private"
 _IDS = "links/ids"

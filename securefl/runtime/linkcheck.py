@@ -3,7 +3,7 @@
 Program (server half :class:`LinkCheckServer`, client half :class:`LinkCheckClient`):
 
 1. ``links/advertise``: every client draws its X25519 link key pair
-   (:func:`securefl.fl.links.advertise`) and returns the public key.
+   (:func:`securefl.runtime.links.advertise`) and returns the public key.
 2. For each of ``rounds`` rounds, two exchanges:
    ``links/send`` (the first also carries the relayed key table) -- every client seals,
    for every other client, one batch of ``frames`` messages of ``payload-bytes`` random
@@ -33,8 +33,8 @@ import numpy as np
 
 from securefl.crypto.channel import Message
 from securefl.errors import InputError, ProtocolError
-from securefl.fl import links
-from securefl.fl.transport import ClientHalf, NodeContext, Record, ServerHalf, Transport
+from securefl.runtime import links
+from securefl.runtime.transport import ClientHalf, NodeContext, Record, ServerHalf, Transport
 
 PROGRAM = "link-check"
 DEFAULTS: dict[str, Any] = {"rounds": 1, "frames": 1, "payload-bytes": 1024, "timeout": 0.0}

@@ -20,7 +20,7 @@ from securefl.crypto.channel import SERVER
 from securefl.crypto.he import MAX_CLIENTS, run_he
 from securefl.crypto.identity import Credentials
 from securefl.crypto.secagg import SurvivorPlan
-from securefl.fl.sum_backends.base import SimulatedSum, SumBackend
+from securefl.runtime.sum_backends.base import SimulatedSum, SumBackend
 
 
 class HE(SumBackend):
@@ -35,7 +35,7 @@ class HE(SumBackend):
                  session: bytes, seed: bytes | None = None,
                  credentials: Sequence[Credentials] | None = None) -> SimulatedSum:
         """:func:`~securefl.crypto.he.run_he` (its session drawn from ``seed`` as
-        :func:`~securefl.crypto.secure_sum` draws ``session``); ``extra`` names the dealer
+        :func:`~securefl.runtime.secure_sum` draws ``session``); ``extra`` names the dealer
         and the decryptor and their costs, and the key distribution's bytes."""
         outcome = run_he(encoded, plan=plan, modulus_bits=modulus_bits, seed=seed,
                          credentials=credentials)
