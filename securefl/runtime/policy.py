@@ -89,7 +89,7 @@ from pathlib import Path
 from typing import Any
 
 from securefl.errors import ConfigError, InputError, ProtocolError
-from securefl.runtime.sum_backends import names as sum_backend_names
+from securefl.runtime.sum_names import names as sum_backend_names
 
 POLICY = "policy"
 """In-process node config entry: a :class:`PrivacyPolicy` object."""
