@@ -145,6 +145,15 @@ def test_no_new_circle_and_no_new_upward_import():
     assert sorted(KNOWN - found) == [], "fixed: remove it from KNOWN"
 
 
+def test_records_and_the_sum_backend_names_import_nothing_of_their_room():
+    """The foundations the rest of ``securefl.runtime`` builds on (what keeps it free of
+    circles): Records and the names a policy may allow import no module of the room."""
+    known = modules(PACKAGE)
+    for name in ("securefl.runtime.records", "securefl.runtime.sum_names"):
+        inside = {t for t in imports(name, known[name], known) if room(t) == "runtime"}
+        assert inside == set(), name
+
+
 @pytest.fixture
 def toy(tmp_path):
     """A package ``toy`` with rooms ``low`` < ``high``, a lazy circle in ``low`` and a lazy

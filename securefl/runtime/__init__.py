@@ -1,10 +1,30 @@
 """securefl.runtime: how a protocol's parties exchange messages: records and transports,
 the one step driver, typed state, node policy, and the secure-sum steps and backends.
 
-Public names are resolved lazily (PEP 562) from the modules of this room, so importing
-one module does not import them all; the other modules are imported by name.
-"""
+Modules (each imported by name; the public names below are lazy, PEP 562, so importing
+one module does not import them all):
 
+* :mod:`~securefl.runtime.records` -- :class:`~securefl.runtime.records.Record` (what
+  crosses or persists), protocol messages in Records, an exchange's outcome;
+* :mod:`~securefl.runtime.transport` -- client and server halves, the node context, the
+  transport interface and the in-process transport (Flower's is
+  :mod:`securefl.fl.flower`);
+* :mod:`~securefl.runtime.engine` -- the one driver of a server step table;
+* :mod:`~securefl.runtime.state_codec` -- a protocol party's typed state in a Record;
+* :mod:`~securefl.runtime.policy` -- a node's own privacy policy and DP ledger, and
+  :mod:`~securefl.runtime.sum_names` the secure-sum backend names it may allow;
+* :mod:`~securefl.runtime.links` and :mod:`~securefl.runtime.linkcheck` -- client-to-client
+  links relayed by the server, authenticated end to end, and the program that checks them;
+* :mod:`~securefl.runtime.secure_sum_steps`, :mod:`~securefl.runtime.sum_backends` and
+  :mod:`~securefl.runtime.summation` -- secure sums as exchanges, their backends, and
+  :func:`secure_sum`, the in-process simulator that drives the deployed steps;
+* :mod:`~securefl.runtime.costs` -- a round's time and bytes over a transport.
+
+The room sits between :mod:`securefl.crypto` (the primitives it runs) and
+:mod:`securefl.protocols` (the FSSL steps built on it); ``records`` and ``sum_names``
+import nothing of the room (``tests/test_layering.py`` checks the rooms, the absence of
+import circles and these two).  Nothing here imports torch.
+"""
 from __future__ import annotations
 
 import importlib
@@ -17,8 +37,6 @@ _EXPORTS: dict[str, str] = {
     "make_encoding": "summation",
 }
 """Public name -> module of this room that defines it."""
-
-__all__ = sorted(_EXPORTS)
 
 
 def __getattr__(name: str) -> Any:

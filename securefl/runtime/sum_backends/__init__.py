@@ -17,7 +17,11 @@ business.  :func:`register` adds a backend, :func:`get` looks one up by name (an
 name is an :class:`~securefl.errors.InputError` naming the parameter), :func:`names` lists
 them; :func:`securefl.runtime.secure_sum`, :func:`securefl.fl.aggregate`, the uploads
 (:mod:`securefl.fl.uploads`, :mod:`securefl.fl.group_sums`), an experiment's
-``aggregation`` key, a node's policy and ``securefl bench secagg`` all ask this registry.
+``aggregation`` key and ``securefl bench secagg`` all ask this registry.  A node's policy,
+which the transport reads, asks the registry's index of names and kinds instead
+(:mod:`securefl.runtime.sum_names`, kept in step by :func:`register` and
+:func:`unregister`), so that the policy does not import the backends that run on the
+transport.
 
 **One code path.**  The in-process simulator of a deployable backend is
 :meth:`SumBackend.simulate`: its own ``contribute`` / ``answer`` / ``collect`` driven on an
