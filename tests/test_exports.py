@@ -2,8 +2,9 @@
 
 The rule every room follows: no module of a room is named like a public name of that
 room.  ``from securefl.crypto import secure_sum`` used to give the *module* in a fresh
-interpreter once a module ``securefl.crypto.secure_sum`` had been imported by anyone (the
-function is now ``securefl.runtime.secure_sum``, its module ``securefl.runtime.summation``).
+interpreter once a module of that name (``secure_sum.py`` in ``securefl/crypto/``) had been
+imported by anyone (the function is now ``securefl.runtime.secure_sum``, in module
+``securefl.runtime.summation``).
 """
 
 from __future__ import annotations
