@@ -68,7 +68,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 import numpy as np
 
@@ -77,18 +77,10 @@ from securefl.crypto.identity import Credentials, cohort_digest
 from securefl.crypto.secagg import RandomBytes, SecAggClient, SecAggConfig, SecAggServer, party_rng
 from securefl.errors import InputError, ProtocolError
 from securefl.runtime.engine import Step, drive
+from securefl.runtime.policy import PrivacyPolicy
+from securefl.runtime.records import Exchange, Record, has_message, put_message, take_message
 from securefl.runtime.state_codec import load, save
-from securefl.runtime.transport import (
-    Exchange,
-    Record,
-    Transport,
-    has_message,
-    put_message,
-    take_message,
-)
-
-if TYPE_CHECKING:
-    from securefl.runtime.policy import PrivacyPolicy
+from securefl.runtime.transport import Transport
 
 T = TypeVar("T")
 
