@@ -6,7 +6,10 @@ and its check.  Building one (:func:`securefl.methods.build_hyper`) checks every
 the constraints between values that need no data, so ``securefl run`` refuses a bad
 hyper-parameter in its validation, before any data is loaded or any file is written;
 what needs the data (ProtoFSSL's ``norm`` against the concrete backbone, which labels a
-federation holds) stays in the method's ``setup``.
+federation holds) stays in the method's ``setup``.  These dataclasses are the one place a
+hyper-parameter is checked: a method does not re-check them, its ``setup`` rebuilds its
+dataclass from its current values first (:meth:`securefl.methods.base.Method.check_hyper`),
+so a method built directly is refused with the same error.
 
 A field is declared with :func:`hp` (default and checks).  A check is a function of the
 value returning the problem (a phrase such as ``"must be an integer >= 1"``) or ``None``;

@@ -111,3 +111,14 @@ def test_protofssls_choices_are_the_methods_own():
     from securefl.methods.protofssl import server as protofssl
 
     assert (PROTOFSSL_AGGREGATIONS, PROTOFSSL_NORMS) == (protofssl.AGGREGATIONS, protofssl.NORMS)
+
+
+@pytest.mark.parametrize("name", method_names())
+def test_setup_checks_the_hyper_parameters_as_they_are_now(name, tiny_digits):
+    """A method changed after it was built is refused by ``setup`` with its dataclass's error
+    (Method.check_hyper), before any data is touched: the methods keep no checks of their own."""
+    method = build_method(name)
+    checked = next(spec.name for spec in fields(hyper_class(name)) if spec.metadata.get("checks"))
+    setattr(method, checked, object())
+    with pytest.raises(InputError, match=f"^{checked}=<object"):
+        method.setup(tiny_digits)
