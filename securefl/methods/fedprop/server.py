@@ -135,7 +135,7 @@ class FedProp(PseudoLabelMethod):
             super()._setup_extra()
             return
         in_budget, self.warmup_rounds = self.warmup_rounds, 0
-        try:  # the parent's checks, without its warm-up rounds: run_round plays them
+        try:  # the parent's labeled-clients check, without its warm-up rounds: run_round plays them
             super()._setup_extra()
         finally:
             self.warmup_rounds = in_budget
