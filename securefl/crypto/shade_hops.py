@@ -1,10 +1,10 @@
-"""SHADE for one pair of parties in a fixed number of hops (relayed transports).
+"""SHADE for one pair of parties in bounded hops (relayed transports).
 
 :func:`securefl.crypto.shade.shade_pair` drives a pair's session chunk by chunk.  Over a
 transport whose every hop is a message round (``docs/method-halves.md``, "SHADE over
-links") the same protocol is cut into four hops, each a batch of messages from one party
-of the pair to the other, the sender ``s`` (holds ``x``, ``(n_a, L)``) and the receiver
-``r`` (holds ``y``, ``(n_b, L)``):
+links") the same protocol is cut into hops, each a batch of messages from one party of the
+pair to the other, the sender ``s`` (holds ``x``, ``(n_a, L)``) and the receiver ``r``
+(holds ``y``, ``(n_b, L)``):
 
 1. :func:`receiver_base` (r -> s): the IKNP hello (:func:`securefl.crypto.ot.receiver_hello`):
    the setup r holds for this pair, if any, with the session number it takes now, and a
@@ -12,24 +12,34 @@ of the pair to the other, the sender ``s`` (holds ``x``, ``(n_a, L)``) and the r
 2. :func:`sender_base` (s -> r): ``iknp/resume`` if s holds the offered setup and the
    session is new to it, else the base-OT points of a fresh setup (the choices are s's new
    IKNP ``delta``).
-3. :func:`receiver_extend` (r -> s): r resumes or finishes the base OTs; the IKNP matrices
-   ``U`` of *all* chunks of the session (it recomputes ``t`` at hop 4: the row PRG is
-   deterministic).
-4. :func:`sender_correct` (s -> r): the corrections ``u`` of all chunks, framed exactly
-   by :meth:`~securefl.crypto.shade.SenderSession.corrections`, and s's share;
-   :func:`receiver_finish` absorbs them and returns r's share.
+3. :func:`receiver_extend` (r -> s): r resumes or finishes the base OTs and sends the IKNP
+   matrices ``U`` of the chunks stream exchange 0 corrects.
+4. the stream, exchanges ``x = 0 .. G`` (:func:`schedule` cuts the pair's correction
+   frames, in order, into ``G`` groups of at most ``chunk_bytes``, at least one frame each:
+   a single frame, at most :data:`~securefl.crypto.shade.FRAME_BYTES`, is never split).
+   In exchange ``x`` :func:`sender_stream` (s -> r) takes the ``U`` of the chunks group
+   ``x`` starts and sends group ``x``'s frames (its share after the last group), while
+   :func:`receiver_stream` (r -> s) absorbs group ``x - 1``'s frames and sends the ``U``
+   of the chunks group ``x + 1`` starts (its share at ``x = G``).  A ``u`` needs the ``U``
+   of its chunk, which crosses one exchange earlier, and the receiver absorbs one exchange
+   after the ``u`` was sent: ``G + 1`` exchanges, the least this dependency allows with
+   one batch per direction per exchange.  The ``U`` a message carries are 16 bytes per OT
+against the ``2 x lanes >= 16`` of a correction, so they weigh at most the frames of the
+chunks they start, plus the ``U`` of one chunk (``16 x`` :data:`~securefl.crypto.shade.CHUNK_OTS`
+bytes, 1 MiB) that the next group only begins: a message carries at most ``chunk_bytes`` (or
+one frame) of corrections, or about that much ``U`` and 1 MiB more.  When the pair fits in ``chunk_bytes``, ``G = 1``: the four hops
+   and the frames of the unbounded protocol.
 
-Each hop runs the steps of :class:`~securefl.crypto.shade.ReceiverSession` and
-:class:`~securefl.crypto.shade.SenderSession` for every chunk of the session (the code
-:func:`shade_pair` interleaves), so the messages, their tags and shapes are those of
-:func:`shade_pair` and the frame bytes are the same; a hop holds its whole batch (the
-transport's message round), so the receiver recomputes each chunk's ``t`` at hop 4.  Two
-kinds of state: the *setup* (:class:`~securefl.crypto.ot.SenderSetup`,
-:class:`~securefl.crypto.ot.ReceiverSetup`), which outlives the round -- the caller keeps
-it with the party (e.g. in the client's state Record, never in a message) and passes it
-to every hop; hops 1 to 3 advance or replace it in place or return the new one -- and
-the round's ``dict`` of numpy arrays (r: the hello between hops 1 and 3; both: the setup
-id and session number of the round).
+The messages, their tags and shapes are those of :func:`shade_pair` (the frames of
+:meth:`~securefl.crypto.shade.SenderSession.frame`), so the frame bytes are the same; only
+the link batches' headers grow with ``G``.  Two kinds of state: the *setup*
+(:class:`~securefl.crypto.ot.SenderSetup`, :class:`~securefl.crypto.ot.ReceiverSetup`), which
+outlives the round -- the caller keeps it with the party (e.g. in the client's state
+Record, never in a message) and passes it to every hop; hops 1 to 3 advance or replace it
+in place or return the new one -- and the pair's ``dict`` of numpy arrays between hops (r:
+the hello between hops 1 and 3; both: the :class:`Stream` -- setup id, session number,
+cursor, the pinned ``chunk_bytes``, running sums and the random-OT seeds of chunks whose
+frames are still due).
 
 Who learns what: exactly as :mod:`securefl.crypto.shade` (each share alone is uniform;
 the relay sees base-OT points, ``U`` and ``u``, all pseudorandom to it); the caller
