@@ -132,26 +132,26 @@ def test_out_of_place_messages_are_refused():
     s_party, r_party = Party(), Party()
     s_state, r_state = {}, {}
     a = shade_hops.receiver_base(r_state, setup=None, context=CONTEXT, sender=0, receiver=1, rng=RandomSource())
-    extend = dict(setup=None, context=CONTEXT, sender=0, receiver=1, senders=4, chunk_bytes=1 << 20)
+    extend = {"setup": None, "context": CONTEXT, "sender": 0, "receiver": 1, "senders": 4, "chunk_bytes": 1 << 20}
     with pytest.raises(ProtocolError, match="iknp/resume.*baseot/B"):
         shade_hops.receiver_extend(r_state, a, y, **extend)
     with pytest.raises(ProtocolError, match="before the hello"):
         shade_hops.receiver_extend({}, a, y, **extend)
     b, s_party.setup = shade_hops.sender_base(s_state, a, setup=None, context=CONTEXT, rng=RandomSource())
     u, r_party.setup = shade_hops.receiver_extend(r_state, b, y, **extend)
-    stream = dict(receivers=5, sender=0, receiver=1, chunk_bytes=1 << 20)
+    stream = {"receivers": 5, "sender": 0, "receiver": 1, "chunk_bytes": 1 << 20}
     with pytest.raises(ProtocolError, match="IKNP matrices"):
         shade_hops.sender_stream(dict(s_state), lambda: [*u, *u], x, setup=s_party.setup, **stream)
     with pytest.raises(ProtocolError, match="not the one this session was opened on"):
         shade_hops.sender_stream(dict(s_state), lambda: u, x, setup=None, **stream)
     corrections, _ = shade_hops.sender_stream(s_state, lambda: u, x, setup=s_party.setup, **stream)
-    finish = dict(setup=r_party.setup, senders=4, sender=0, receiver=1)
-    assert shade_hops.receiver_stream(r_state, lambda: [], y, **finish) == ([], None)  # exchange 0: nothing due
+    finish = {"setup": r_party.setup, "senders": 4, "sender": 0, "receiver": 1}
+    assert shade_hops.receiver_stream(r_state, list, y, **finish) == ([], None)  # exchange 0: nothing due
     extra = Message(0, 1, "shade/u", (corrections[0].arrays[0],))
     with pytest.raises(ProtocolError, match="correction frames, expected"):
         shade_hops.receiver_stream(dict(r_state), lambda: [*corrections, extra], y, **finish)
     with pytest.raises(ProtocolError, match="correction frames, expected"):
-        shade_hops.receiver_stream(dict(r_state), lambda: [], y, **finish)
+        shade_hops.receiver_stream(dict(r_state), list, y, **finish)
 
 
 def test_a_resume_naming_another_setup_or_session_is_refused():
@@ -199,12 +199,12 @@ def test_a_stream_refuses_a_changed_chunk_bytes_and_a_missing_batch():
     b, s_party.setup = shade_hops.sender_base(s_state, a, setup=None, context=CONTEXT, rng=RandomSource())
     u, r_party.setup = shade_hops.receiver_extend(r_state, b, y, setup=None, context=CONTEXT, sender=0,
                                                   receiver=1, senders=3, chunk_bytes=per_chunk)
-    stream = dict(setup=s_party.setup, receivers=40, sender=0, receiver=1, chunk_bytes=per_chunk)
+    stream = {"setup": s_party.setup, "receivers": 40, "sender": 0, "receiver": 1, "chunk_bytes": per_chunk}
     shade_hops.sender_stream(s_state, lambda: u, x, **stream)
     with pytest.raises(ProtocolError, match="chunk_bytes"):
         shade_hops.sender_stream(dict(s_state), lambda: u, x, **{**stream, "chunk_bytes": 2 * per_chunk})
     with pytest.raises(ProtocolError, match="IKNP matrices"):  # chunk 1's U never came
-        shade_hops.sender_stream(dict(s_state), lambda: [], x, **stream)
+        shade_hops.sender_stream(dict(s_state), list, x, **stream)
 
 
 @pytest.mark.parametrize("bad", [0, -1, 1.5, True, "64"])

@@ -92,7 +92,7 @@ def test_steps_the_table_lacks_are_refused():
 def test_the_client_state_is_the_typed_party_and_the_hamming_hops_states():
     """What a client keeps of CrossClientLP is its typed party (state codec, ``cclp/party/``)
     and the SHADE pairs' hop states: no other ``cclp/`` entry; V_j is gone once hashed."""
-    done, _, _, transport = _round("real")
+    _done, _, _, transport = _round("real")
     for j, state in transport.states.items():
         names = [k for table in (state.arrays, state.config) for k in table if k.startswith("cclp/")]
         assert names and all(k.startswith(("cclp/party/", "cclp/shade/")) for k in names), names

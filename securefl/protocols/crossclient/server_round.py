@@ -75,12 +75,12 @@ from securefl.crypto.secagg import SecAggConfig
 from securefl.errors import DropoutError, ProtocolError
 from securefl.protocols.crossclient.client_steps import (
     ADVERTISE,
+    CHUNK_BYTES,
     CODES,
     COLUMNS,
     LINK_RECEIVED,
     LINK_SENT,
     LWE,
-    CHUNK_BYTES,
     SHADE,
     SHARES,
     SLOT_COLUMNS,
