@@ -357,7 +357,8 @@ class ShadeRelay:
     ``U`` that exchange ``x + 1`` starts: ``G + 1`` stream exchanges, as few as the
     dependency ``U -> u -> absorb`` allows; ``G = 1`` (every pair within ``chunk_bytes``)
     gives today's four hops.  Sender shares come with its last frames, receiver shares one
-    exchange later."""
+    exchange later.  Once forwarded, the sealed batches leave the replies the round keeps
+    (``exchanges``), so the server holds one exchange's batches at a time."""
 
     prefix: ClassVar[str] = "shade"
 
@@ -380,7 +381,10 @@ def _shade_hop(state: RoundState) -> dict[int, Record]:
     requests = {j: state.layout() for j in state.live}
     for request in requests.values():
         request.config[CHUNK_BYTES] = state.chunk_bytes
-    _forward_links({j: state.reply(j) for j in state.live}, requests)
+    replies = {j: state.reply(j) for j in state.live}
+    _forward_links(replies, requests)
+    for answer in replies.values():  # forwarded: the kept exchange lets go of the sealed batches
+        answer.arrays = {k: v for k, v in answer.arrays.items() if not k.startswith(links.TO)}
     return state.addressed(requests)
 
 
