@@ -212,3 +212,18 @@ def test_chunk_bytes_must_be_a_positive_int(bad):
     from securefl.errors import InputError
     with pytest.raises(InputError, match="chunk_bytes"):
         shade_hops.check_chunk_bytes(bad)
+
+
+def test_sides_told_different_chunk_bytes_stop_with_a_protocol_error():
+    """The relay tells the receiver one chunk's frames and the sender two: the sender's own
+    schedule wants two matrices where one came."""
+    x, y = _codes(13, 3, 40, 4096)
+    per_chunk = 16 * 4096 * 16
+    s_party, r_party, s_state, r_state = Party(), Party(), {}, {}
+    a = shade_hops.receiver_base(r_state, setup=None, context=CONTEXT, sender=0, receiver=1, rng=RandomSource())
+    b, s_party.setup = shade_hops.sender_base(s_state, a, setup=None, context=CONTEXT, rng=RandomSource())
+    u, r_party.setup = shade_hops.receiver_extend(r_state, b, y, setup=None, context=CONTEXT, sender=0,
+                                                  receiver=1, senders=3, chunk_bytes=per_chunk)
+    with pytest.raises(ProtocolError, match="1 IKNP matrices, expected 2"):
+        shade_hops.sender_stream(s_state, lambda: u, x, setup=s_party.setup, receivers=40, sender=0,
+                                 receiver=1, chunk_bytes=2 * per_chunk)
