@@ -33,8 +33,8 @@ IKNP matrix ``U`` (:meth:`ReceiverSession.matrix`), the sender's correction fram
 interleaves the steps chunk by chunk in memory, each frame crossing an authenticated
 :class:`~securefl.crypto.channel.Network` link and absorbed before the next is made (one
 frame buffer per thread: memory bounded whatever ``n_a n_b``); the transport hops
-(:mod:`securefl.crypto.shade_hops`) run each step for every chunk in one hop, as one
-batch per message round.  Same tags, shapes and frame sizes either way, so the same bytes.
+(:mod:`securefl.crypto.shade_hops`) run the same steps frame by frame in exchanges of at
+most ``chunk_bytes``, one batch per message round.  Same tags, shapes and frame sizes either way, so the same bytes.
 
 **All pairs** (:func:`shade_hamming_matrix`, the ``"shade"`` backend of
 :func:`securefl.crypto.secure_hamming_matrix`).  For every pair ``a < b`` one party is
@@ -301,9 +301,10 @@ class SenderSession:
 
     For chunk ``c`` it takes the receiver's IKNP matrix ``U`` and yields the correction
     frames ``shade/u`` of that chunk (:func:`framing`); :meth:`share` is its share once
-    every chunk is done.  The transport hops (:mod:`securefl.crypto.shade_hops`) run every
-    chunk in one hop; :func:`shade_pair` interleaves them with the receiver's, so only one
-    frame per thread is alive.  Chunks touch disjoint receiver points: threads may run
+    every chunk is done; :meth:`seeds` and :meth:`frame` are the same split per frame, which
+    the transport hops (:mod:`securefl.crypto.shade_hops`) spread over bounded exchanges;
+    :func:`shade_pair` interleaves chunks with the receiver's, so only one frame per thread
+    is alive.  Chunks touch disjoint receiver points: threads may run
     different chunks at once, each with its own :meth:`worker`.
     """
 
@@ -369,8 +370,9 @@ class ReceiverSession:
 
     :meth:`matrix` is chunk ``c``'s IKNP matrix ``U`` (it keeps ``t`` in the worker);
     :meth:`absorb` takes that chunk's correction frames into a :class:`ShadeReceiver`, from
-    the kept ``t`` or, if the worker sent another chunk since (the hops send every ``U``
-    first), from ``t`` recomputed (the row PRG is deterministic).
+    the kept ``t`` or, if the worker sent another chunk since, from ``t`` recomputed (the
+    row PRG is deterministic); :meth:`seeds` and :meth:`absorb_frame` are the same split per
+    frame, for the transport hops (:mod:`securefl.crypto.shade_hops`), which keep the seeds.
     """
 
     codes: np.ndarray
