@@ -32,19 +32,20 @@ def _federation():
     return features, labels, truth
 
 
-def _round(secure, *, backend="shade", intercept=None):
+def _round(secure, *, backend="shade", intercept=None, length=L, chunk_bytes=None, dropouts=None):
     features, labels, _ = _federation()
-    half = FeatureClient(FeatureProtocol(secure, L, backend, SEED))
+    half = FeatureClient(FeatureProtocol(secure, length, backend, SEED))
     transport = InProcessTransport(half, [NodeContext(j, {"partition-id": j}, {},
                                                       FeatureData(x, y, CLASSES))
                                           for j, (x, y) in enumerate(zip(features, labels))],
-                                   intercept=intercept)
+                                   intercept=intercept, dropouts=dropouts)
+    bound = {} if chunk_bytes is None else {"chunk_bytes": chunk_bytes}
     done = cross_client_round(transport, range(len(SIZES)), round_index=0, secure=secure, k=K,
-                              alpha=0.99, L=L, num_classes=CLASSES, hamming_backend=backend)
+                              alpha=0.99, L=length, num_classes=CLASSES, hamming_backend=backend, **bound)
     outputs = {j: half.finish_rows(done.rows[j], transport.states[j], transport.nodes[j])
                for j in done.rows}
     return done, outputs, {"features": features, "labels": labels, "num_classes": CLASSES, "k": K,
-                           "alpha": 0.99, "L": L, "seed": SEED}, transport
+                           "alpha": 0.99, "L": length, "seed": SEED}, transport
 
 
 @pytest.mark.parametrize("secure, backend", [("real", "shade"), ("real", "rlwe"),
@@ -91,7 +92,7 @@ def test_steps_the_table_lacks_are_refused():
 def test_the_client_state_is_the_typed_party_and_the_hamming_hops_states():
     """What a client keeps of CrossClientLP is its typed party (state codec, ``cclp/party/``)
     and the SHADE pairs' hop states: no other ``cclp/`` entry; V_j is gone once hashed."""
-    done, _, _, transport = _round("real")
+    _done, _, _, transport = _round("real")
     for j, state in transport.states.items():
         names = [k for table in (state.arrays, state.config) for k in table if k.startswith("cclp/")]
         assert names and all(k.startswith(("cclp/party/", "cclp/shade/")) for k in names), names
@@ -100,3 +101,72 @@ def test_the_client_state_is_the_typed_party_and_the_hamming_hops_states():
         assert party.codes.shape == (SIZES[j], L) and party.hamming_backend == "shade"
         assert party.s_l.shape == (sum(SIZES), 3) and party.sum_members == 3
         assert party.private is not None and sorted(party.peer_keys) == [0, 1, 2]
+
+
+STREAM_L = 8192
+"""Code length at which a client's 9 to 11 points are two IKNP chunks (8 points each)."""
+
+
+def _stream_steps(done):
+    return [e.step for e in done.exchanges if e.step.startswith("cclp/shade/")]
+
+
+def test_a_pair_streamed_in_bounded_exchanges_gives_the_outputs_of_one_exchange():
+    """chunk_bytes=1: every correction frame its own exchange (two per pair); the round runs
+    one more ``cclp/shade/3`` and gives the ideal outputs, as the default's one exchange does."""
+    expected = None
+    for chunk_bytes, stream in ((None, 1), (1, 2)):
+        done, outputs, reference, _ = _round("real", length=STREAM_L, chunk_bytes=chunk_bytes)
+        assert _stream_steps(done) == ["cclp/shade/1", "cclp/shade/2", *["cclp/shade/3"] * stream,
+                                       "cclp/shade/4"]
+        expected = expected or ideal_cross_client_lp(**reference)
+        assert done.failed == {} and sorted(outputs) == [0, 1, 2]
+        for j, output in outputs.items():
+            np.testing.assert_array_equal(output.pseudo_labels, expected.outputs[j].pseudo_labels)
+            np.testing.assert_array_equal(output.weights, expected.outputs[j].weights)
+
+
+@pytest.mark.parametrize("attack", ["replay", "late"])
+def test_a_replayed_or_reordered_stream_batch_is_refused(attack):
+    """The relay hands client 1, at the second ``cclp/shade/3``, the batches its peers sent
+    it one exchange earlier (replay: sealed for the earlier batch number, the MAC fails), or
+    holds the first exchange's batches back to deliver them late (the first exchange already
+    misses them): client 1 raises ProtocolError and leaves the graph; the others finish."""
+    seen = {}
+
+    def tamper(client, request):
+        if client != 1 or request.config["_step"] != "cclp/shade/3":
+            return request
+        batches = {k: v for k, v in request.arrays.items() if k.startswith("relay/from/")}
+        arrays = {k: v for k, v in request.arrays.items() if k not in batches}
+        if not seen:
+            seen.update(batches)
+            arrays.update(batches if attack == "replay" else {})
+        else:
+            assert set(seen) & set(batches)
+            arrays.update({**batches, **seen})
+        request.arrays = arrays
+        return request
+
+    done, outputs, reference, _ = _round("real", length=STREAM_L, chunk_bytes=1, intercept=tamper)
+    assert done.failed[1].startswith("ProtocolError")
+    assert done.graph == [0, 2] and sorted(outputs) == [0, 2]
+    expected = ideal_cross_client_lp(**reference, dropouts={"before_hamming": {1}})
+    for j in (0, 2):
+        np.testing.assert_array_equal(outputs[j].pseudo_labels, expected.outputs[j].pseudo_labels)
+
+
+def test_a_drop_mid_stream_abandons_the_clients_pairs():
+    done, outputs, reference, _ = _round("real", length=STREAM_L, chunk_bytes=1,
+                                         dropouts={2: ("cclp/shade/3", 1)})
+    assert done.dropped["cclp/shade/3"] == [2] and done.graph == [0, 1] and sorted(outputs) == [0, 1]
+    expected = ideal_cross_client_lp(**reference, dropouts={"before_hamming": {2}})
+    for j in (0, 1):
+        np.testing.assert_array_equal(outputs[j].pseudo_labels, expected.outputs[j].pseudo_labels)
+
+
+def test_chunk_bytes_is_checked_when_the_round_is_built():
+    from securefl.errors import InputError
+
+    with pytest.raises(InputError, match="chunk_bytes"):
+        _round("real", chunk_bytes=0)

@@ -33,7 +33,9 @@ position among the round's selected clients, config ``cclp/party``):
     3-4), sends its own block of distances to the server and starts SHADE
     (:mod:`securefl.crypto.shade_hops` hop 1) with every live peer it is OT receiver of.
 ``cclp/shade/1`` .. ``cclp/shade/4`` (real)
-    the SHADE hops of all its pairs at once: one batch per peer sealed through
+    the SHADE hops of all its pairs at once (``cclp/shade/3`` repeats: the bounded stream of
+    :mod:`securefl.crypto.shade_hops`, ``cclp/shade/4`` is its last exchange; config
+    ``cclp/chunk-bytes`` bounds a pair's SHADE bytes per message): one batch per peer sealed through
     :mod:`securefl.runtime.links` (``relay/to/<peer>`` up, ``relay/from/<peer>`` down), the
     shares of finished pairs up to the server (``cclp/share/<a>-<b>``).  Config array
     ``cclp/alive`` names the peers still in the protocol: a pair with a peer that left is
@@ -139,6 +141,8 @@ SLOT_COLUMNS = "cclp/columns"
 SLOT_S_L = "cclp/s-l"
 LINK_SENT = "cclp/link-sent"
 LINK_RECEIVED = "cclp/link-received"
+CHUNK_BYTES = "cclp/chunk-bytes"
+"""Request config of the SHADE hops: the bound on one message's SHADE bytes per peer."""
 
 
 def share_slot(a: int, b: int) -> str:
@@ -343,45 +347,47 @@ class CrossClientSteps:
             raise ProtocolError(f"client {me}: SHADE step before its codes")
         sizes = np.asarray(request.arrays.get("cclp/sizes", np.zeros(0, np.int64)))
         members = [int(m) for m in client.members]
+        chunk_bytes = int(request.config.get(CHUNK_BYTES, shade_hops.DEFAULT_CHUNK_BYTES))
         sent = received = 0
         for peer, a, b, sender in self._pairs(request, me):
             receiver = b if sender == a else a
             i_send = sender == me
-            # who sends in this hop: receiver at hops 0 and 2, sender at hops 1 and 3
-            acting = (hop in (1, 3)) == i_send
-            if hop == 4 and i_send:
-                continue
+            acting = (hop == 1) == i_send  # hops 0 and 2: the receiver; hop 1: the sender
             prefix = f"cclp/shade/{peer}/"
             pair = {k[len(prefix):]: v for k, v in state.arrays.items() if k.startswith(prefix)}
-            incoming: list[Message] = []
-            if hop > 0 and (hop == 4 or acting):
-                incoming = links.receive_batch(request, state, me=me, peer=peer)
-                received += sum(frame_size(m) for m in incoming)
-            outgoing: list[Message] = []
-            share = None
             if not 0 <= peer < len(members):
                 raise ProtocolError(f"client {me}: SHADE peer {peer} is not among the round's members")
             setup = self._setup(state, members[peer], "sender" if i_send else "receiver")
             context = setup_context(transport_session(state), members[sender], members[receiver])
+            taken: list[Message] = []
+
+            def incoming(peer: int = peer, taken: list[Message] = taken) -> list[Message]:
+                """The peer's sealed batch in this request, opened (only when the hop needs it)."""
+                taken[:] = links.receive_batch(request, state, me=me, peer=peer)
+                return taken
+
+            outgoing: list[Message] = []
+            share = None
             if hop == 0 and acting:
                 outgoing = [shade_hops.receiver_base(pair, setup=setup, context=context, sender=sender,
                                                      receiver=receiver, rng=RandomSource())]
             elif hop == 1 and acting:
-                answer, setup = shade_hops.sender_base(pair, _one(incoming), setup=setup, context=context,
+                answer, setup = shade_hops.sender_base(pair, _one(incoming()), setup=setup, context=context,
                                                        rng=RandomSource())
                 outgoing = [answer]
             elif hop == 2 and acting:
-                outgoing, setup = shade_hops.receiver_extend(pair, _one(incoming), codes, setup=setup,
-                                                             context=context, sender=sender,
-                                                             receiver=receiver)
-            elif hop == 3 and acting:
-                outgoing, share = shade_hops.sender_correct(
+                outgoing, setup = shade_hops.receiver_extend(
+                    pair, _one(incoming()), codes, setup=setup, context=context, sender=sender,
+                    receiver=receiver, senders=int(sizes[sender]), chunk_bytes=chunk_bytes)
+            elif hop == 3 and i_send:
+                outgoing, share = shade_hops.sender_stream(
                     pair, incoming, codes, setup=setup, receivers=int(sizes[receiver]), sender=sender,
+                    receiver=receiver, chunk_bytes=chunk_bytes)
+            elif hop == 3:
+                outgoing, share = shade_hops.receiver_stream(
+                    pair, incoming, codes, setup=setup, senders=int(sizes[sender]), sender=sender,
                     receiver=receiver)
-            elif hop == 4:
-                share = shade_hops.receiver_finish(pair, incoming, codes, setup=setup,
-                                                   senders=int(sizes[sender]), sender=sender,
-                                                   receiver=receiver)
+            received += sum(frame_size(m) for m in taken)
             if hop <= 2 and acting and setup is not None:  # hops 1-3 advance or replace it
                 self._keep_setup(state, members[peer], setup)
             for key in [k for k in state.arrays if k.startswith(prefix)]:
@@ -514,7 +520,7 @@ CLIENT_STEPS: dict[str, ClientStep] = {
     ADVERTISE: CrossClientSteps._advertise,
     SHARES: CrossClientSteps._shares,
     CODES: CrossClientSteps._codes,
-    **{step: _hop(CrossClientSteps._shade, hop) for hop, step in enumerate(SHADE, 1)},
+    **{step: _hop(CrossClientSteps._shade, min(hop, 3)) for hop, step in enumerate(SHADE, 1)},
     **{step: _hop(CrossClientSteps._lwe, hop) for hop, step in enumerate(LWE, 1)},
     COLUMNS: CrossClientSteps._columns,
     SUM: CrossClientSteps._sum,

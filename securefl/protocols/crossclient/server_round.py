@@ -65,7 +65,7 @@ from typing import ClassVar, Protocol
 
 import numpy as np
 
-from securefl.crypto import lwe_hops
+from securefl.crypto import lwe_hops, shade_hops
 from securefl.crypto.channel import SERVER, Message, frame_size
 from securefl.crypto.hamming import check_codes, choose_backend
 from securefl.crypto.hamming_plain import hamming_matrix, pack_codes
@@ -75,6 +75,7 @@ from securefl.crypto.secagg import SecAggConfig
 from securefl.errors import DropoutError, ProtocolError
 from securefl.protocols.crossclient.client_steps import (
     ADVERTISE,
+    CHUNK_BYTES,
     CODES,
     COLUMNS,
     LINK_RECEIVED,
@@ -178,6 +179,7 @@ class RoundState:
     hamming_backend: str
     threshold: int | None = None
     solver: str = "sparse"
+    chunk_bytes: int = shade_hops.DEFAULT_CHUNK_BYTES
     session: bytes = field(default_factory=lambda: secrets.token_bytes(8))
     live: list[int] = field(init=False)
     sizes: np.ndarray = field(init=False)
@@ -200,6 +202,7 @@ class RoundState:
     aggregation: Aggregation | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
+        self.chunk_bytes = shade_hops.check_chunk_bytes(self.chunk_bytes)
         self.live = list(range(len(self.members)))
         self.sizes = np.zeros(len(self.members), dtype=np.int64)
         self.sent = dict.fromkeys(self.live, 0)
@@ -215,7 +218,7 @@ class RoundState:
         self.failed.update(exchange.failed)
         left = [j for j in self.live if self.members[j] not in exchange.replies]
         if left:
-            self.dropped[exchange.step] = [self.members[j] for j in left]
+            self.dropped.setdefault(exchange.step, []).extend(self.members[j] for j in left)
         self.live = [j for j in self.live if self.members[j] in exchange.replies]
         self.last = exchange
 
@@ -344,18 +347,44 @@ def _collect_shares(state: RoundState, exchange: Exchange) -> None:
 
 class ShadeRelay:
     """SHADE (:mod:`securefl.crypto.shade_hops`): the sealed batches of every pair relayed
-    from each hop's replies into the next hop's requests; shares at hops 4 and 5."""
+    from each hop's replies into the next hop's requests.  ``cclp/shade/1`` (the base-OT
+    answers) and ``cclp/shade/2`` (the first ``U``) once, then the bounded stream:
+    ``cclp/shade/3`` for stream exchanges ``0 .. G - 1`` and ``cclp/shade/4`` for exchange
+    ``G``, where ``G`` is the most exchanges of any live pair
+    (:func:`~securefl.crypto.shade_hops.schedule` at the round's ``chunk_bytes``).  In
+    exchange ``x`` the sender sends the correction frames of its exchange ``x`` (they need the
+    ``U`` that came at ``x - 1``) while the receiver absorbs those of ``x - 1`` and sends the
+    ``U`` that exchange ``x + 1`` starts: ``G + 1`` stream exchanges, as few as the
+    dependency ``U -> u -> absorb`` allows; ``G = 1`` (every pair within ``chunk_bytes``)
+    gives today's four hops.  Sender shares come with its last frames, receiver shares one
+    exchange later.  Once forwarded, the sealed batches leave the replies the round keeps
+    (``exchanges``), so the server holds one exchange's batches at a time."""
 
     prefix: ClassVar[str] = "shade"
 
     def steps(self, state: RoundState) -> Iterator[Step[RoundState]]:
-        for hop in SHADE:
+        for hop in SHADE[:2]:
             yield _step(hop, _shade_hop, _collect_shares)
+        last = _stream_exchanges(state)
+        for exchange in range(last + 1):
+            yield _step(SHADE[2] if exchange < last else SHADE[3], _shade_hop, _collect_shares)
+
+
+def _stream_exchanges(state: RoundState) -> int:
+    """``G``: the most stream exchanges of a live pair (sizes, ``L`` and ``chunk_bytes`` are public)."""
+    return max((len(shade_hops.schedule(int(state.sizes[a]), int(state.sizes[b]), int(state.L),
+                                        state.chunk_bytes))
+                for a in state.live for b in state.live if a != b), default=1)
 
 
 def _shade_hop(state: RoundState) -> dict[int, Record]:
     requests = {j: state.layout() for j in state.live}
-    _forward_links({j: state.reply(j) for j in state.live}, requests)
+    for request in requests.values():
+        request.config[CHUNK_BYTES] = state.chunk_bytes
+    replies = {j: state.reply(j) for j in state.live}
+    _forward_links(replies, requests)
+    for answer in replies.values():  # forwarded: the kept exchange lets go of the sealed batches
+        answer.arrays = {k: v for k, v in answer.arrays.items() if not k.startswith(links.TO)}
     return state.addressed(requests)
 
 
@@ -637,7 +666,8 @@ def cross_client_round(transport: Transport, members: Sequence[int], *, round_in
                        secure: str, k: int, alpha: float, L: int, num_classes: int,
                        feature_model: np.ndarray | None = None, timeout: float | None = None,
                        hamming_backend: str = "shade", threshold: int | None = None,
-                       solver: str = "sparse") -> CrossClientRound:
+                       solver: str = "sparse",
+                       chunk_bytes: int = shade_hops.DEFAULT_CHUNK_BYTES) -> CrossClientRound:
     """Run CrossClientLP among ``members`` (clients, in party order) on ``transport``:
     :func:`round_steps` driven by :func:`securefl.runtime.engine.drive`, then :func:`finish`.
     ``feature_model``: a vector the ``cclp/advertise`` request carries as array ``model`` for
@@ -647,11 +677,13 @@ def cross_client_round(transport: Transport, members: Sequence[int], *, round_in
     resolves it by its own node's policy, :meth:`securefl.runtime.policy.PrivacyPolicy.hamming_backend`;
     the server follows what they resolved, :func:`_agreed_backend`), as the clients run it;
     ``threshold``: the secure sum's t (default a majority of the clients entering it);
-    ``solver``: the server's solver for S_L (:data:`securefl.protocols.propagation.SOLVERS`)."""
+    ``solver``: the server's solver for S_L (:data:`securefl.protocols.propagation.SOLVERS`);
+    ``chunk_bytes``: the most SHADE bytes a pair's message carries per peer (:class:`ShadeRelay`;
+    a positive int, else :class:`~securefl.errors.InputError`)."""
     model = np.zeros(0) if feature_model is None else feature_model
     state = RoundState([int(c) for c in members], model, int(round_index), secure == "real",
                        int(k), float(alpha), int(L), int(num_classes), hamming_backend,
-                       threshold, solver)
+                       threshold, solver, chunk_bytes)
     return finish(drive(transport, round_steps(state), state, timeout=timeout))
 
 
