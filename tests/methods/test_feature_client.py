@@ -170,3 +170,18 @@ def test_chunk_bytes_is_checked_when_the_round_is_built():
 
     with pytest.raises(InputError, match="chunk_bytes"):
         _round("real", chunk_bytes=0)
+
+
+@pytest.mark.parametrize("value", ["64", 0, -1, 2.5])
+def test_a_malformed_chunk_bytes_from_the_server_is_refused_by_the_client(value):
+    """``cclp/chunk-bytes`` is the server's word: a client refuses anything but a positive
+    integer with ProtocolError and leaves the graph; the others finish."""
+
+    def tamper(client, request):
+        if client == 1 and request.config["_step"].startswith("cclp/shade/"):
+            request.config = {**request.config, "cclp/chunk-bytes": value}
+        return request
+
+    done, outputs, _, _ = _round("real", intercept=tamper)
+    assert done.failed[1].startswith("ProtocolError") and "chunk-bytes" in done.failed[1]
+    assert done.graph == [0, 2] and sorted(outputs) == [0, 2]

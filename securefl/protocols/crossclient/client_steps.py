@@ -347,7 +347,11 @@ class CrossClientSteps:
             raise ProtocolError(f"client {me}: SHADE step before its codes")
         sizes = np.asarray(request.arrays.get("cclp/sizes", np.zeros(0, np.int64)))
         members = [int(m) for m in client.members]
-        chunk_bytes = int(request.config.get(CHUNK_BYTES, shade_hops.DEFAULT_CHUNK_BYTES))
+        chunk_bytes = request.config.get(CHUNK_BYTES, shade_hops.DEFAULT_CHUNK_BYTES)
+        if isinstance(chunk_bytes, bool) or not isinstance(chunk_bytes, (int, np.integer)) \
+                or chunk_bytes < 1:
+            raise ProtocolError(f"client {me}: {CHUNK_BYTES} must be a positive integer, "
+                                f"got {chunk_bytes!r}")
         sent = received = 0
         for peer, a, b, sender in self._pairs(request, me):
             receiver = b if sender == a else a
