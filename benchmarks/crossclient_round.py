@@ -2,8 +2,8 @@
 
     python benchmarks/crossclient_round.py --old DIR --new DIR --out FILE [--repeats R]
 
-The round a deployment runs (:func:`securefl.methods.fedprop.round.cross_client_round`,
-the clients' :mod:`securefl.methods.fedprop.client` steps) on an in-process transport, at
+The round a deployment runs (:func:`securefl.protocols.crossclient.server_round.cross_client_round`,
+the clients' :mod:`securefl.protocols.crossclient.client_steps`) on an in-process transport, at
 the digits round shape (5 clients x 121 points of scikit-learn digits, L = 1024), real mode
 with SHADE and with ring-LWE and the plaintext placeholder.  Each run is a fresh process
 with ``PYTHONPATH`` set to one checkout; old and new alternate (old, new, old, new, ...) so
@@ -31,16 +31,13 @@ CLIENTS, POINTS, LENGTH = 5, 121, 1024
 
 def one_round(secure: str, backend: str) -> dict:
     """One round in this process (the checkout on ``PYTHONPATH``): its costs and digest."""
-    from securefl.crypto.channel import SERVER, Message
-    from securefl.crypto.fixed_point import FixedPoint
     from securefl.data import load_dataset, partition
     from securefl.fl import model_vector
     from securefl.methods import build_method
     from securefl.methods.fedprop.client import FedPropClient
-    from securefl.methods.fedprop.round import cross_client_round
     from securefl.methods.halves import MethodProgramClient, local_data, run_config
     from securefl.models import build_model
-    from securefl.protocols.crossclient import TAG_ROWS
+    from securefl.protocols.crossclient.server_round import cross_client_round
     from securefl.runtime.transport import InProcessTransport, NodeContext
 
     federation = partition(load_dataset("digits"), scheme="iid", num_clients=CLIENTS, seed=0,
@@ -60,12 +57,8 @@ def one_round(secure: str, backend: str) -> dict:
     cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
     digest = hashlib.sha256()
     for client in members:
-        state = transport.states[client]
-        party = FedPropClient(method)._protocol_client(state, local_data(federation, client))
-        block, survivors = done.rows[client]
-        output = party.finish(Message(SERVER, party.party, TAG_ROWS, (block, survivors)),
-                              FixedPoint(int(state.config["cclp/sum/members"])),
-                              padded=secure == "real")
+        output = FedPropClient(method).finish_rows(done.rows[client], transport.states[client],
+                                                   transport.nodes[client])
         digest.update(output.pseudo_labels.tobytes() + output.weights.tobytes())
     return {"cpu_seconds": cpu, "seconds": wall, "server_seconds": done.server_seconds,
             "bytes_per_client": done.protocol_bytes_per_client, "link_bytes": done.link_bytes,

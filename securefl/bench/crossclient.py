@@ -3,10 +3,10 @@
 N points of a Gaussian mixture (see :mod:`securefl.bench.lp`) are split evenly over
 ``--parties`` clients, each revealing ``--labels-per-client`` random labels.  The same
 round runs twice with the same seed, each as a deployment runs it: the server's steps
-(:func:`securefl.methods.fedprop.round.cross_client_round`) driven by
+(:func:`securefl.protocols.crossclient.server_round.cross_client_round`) driven by
 :func:`securefl.runtime.engine.drive` on an in-process transport to the clients' step table
-(:class:`securefl.methods.fedprop.client.FeatureClient`: FedProp's client steps on
-features the node holds), real mode (X25519/AES-GCM seed agreement, secure Hamming matrix
+(:class:`securefl.protocols.crossclient.client_steps.FeatureClient`: the protocol's client
+steps on features the node holds), real mode (X25519/AES-GCM seed agreement, secure Hamming matrix
 by ``--hamming-backend`` SHADE, LWE or ring-LWE in its hops, padded Bonawitz secure sum)
 and the plaintext placeholder.
 
@@ -17,7 +17,7 @@ real run's split (``crypto_seconds_real``: clients' cryptography plus the server
 ``server_seconds_real``; ``client_seconds_real``: the clients' handlers), the nominal
 bytes per client (sent + received: every CrossClientLP message's frame, the
 client-to-client ones included, and what the client sent in the secure sum, as
-:class:`~securefl.methods.fedprop.round.CrossClientRound` meters them), the paper's
+:class:`~securefl.protocols.crossclient.server_round.CrossClientRound` meters them), the paper's
 ~2.5 MB per client for the CIFAR-10 round (5 clients x 500 points, L = 4096) beside ours,
 the agreement of the LSH-based pseudo-labels with Algorithm 1 on the exact cosine of the
 raw features, and the real round projected onto 100 Mbit/s, 1 Gbit/s and 10 Gbit/s links
@@ -38,12 +38,10 @@ from securefl.bench.common import peak_memory_mb
 from securefl.bench.lp import synthetic_clusters
 from securefl.crypto import lwe
 from securefl.crypto.projection import seconds_at_bandwidth
-from securefl.data.federation import ClientData
 from securefl.errors import InputError
-from securefl.methods.fedprop.client import FeatureClient, FeatureProtocol
-from securefl.methods.fedprop.round import CrossClientRound, cross_client_round
-from securefl.methods.halves import LocalData
 from securefl.protocols.crossclient import HAMMING_BACKENDS
+from securefl.protocols.crossclient.client_steps import FeatureClient, FeatureData, FeatureProtocol
+from securefl.protocols.crossclient.server_round import CrossClientRound, cross_client_round
 from securefl.protocols.propagation import LabelPropagationResult, label_propagation
 from securefl.runtime.transport import InProcessTransport, NodeContext
 
@@ -136,18 +134,17 @@ class _Run:
     cpu_seconds: float
 
 
-def _round(args: argparse.Namespace, features: list, labels: list, truth: list, secure: str) -> _Run:
+def _round(args: argparse.Namespace, features: list, labels: list, secure: str) -> _Run:
     """The round in ``secure`` mode on an in-process transport, each client's rows finished."""
     half = FeatureClient(FeatureProtocol(secure, args.L, args.hamming_backend, args.seed))
-    data = [LocalData(ClientData(x, t, y >= 0), args.classes, (args.dim,))
-            for x, y, t in zip(features, labels, truth)]
-    transport = InProcessTransport(half, [NodeContext(j, {"partition-id": j}, {}, data[j])
-                                          for j in range(args.parties)])
+    nodes = [NodeContext(j, {"partition-id": j}, {}, FeatureData(x, y, args.classes))
+             for j, (x, y) in enumerate(zip(features, labels))]
+    transport = InProcessTransport(half, nodes)
     start, cpu_start = time.perf_counter(), time.process_time()
-    done = cross_client_round(transport, range(args.parties), feature_model=np.zeros(0),
-                              round_index=0, secure=secure, k=args.k, alpha=args.alpha, L=args.L,
-                              num_classes=args.classes, hamming_backend=args.hamming_backend)
-    outputs = [half.finish_rows(done.rows[j], transport.states[j], data[j])
+    done = cross_client_round(transport, range(args.parties), round_index=0, secure=secure,
+                              k=args.k, alpha=args.alpha, L=args.L, num_classes=args.classes,
+                              hamming_backend=args.hamming_backend)
+    outputs = [half.finish_rows(done.rows[j], transport.states[j], transport.nodes[j])
                for j in range(args.parties)]
     return _Run(done, outputs, time.perf_counter() - start, time.process_time() - cpu_start)
 
@@ -157,9 +154,9 @@ def run(args: argparse.Namespace, progress: Progress) -> dict:
     validate(args)
     features, labels, truth = _federation(args)
     task = progress.add_task(f"crossclient {args.parties} x {args.n // args.parties}", total=3)
-    plain = _round(args, features, labels, truth, "plaintext")
+    plain = _round(args, features, labels, "plaintext")
     progress.advance(task)
-    real = _round(args, features, labels, truth, "real")
+    real = _round(args, features, labels, "real")
     progress.advance(task)
     exact = label_propagation(
         np.vstack(features),

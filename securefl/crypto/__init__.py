@@ -4,7 +4,9 @@
 Public names are resolved lazily from the modules of this room so that importing one
 primitive does not import them all.  Export rule (every room): no module of a room is named
 like a public name of that room, so a submodule import can never shadow a function
-(``securefl.runtime.secure_sum`` is the function; its module is ``securefl.runtime.summation``).
+(``securefl.crypto.secure_hamming_matrix`` is the function; its module is
+``securefl.crypto.hamming``).  The secure sum, which runs the deployed protocol steps on a
+transport, is :func:`securefl.runtime.secure_sum`, in the room above.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ The protocol (:mod:`securefl.crypto.lwe`: the sans-I/O parties
 :class:`~securefl.crypto.lwe.LWEParty` and the relay :class:`~securefl.crypto.lwe.LWEServer`)
 is written here once, cut into four hops; at each, every party does its part for all its
 pairs at once.  A transport runs one hop per message round (FedProp's clients,
-:mod:`securefl.methods.fedprop.client`); :func:`lwe_hamming_matrix` (the ``"lwe"`` and
+:mod:`securefl.protocols.crossclient.client_steps`); :func:`lwe_hamming_matrix` (the ``"lwe"`` and
 ``"rlwe"`` backends of :func:`securefl.crypto.secure_hamming_matrix`, which ``bench
 hamming`` times) runs the same hops for every party in this process, the frames over a
 metered :class:`~securefl.crypto.channel.Network`, so the simulator and the benchmarks run

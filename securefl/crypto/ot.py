@@ -788,7 +788,7 @@ class OTSetups:
     ``role="sender"``, a :class:`ReceiverSetup` for ``"receiver"``) of its setup with
     ``peer``; parties are stable identities (a client's id, not its position in a round).
     Each party's entries are read only for that party's own steps, as each client keeps
-    its own in a deployment (:mod:`securefl.methods.fedprop.client`).  ``federation``
+    its own in a deployment (:mod:`securefl.protocols.crossclient.client_steps`).  ``federation``
     enters every setup's context (:func:`setup_context`).
     """
 

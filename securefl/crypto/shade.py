@@ -33,8 +33,8 @@ IKNP matrix ``U`` (:meth:`ReceiverSession.matrix`), the sender's correction fram
 interleaves the steps chunk by chunk in memory, each frame crossing an authenticated
 :class:`~securefl.crypto.channel.Network` link and absorbed before the next is made (one
 frame buffer per thread: memory bounded whatever ``n_a n_b``); the transport hops
-(:mod:`securefl.crypto.shade_hops`) run each step for every chunk in one hop, as one
-batch per message round.  Same tags, shapes and frame sizes either way, so the same bytes.
+(:mod:`securefl.crypto.shade_hops`) run the same steps frame by frame in exchanges of at
+most ``chunk_bytes``, one batch per message round.  Same tags, shapes and frame sizes either way, so the same bytes.
 
 **All pairs** (:func:`shade_hamming_matrix`, the ``"shade"`` backend of
 :func:`securefl.crypto.secure_hamming_matrix`).  For every pair ``a < b`` one party is
@@ -301,9 +301,10 @@ class SenderSession:
 
     For chunk ``c`` it takes the receiver's IKNP matrix ``U`` and yields the correction
     frames ``shade/u`` of that chunk (:func:`framing`); :meth:`share` is its share once
-    every chunk is done.  The transport hops (:mod:`securefl.crypto.shade_hops`) run every
-    chunk in one hop; :func:`shade_pair` interleaves them with the receiver's, so only one
-    frame per thread is alive.  Chunks touch disjoint receiver points: threads may run
+    every chunk is done; :meth:`seeds` and :meth:`frame` are the same split per frame, which
+    the transport hops (:mod:`securefl.crypto.shade_hops`) spread over bounded exchanges;
+    :func:`shade_pair` interleaves chunks with the receiver's, so only one frame per thread
+    is alive.  Chunks touch disjoint receiver points: threads may run
     different chunks at once, each with its own :meth:`worker`.
     """
 
@@ -325,22 +326,38 @@ class SenderSession:
         frame = np.empty((self.frame_rows, 8 * self.party.blocks), np.uint16) if reuse_frames else None
         return SenderWorker(extension, _Expander(blocks=self.party.blocks, rows=self.tile_rows), frame)
 
-    def corrections(self, index: int, message: Message, worker: SenderWorker) -> Iterator[Message]:
-        """The correction frames of chunk ``index``, given its IKNP matrix ``message``."""
+    def frames(self, index: int) -> int:
+        """How many correction frames chunk ``index`` has."""
+        _, start, stop = self.plan[index]
+        return -(-(stop - start) * self.codes.shape[1] // self.frame_rows)
+
+    def seeds(self, index: int, message: Message, worker: SenderWorker) -> tuple[np.ndarray, np.ndarray]:
+        """The two random-OT seeds of every OT of chunk ``index``, given its IKNP matrix ``message``."""
         chunk, start, stop = self.plan[index]
+        q = worker.extension.extend(message, chunk, (stop - start) * self.codes.shape[1])
+        return worker.extension.random_ot(q, chunk)
+
+    def frame(self, index: int, number: int, seeds: tuple[np.ndarray, np.ndarray],
+              worker: SenderWorker) -> Message:
+        """Correction frame ``number`` of chunk ``index`` from the chunk's :meth:`seeds`."""
+        _, start, stop = self.plan[index]
         length = self.codes.shape[1]
         count, base = (stop - start) * length, start * length
-        q = worker.extension.extend(message, chunk, count)
-        seeds0, seeds1 = worker.extension.random_ot(q, chunk)
-        lanes = 8 * self.party.blocks
-        for frame_start in range(0, count, self.frame_rows):
-            rows = min(self.frame_rows, count - frame_start)
-            frame = np.empty((rows, lanes), np.uint16) if worker.frame is None else worker.frame[:rows]
-            for offset in range(0, rows, self.tile_rows):
-                lo, hi = frame_start + offset, min(frame_start + offset + self.tile_rows, count)
-                self.party.tile(worker.expander, seeds0[lo:hi], seeds1[lo:hi], base + lo,
-                                out=frame[offset: offset + hi - lo])
-            yield Message(self.sender, self.receiver, "shade/u", (frame,))
+        frame_start = number * self.frame_rows
+        rows = min(self.frame_rows, count - frame_start)
+        frame = np.empty((rows, 8 * self.party.blocks), np.uint16) if worker.frame is None else worker.frame[:rows]
+        seeds0, seeds1 = seeds
+        for offset in range(0, rows, self.tile_rows):
+            lo, hi = frame_start + offset, min(frame_start + offset + self.tile_rows, count)
+            self.party.tile(worker.expander, seeds0[lo:hi], seeds1[lo:hi], base + lo,
+                            out=frame[offset: offset + hi - lo])
+        return Message(self.sender, self.receiver, "shade/u", (frame,))
+
+    def corrections(self, index: int, message: Message, worker: SenderWorker) -> Iterator[Message]:
+        """The correction frames of chunk ``index``, given its IKNP matrix ``message``."""
+        seeds = self.seeds(index, message, worker)
+        for number in range(self.frames(index)):
+            yield self.frame(index, number, seeds, worker)
 
     def share(self) -> np.ndarray:
         """The sender's ``(n_a, n_b)`` uint16 share."""
@@ -353,8 +370,9 @@ class ReceiverSession:
 
     :meth:`matrix` is chunk ``c``'s IKNP matrix ``U`` (it keeps ``t`` in the worker);
     :meth:`absorb` takes that chunk's correction frames into a :class:`ShadeReceiver`, from
-    the kept ``t`` or, if the worker sent another chunk since (the hops send every ``U``
-    first), from ``t`` recomputed (the row PRG is deterministic).
+    the kept ``t`` or, if the worker sent another chunk since, from ``t`` recomputed (the
+    row PRG is deterministic); :meth:`seeds` and :meth:`absorb_frame` are the same split per
+    frame, for the transport hops (:mod:`securefl.crypto.shade_hops`), which keep the seeds.
     """
 
     codes: np.ndarray
@@ -384,35 +402,50 @@ class ReceiverSession:
         worker.kept = (index, t)
         return message
 
-    def absorb(self, index: int, frames: Iterator[Message], party: ShadeReceiver, worker: ReceiverWorker) -> None:
-        """Take the correction frames of chunk ``index`` from ``frames`` (exactly as many as
-        the chunk has; a missing or malformed frame raises :class:`ProtocolError`)."""
-        chunk, start, stop = self.plan[index]
-        length = self.codes.shape[1]
-        count, base = (stop - start) * length, start * length
+    def seeds(self, index: int, worker: ReceiverWorker) -> np.ndarray:
+        """The chosen random-OT seeds of chunk ``index``: from the ``t`` the worker kept at
+        :meth:`matrix`, or from ``t`` recomputed (the row PRG is deterministic)."""
+        chunk = self.plan[index][0]
         if worker.kept is not None and worker.kept[0] == index:
             t = worker.kept[1]
         else:
             t = self._extend(index, worker)[1]
         worker.kept = None
-        seeds = worker.extension.random_ot(t, chunk)
+        return worker.extension.random_ot(t, chunk)
+
+    def absorb_frame(self, index: int, number: int, seeds: np.ndarray, message: Message,
+                     party: ShadeReceiver, worker: ReceiverWorker) -> None:
+        """Absorb correction frame ``number`` of chunk ``index`` (a malformed frame raises
+        :class:`ProtocolError`) given the chunk's :meth:`seeds`."""
+        _, start, stop = self.plan[index]
+        length = self.codes.shape[1]
+        count, base = (stop - start) * length, start * length
         tile_rows, frame_rows = framing(party.senders)
         blocks = -(-party.senders // 8)
         if worker.expander is None or worker.expander.blocks != blocks:
             worker.expander = _Expander(blocks=blocks, rows=tile_rows)
-        for frame_start in range(0, count, frame_rows):
+        frame_start = number * frame_rows
+        if message.tag != "shade/u":
+            raise ProtocolError(f"SHADE: expected 'shade/u', got {message.tag!r}")
+        rows = min(frame_rows, count - frame_start)
+        if rows <= 0 or len(message.arrays) != 1 or message.arrays[0].shape[0] != rows:
+            raise ProtocolError(f"SHADE correction frame must be one array of {rows} rows")
+        received = message.arrays[0]
+        for offset in range(0, rows, tile_rows):
+            lo, hi = frame_start + offset, min(frame_start + offset + tile_rows, count)
+            party.tile(worker.expander, seeds[lo:hi], received[offset: offset + hi - lo], base + lo)
+
+    def absorb(self, index: int, frames: Iterator[Message], party: ShadeReceiver, worker: ReceiverWorker) -> None:
+        """Take the correction frames of chunk ``index`` from ``frames`` (exactly as many as
+        the chunk has; a missing or malformed frame raises :class:`ProtocolError`)."""
+        _, start, stop = self.plan[index]
+        count = (stop - start) * self.codes.shape[1]
+        seeds = self.seeds(index, worker)
+        for number in range(-(-count // framing(party.senders)[1])):
             message = next(frames, None)
             if message is None:
                 raise ProtocolError("SHADE: fewer correction frames than OTs")
-            if message.tag != "shade/u":
-                raise ProtocolError(f"SHADE: expected 'shade/u', got {message.tag!r}")
-            rows = min(frame_rows, count - frame_start)
-            if len(message.arrays) != 1 or message.arrays[0].shape[0] != rows:
-                raise ProtocolError(f"SHADE correction frame must be one array of {rows} rows")
-            received = message.arrays[0]
-            for offset in range(0, rows, tile_rows):
-                lo, hi = frame_start + offset, min(frame_start + offset + tile_rows, count)
-                party.tile(worker.expander, seeds[lo:hi], received[offset: offset + hi - lo], base + lo)
+            self.absorb_frame(index, number, seeds, message, party, worker)
 
 
 def _pair_worker(

@@ -1,10 +1,10 @@
-"""SHADE for one pair of parties in a fixed number of hops (relayed transports).
+"""SHADE for one pair of parties in bounded hops (relayed transports).
 
 :func:`securefl.crypto.shade.shade_pair` drives a pair's session chunk by chunk.  Over a
 transport whose every hop is a message round (``docs/method-halves.md``, "SHADE over
-links") the same protocol is cut into four hops, each a batch of messages from one party
-of the pair to the other, the sender ``s`` (holds ``x``, ``(n_a, L)``) and the receiver
-``r`` (holds ``y``, ``(n_b, L)``):
+links") the same protocol is cut into hops, each a batch of messages from one party of the
+pair to the other, the sender ``s`` (holds ``x``, ``(n_a, L)``) and the receiver ``r``
+(holds ``y``, ``(n_b, L)``):
 
 1. :func:`receiver_base` (r -> s): the IKNP hello (:func:`securefl.crypto.ot.receiver_hello`):
    the setup r holds for this pair, if any, with the session number it takes now, and a
@@ -12,24 +12,34 @@ of the pair to the other, the sender ``s`` (holds ``x``, ``(n_a, L)``) and the r
 2. :func:`sender_base` (s -> r): ``iknp/resume`` if s holds the offered setup and the
    session is new to it, else the base-OT points of a fresh setup (the choices are s's new
    IKNP ``delta``).
-3. :func:`receiver_extend` (r -> s): r resumes or finishes the base OTs; the IKNP matrices
-   ``U`` of *all* chunks of the session (it recomputes ``t`` at hop 4: the row PRG is
-   deterministic).
-4. :func:`sender_correct` (s -> r): the corrections ``u`` of all chunks, framed exactly
-   by :meth:`~securefl.crypto.shade.SenderSession.corrections`, and s's share;
-   :func:`receiver_finish` absorbs them and returns r's share.
+3. :func:`receiver_extend` (r -> s): r resumes or finishes the base OTs and sends the IKNP
+   matrices ``U`` of the chunks stream exchange 0 corrects.
+4. the stream, exchanges ``x = 0 .. G`` (:func:`schedule` cuts the pair's correction
+   frames, in order, into ``G`` groups of at most ``chunk_bytes``, at least one frame each:
+   a single frame, at most :data:`~securefl.crypto.shade.FRAME_BYTES`, is never split).
+   In exchange ``x`` :func:`sender_stream` (s -> r) takes the ``U`` of the chunks group
+   ``x`` starts and sends group ``x``'s frames (its share after the last group), while
+   :func:`receiver_stream` (r -> s) absorbs group ``x - 1``'s frames and sends the ``U``
+   of the chunks group ``x + 1`` starts (its share at ``x = G``).  A ``u`` needs the ``U``
+   of its chunk, which crosses one exchange earlier, and the receiver absorbs one exchange
+   after the ``u`` was sent: ``G + 1`` exchanges, the least this dependency allows with
+   one batch per direction per exchange.  The ``U`` a message carries are 16 bytes per OT
+against the ``2 x lanes >= 16`` of a correction, so they weigh at most the frames of the
+chunks they start, plus the ``U`` of one chunk (``16 x`` :data:`~securefl.crypto.shade.CHUNK_OTS`
+bytes, 1 MiB) that the next group only begins: a message carries at most ``chunk_bytes`` (or
+one frame) of corrections, or about that much ``U`` and 1 MiB more.  When the pair fits in ``chunk_bytes``, ``G = 1``: the four hops
+   and the frames of the unbounded protocol.
 
-Each hop runs the steps of :class:`~securefl.crypto.shade.ReceiverSession` and
-:class:`~securefl.crypto.shade.SenderSession` for every chunk of the session (the code
-:func:`shade_pair` interleaves), so the messages, their tags and shapes are those of
-:func:`shade_pair` and the frame bytes are the same; a hop holds its whole batch (the
-transport's message round), so the receiver recomputes each chunk's ``t`` at hop 4.  Two
-kinds of state: the *setup* (:class:`~securefl.crypto.ot.SenderSetup`,
-:class:`~securefl.crypto.ot.ReceiverSetup`), which outlives the round -- the caller keeps
-it with the party (e.g. in the client's state Record, never in a message) and passes it
-to every hop; hops 1 to 3 advance or replace it in place or return the new one -- and
-the round's ``dict`` of numpy arrays (r: the hello between hops 1 and 3; both: the setup
-id and session number of the round).
+The messages, their tags and shapes are those of :func:`shade_pair` (the frames of
+:meth:`~securefl.crypto.shade.SenderSession.frame`), so the frame bytes are the same; only
+the link batches' headers grow with ``G``.  Two kinds of state: the *setup*
+(:class:`~securefl.crypto.ot.SenderSetup`, :class:`~securefl.crypto.ot.ReceiverSetup`), which
+outlives the round -- the caller keeps it with the party (e.g. in the client's state
+Record, never in a message) and passes it to every hop; hops 1 to 3 advance or replace it
+in place or return the new one -- and the pair's ``dict`` of numpy arrays between hops (r:
+the hello between hops 1 and 3; both: the :class:`Stream` -- setup id, session number,
+cursor, the pinned ``chunk_bytes``, running sums and the random-OT seeds of chunks whose
+frames are still due).
 
 Who learns what: exactly as :mod:`securefl.crypto.shade` (each share alone is uniform;
 the relay sees base-OT points, ``U`` and ``u``, all pseudorandom to it); the caller
@@ -39,7 +49,8 @@ replayed or out-of-order message raises :class:`~securefl.errors.ProtocolError`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -55,10 +66,14 @@ from securefl.crypto.ot import (
 )
 from securefl.crypto.rand import RandomSource
 from securefl.crypto.shade import ReceiverSession, SenderSession, ShadeReceiver, chunks, framing
-from securefl.errors import ProtocolError
+from securefl.errors import InputError, ProtocolError
 
-__all__ = ["HOPS", "chunks", "framing", "receiver_base", "receiver_extend", "receiver_finish",
-           "sender_base", "sender_correct"]
+__all__ = ["DEFAULT_CHUNK_BYTES", "HOPS", "Stream", "check_chunk_bytes", "chunks", "done", "framing",
+           "receiver_base", "receiver_extend", "receiver_stream", "schedule", "sender_base",
+           "sender_stream"]
+
+DEFAULT_CHUNK_BYTES = 64 << 20
+"""Default bound on the SHADE bytes one message carries per peer (``chunk_bytes``)."""
 
 HOPS = 4
 """Hops of one pair (the shares to the server ride on the last two)."""
@@ -83,53 +98,195 @@ def sender_base(state: dict[str, np.ndarray], message: Message, *, setup: Sender
     return answer, kept
 
 
+def check_chunk_bytes(chunk_bytes: int) -> int:
+    """``chunk_bytes`` as an int, or :class:`~securefl.errors.InputError` naming it."""
+    if isinstance(chunk_bytes, bool) or not isinstance(chunk_bytes, (int, np.integer)) or chunk_bytes < 1:
+        raise InputError("chunk_bytes", chunk_bytes, "must be a positive int (bytes per peer per message)")
+    return int(chunk_bytes)
+
+
+def schedule(senders: int, receivers: int, length: int, chunk_bytes: int) -> list[list[tuple[int, int]]]:
+    """The correction frames ``(chunk, frame)`` of each exchange of a pair, in stream order:
+    frames packed greedily while their bytes (``rows x 2 x lanes``) stay within
+    ``chunk_bytes``, at least one frame per exchange (a frame is at most
+    :data:`~securefl.crypto.shade.FRAME_BYTES`); one exchange when the pair fits."""
+    lanes = 8 * -(-senders // 8)
+    frame_rows = framing(senders)[1]
+    exchanges: list[list[tuple[int, int]]] = [[]]
+    size = 0
+    for chunk, start, stop in chunks(receivers, length):
+        count = (stop - start) * length
+        for number, first in enumerate(range(0, count, frame_rows)):
+            nbytes = min(frame_rows, count - first) * 2 * lanes
+            if exchanges[-1] and size + nbytes > chunk_bytes:
+                exchanges.append([])
+                size = 0
+            exchanges[-1].append((chunk, number))
+            size += nbytes
+    return exchanges
+
+
+def _frames(chunk: tuple[int, int, int], length: int, senders: int) -> int:
+    """Correction frames of one chunk ``(chunk, first point, stop point)``."""
+    return -(-(chunk[2] - chunk[1]) * length // framing(senders)[1])
+
+
+def _fresh(exchange: list[tuple[int, int]]) -> list[int]:
+    """The chunks whose first frame an exchange carries (their ``U`` travels one exchange earlier)."""
+    return [chunk for chunk, number in exchange if number == 0]
+
+
+@dataclass
+class Stream:
+    """One side's state of a pair between exchanges (kept in the client's state as arrays):
+    the setup id and session number it runs on, ``cursor`` (the next stream exchange),
+    ``chunk_bytes`` (pinned at the first exchange), ``sums`` (the party's running
+    :class:`~securefl.crypto.shade.ShadeSender` / :class:`~securefl.crypto.shade.ShadeReceiver`
+    sums) and the random-OT ``seeds`` of chunks whose frames are still to come."""
+
+    setup_id: bytes
+    session: int
+    cursor: int = 0
+    chunk_bytes: int = 0
+    sums: np.ndarray | None = None
+    seeds: dict[int, tuple[np.ndarray, ...]] = field(default_factory=dict)
+
+    def save(self, state: dict[str, np.ndarray]) -> None:
+        """Replace ``state`` by this stream."""
+        state.clear()
+        _remember(state, self.setup_id, self.session)
+        state["cursor"] = np.array([self.cursor, self.chunk_bytes], dtype=np.int64)
+        if self.sums is not None:
+            state["sums"] = self.sums
+        for chunk, seeds in self.seeds.items():
+            for side, array in enumerate(seeds):
+                state[f"seeds/{chunk}/{side}"] = array
+
+    @classmethod
+    def load(cls, state: dict[str, np.ndarray], setup: SenderSetup | ReceiverSetup | None,
+             problem: str) -> Stream:
+        """The stream in ``state``, checked against the setup the caller passes."""
+        session = _session(state, setup, problem)
+        cursor, chunk_bytes = (int(v) for v in np.asarray(state.get("cursor", (0, 0))).reshape(-1)[:2])
+        seeds: dict[int, list[np.ndarray]] = {}
+        for key in sorted(k for k in state if k.startswith("seeds/")):
+            _, chunk, _side = key.split("/")
+            seeds.setdefault(int(chunk), []).append(np.asarray(state[key]))
+        return cls(setup.setup_id, session, cursor, chunk_bytes, state.get("sums"),
+                   {chunk: tuple(v) for chunk, v in seeds.items()})
+
+    def pin(self, chunk_bytes: int) -> None:
+        """Fix ``chunk_bytes`` at the first exchange; a later change raises ProtocolError."""
+        chunk_bytes = int(chunk_bytes)
+        if chunk_bytes < 1 or (self.chunk_bytes and self.chunk_bytes != chunk_bytes):
+            raise ProtocolError(f"SHADE: chunk_bytes {chunk_bytes} where the pair runs on {self.chunk_bytes}")
+        self.chunk_bytes = chunk_bytes
+
+
+def done(state: dict[str, np.ndarray]) -> bool:
+    """Whether this side of the pair has its share (nothing more to send or receive)."""
+    return "done" in state
+
+
 def receiver_extend(state: dict[str, np.ndarray], message: Message, codes: np.ndarray, *,
-                    setup: ReceiverSetup | None, context: bytes, sender: int,
-                    receiver: int) -> tuple[list[Message], ReceiverSetup]:
-    """Hop 3 at the receiver: resume ``setup`` or finish the fresh base OTs; the IKNP matrix
-    ``U`` of every chunk of the session, and the setup to keep."""
+                    setup: ReceiverSetup | None, context: bytes, sender: int, receiver: int,
+                    senders: int, chunk_bytes: int) -> tuple[list[Message], ReceiverSetup]:
+    """Hop 3 at the receiver: resume ``setup`` or finish the fresh base OTs; the IKNP matrices
+    ``U`` of the chunks the first stream exchange corrects, and the setup to keep."""
     pending = {key[len(_HELLO):]: value for key, value in state.items() if key.startswith(_HELLO)}
     if not pending:
         raise ProtocolError("SHADE: base-OT answer before the hello was sent")
     kept, session = receiver_complete(Hello.from_arrays(pending), setup, message, context=context)
-    for key in [k for k in state if k.startswith(_HELLO)]:
-        del state[key]
-    _remember(state, kept.setup_id, session)
+    stream = Stream(kept.setup_id, session)
+    stream.pin(chunk_bytes)
     run = ReceiverSession(codes=codes, extension=kept.extension(session), sender=sender, receiver=receiver)
-    worker = run.worker()
-    return [run.matrix(index, worker) for index in range(len(run.plan))], kept
+    stream.sums = ShadeReceiver(codes=codes, senders=senders).sums
+    plan = schedule(senders, codes.shape[0], codes.shape[1], stream.chunk_bytes)
+    out = _matrices(run, stream, _fresh(plan[0]))
+    stream.save(state)
+    return out, kept
 
 
-def sender_correct(state: dict[str, np.ndarray], messages: Sequence[Message], codes: np.ndarray, *,
-                   setup: SenderSetup, receivers: int, sender: int,
-                   receiver: int) -> tuple[list[Message], np.ndarray]:
-    """Hop 4 at the sender: the corrections ``u`` of every chunk, and the sender's
-    ``(n_a, n_b)`` share."""
-    session = _session(state, setup, "IKNP matrices before the base OTs")
-    run = SenderSession(codes=codes, receivers=receivers, extension=setup.extension(session), sender=sender,
-                        receiver=receiver)
-    if len(messages) != len(run.plan):
-        raise ProtocolError(f"SHADE: {len(messages)} IKNP matrices, expected {len(run.plan)}")
-    worker = run.worker()
-    out = [frame for index, message in enumerate(messages) for frame in run.corrections(index, message, worker)]
-    state.clear()
-    return out, run.share()
+def _matrices(run: ReceiverSession, stream: Stream, fresh: list[int]) -> list[Message]:
+    """The ``U`` of each chunk in ``fresh``; its chosen seeds kept in ``stream``."""
+    worker, out = run.worker(), []
+    for index in fresh:
+        out.append(run.matrix(index, worker))
+        stream.seeds[index] = (run.seeds(index, worker),)
+    return out
 
 
-def receiver_finish(state: dict[str, np.ndarray], messages: Sequence[Message], codes: np.ndarray, *,
-                    setup: ReceiverSetup, senders: int, sender: int, receiver: int) -> np.ndarray:
-    """After hop 4 at the receiver: absorb the corrections; the receiver's ``(n_a, n_b)`` share."""
-    session = _session(state, setup, "corrections before the IKNP matrices")
-    run = ReceiverSession(codes=codes, extension=setup.extension(session), sender=sender, receiver=receiver)
+def sender_stream(state: dict[str, np.ndarray], incoming: Callable[[], list[Message]],
+                  codes: np.ndarray, *, setup: SenderSetup, receivers: int, sender: int,
+                  receiver: int, chunk_bytes: int) -> tuple[list[Message], np.ndarray | None]:
+    """Stream exchange ``x`` at the sender (``x`` its cursor): takes the ``U`` of the chunks
+    exchange ``x`` starts (``incoming()``, called only when there are any), sends the
+    correction frames of exchange ``x`` and, after the last, its ``(n_a, n_b)`` share."""
+    if done(state):
+        return [], None
+    stream = Stream.load(state, setup, "IKNP matrices before the base OTs")
+    stream.pin(chunk_bytes)
+    run = SenderSession(codes=codes, receivers=receivers, extension=setup.extension(stream.session),
+                        sender=sender, receiver=receiver)
+    plan = schedule(codes.shape[0], receivers, codes.shape[1], stream.chunk_bytes)
+    if stream.sums is not None:
+        run.party.sums = stream.sums
+    exchange, worker = plan[stream.cursor], run.worker()
+    fresh = _fresh(exchange)
+    if fresh:
+        messages = incoming()
+        if len(messages) != len(fresh):
+            raise ProtocolError(f"SHADE: {len(messages)} IKNP matrices, expected {len(fresh)}")
+        for index, message in zip(fresh, messages):
+            stream.seeds[index] = run.seeds(index, message, worker)
+    out = []
+    for index, number in exchange:
+        out.append(run.frame(index, number, stream.seeds[index], worker))
+        if number == run.frames(index) - 1:
+            del stream.seeds[index]
+    stream.cursor += 1
+    stream.sums = run.party.sums
+    if stream.cursor == len(plan):
+        state.clear()
+        state["done"] = np.ones(1, np.uint8)
+        return out, run.share()
+    stream.save(state)
+    return out, None
+
+
+def receiver_stream(state: dict[str, np.ndarray], incoming: Callable[[], list[Message]],
+                    codes: np.ndarray, *, setup: ReceiverSetup, senders: int, sender: int,
+                    receiver: int) -> tuple[list[Message], np.ndarray | None]:
+    """Stream exchange ``x`` at the receiver (``x`` its cursor): absorbs the frames of
+    exchange ``x - 1`` (``incoming()``, from ``x = 1``), sends the ``U`` of the chunks
+    exchange ``x + 1`` starts, and after the last exchange's frames its share."""
+    if done(state):
+        return [], None
+    stream = Stream.load(state, setup, "corrections before the IKNP matrices")
+    run = ReceiverSession(codes=codes, extension=setup.extension(stream.session), sender=sender,
+                          receiver=receiver)
     party = ShadeReceiver(codes=codes, senders=senders)
+    party.sums = stream.sums
+    plan = schedule(senders, codes.shape[0], codes.shape[1], stream.chunk_bytes)
     worker = run.worker()
-    frames = iter(messages)
-    for index in range(len(run.plan)):
-        run.absorb(index, frames, party, worker)
-    if next(frames, None) is not None:
-        raise ProtocolError("SHADE: more correction frames than OTs")
-    state.clear()
-    return party.share()
+    if stream.cursor >= 1:
+        frames = incoming()
+        exchange = plan[stream.cursor - 1]
+        if len(frames) != len(exchange):
+            raise ProtocolError(f"SHADE: {len(frames)} correction frames, expected {len(exchange)}")
+        for (index, number), message in zip(exchange, frames):
+            run.absorb_frame(index, number, stream.seeds[index][0], message, party, worker)
+            if number == _frames(run.plan[index], codes.shape[1], senders) - 1:
+                del stream.seeds[index]
+    out = _matrices(run, stream, _fresh(plan[stream.cursor + 1])) if stream.cursor + 1 < len(plan) else []
+    stream.cursor += 1
+    stream.sums = party.sums
+    if stream.cursor > len(plan):
+        state.clear()
+        state["done"] = np.ones(1, np.uint8)
+        return out, party.share()
+    stream.save(state)
+    return out, None
 
 
 def _remember(state: dict[str, np.ndarray], setup_id: bytes, session: int) -> None:

@@ -30,11 +30,13 @@ Public API::
     model_vector(model), load_model_vector(model, v), state_to_vector, vector_to_state,
     model_bytes(model), secure_backend(secure, sum_backend="secagg"), SUM_BACKENDS
 
-Transports (``transport``, ``links``, ``secure_sum_steps``, ``uploads``, ``costs``,
-``state_codec``, ``flower``) are modules of this package, imported by name.
+Methods' uploads as exchanges (``uploads``, ``group_sums``) and the Flower transport
+(``flower``) are modules of this package, imported by name; the records, the in-process
+transport, the step driver, the links and the secure-sum steps they run on are the room
+below, :mod:`securefl.runtime`.
 
 Exports are lazy (PEP 562): importing ``securefl.fl`` or one of its torch-free modules
-(the transports, a ClientApp that does not train) does not import torch; the first use
+(the uploads, a ClientApp that does not train) does not import torch; the first use
 of a name imports the module that defines it.
 """
 

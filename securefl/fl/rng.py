@@ -96,3 +96,9 @@ def client_rng(seed: int, round_index: int, client: int, *, purpose: str = "trai
     torch_seed = np.random.SeedSequence(entropy, spawn_key=(1,)).generate_state(1, np.uint64)[0]
     generator.manual_seed(int(torch_seed >> np.uint64(1)))
     return SimulationRNG(np.random.default_rng(np.random.SeedSequence(entropy, spawn_key=(0,))), generator)
+
+
+def client_generator(seed: int, round_index: int, client: int) -> torch.Generator:
+    """The torch Generator of :func:`client_rng` ``(seed, round_index, client)``: what a
+    client half draws from in one round, independent of the order clients run in."""
+    return client_rng(seed, round_index, client).torch

@@ -62,7 +62,7 @@ from securefl.errors import InputError
 from securefl.fl.aggregation import SUM_BACKENDS
 from securefl.fl.device import resolve_device
 from securefl.methods.halves import MethodClient, MethodProgramClient, local_data, run_config
-from securefl.methods.hyper import RUN_PARAMETERS
+from securefl.methods.hyper import RUN_PARAMETERS, Hyper
 from securefl.methods.registry import hyper_class_of
 
 SECURE_MODES = ("real", "plaintext")
@@ -210,6 +210,16 @@ class Method(ABC):
         ``**keywords``."""
         names = (*RUN_PARAMETERS, *(spec.name for spec in fields(hyper_class_of(type(self)))))
         return {name: getattr(self, name) for name in names}
+
+    def check_hyper(self) -> Hyper:
+        """This method's hyper-parameters, as they are now, built into its dataclass
+        (:func:`securefl.methods.registry.hyper_class_of`): the one place a hyper-parameter
+        is checked (:mod:`securefl.methods.hyper`).  Every ``setup`` calls it first, so a
+        method built directly, or changed after :func:`~securefl.methods.build_method`,
+        is refused as ``build_method`` would refuse it: InputError naming the field and
+        its value."""
+        cls = hyper_class_of(type(self))
+        return cls(**{spec.name: getattr(self, spec.name) for spec in fields(cls)})
 
     def _connect(self, federation: Any, transport: Any = None) -> Any:
         """Set ``self.transport`` (split methods, in ``setup``): ``transport`` if given,

@@ -1,5 +1,7 @@
 """The method registry: a method is one registration, a name bound to its server-half class
-and its hyper-parameter dataclass (:mod:`securefl.methods.hyper`).
+and its hyper-parameter dataclass (a built-in method's package holds both:
+``securefl/methods/<name>/server.py`` and ``hyper.py``; the base is
+:mod:`securefl.methods.hyper`).
 
 Classes may be given as ``"module:Class"`` paths, imported when first needed, so that
 building one method does not import the others.  :func:`build_method` checks the
@@ -53,24 +55,24 @@ def unregister_method(name: str) -> None:
     del _REGISTRY[name]
 
 
-for _name, _path, _hyper in (
-    ("fedprop", "fedprop.server:FedProp", "FedPropHyper"),
-    ("fedprop-mt", "fedprop.server:FedPropMT", "FedPropMTHyper"),
-    ("protofssl", "protofssl.server:ProtoFSSL", "ProtoFSSLHyper"),
-    ("fedsemi-pi", "fedsemi.server:FedSemiPi", "FedSemiHyper"),
-    ("fedsemi-mt", "fedsemi.server:FedSemiMT", "FedSemiHyper"),
-    ("fedsemi-d", "fedsemi.server:FedSemiD", "FedSemiDHyper"),
-    ("fedanchor", "fedanchor.server:FedAnchor", "FedAnchorHyper"),
-    ("fedavg-labeled", "fedavg.server:FedAvgLabeled", "FedAvgHyper"),
-    ("fedavg-supervised", "fedavg.server:FedAvgSupervised", "FedAvgHyper"),
-    ("fedavg-locallp", "fedavg.server:FedAvgLocalLP", "LocalLPHyper"),
-    ("fedavg-pl", "fedavg.server:FedAvgPL", "NetworkPLHyper"),
-    ("fedavg-mt", "fedavg.server:FedAvgMT", "FedAvgMTHyper"),
-    ("fedavg-fixmatch", "fedavg.server:FedAvgFixMatch", "FixMatchHyper"),
+for _name, _package, _method, _hyper in (
+    ("fedprop", "fedprop", "FedProp", "FedPropHyper"),
+    ("fedprop-mt", "fedprop", "FedPropMT", "FedPropMTHyper"),
+    ("protofssl", "protofssl", "ProtoFSSL", "ProtoFSSLHyper"),
+    ("fedsemi-pi", "fedsemi", "FedSemiPi", "FedSemiHyper"),
+    ("fedsemi-mt", "fedsemi", "FedSemiMT", "FedSemiHyper"),
+    ("fedsemi-d", "fedsemi", "FedSemiD", "FedSemiDHyper"),
+    ("fedanchor", "fedanchor", "FedAnchor", "FedAnchorHyper"),
+    ("fedavg-labeled", "fedavg", "FedAvgLabeled", "FedAvgHyper"),
+    ("fedavg-supervised", "fedavg", "FedAvgSupervised", "FedAvgHyper"),
+    ("fedavg-locallp", "fedavg", "FedAvgLocalLP", "LocalLPHyper"),
+    ("fedavg-pl", "fedavg", "FedAvgPL", "NetworkPLHyper"),
+    ("fedavg-mt", "fedavg", "FedAvgMT", "FedAvgMTHyper"),
+    ("fedavg-fixmatch", "fedavg", "FedAvgFixMatch", "FixMatchHyper"),
+    ("fedmatch", "fedmatch", "FedMatch", "FedMatchHyper"),
 ):
-    register_method(_name, f"securefl.methods.{_path}", hyper=f"securefl.methods.hyper:{_hyper}")
-register_method("fedmatch", "securefl.methods.fedmatch.server:FedMatch",
-                hyper="securefl.methods.hyper:FedMatchHyper")
+    register_method(_name, f"securefl.methods.{_package}.server:{_method}",
+                    hyper=f"securefl.methods.{_package}.hyper:{_hyper}")
 
 BUILTIN_METHODS: tuple[str, ...] = tuple(_REGISTRY)
 """The methods securefl ships (the table above), in the order of ``--method all``."""

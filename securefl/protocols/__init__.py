@@ -10,6 +10,10 @@ below cannot be shadowed by a submodule import (:func:`label_propagation` lives 
 - :mod:`securefl.protocols.lsh`: shared-seed random-hyperplane LSH.
 - :mod:`securefl.protocols.prototype_sharing`: ProtoFSSL prototype exchange (loaded on
   first use: it pulls in ``dp_accounting``, which takes seconds to import).
+
+:func:`cross_client_lp`, :class:`CrossClientLPResult` and :class:`Dropouts` load
+:mod:`securefl.protocols.crossclient` on first use too: its client steps run the LWE
+backend, whose exact products import torch (:mod:`securefl.crypto.linalg`).
 """
 
 from __future__ import annotations
@@ -17,9 +21,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from securefl.protocols.crossclient import CrossClientLPResult, Dropouts, cross_client_lp
-from securefl.protocols.propagation import LabelPropagationResult, label_propagation
 from securefl.protocols.lsh import agree_seed, cosine_from_hamming, hyperplanes, lsh_codes
+from securefl.protocols.propagation import LabelPropagationResult, label_propagation
 
 __all__ = [
     "CrossClientLPResult",
@@ -35,7 +38,12 @@ __all__ = [
 ]
 
 
+_CROSSCLIENT = ("CrossClientLPResult", "Dropouts", "cross_client_lp")
+
+
 def __getattr__(name: str) -> Any:
     if name == "prototype_sharing":
         return importlib.import_module("securefl.protocols.prototype_sharing")
+    if name in _CROSSCLIENT:
+        return getattr(importlib.import_module("securefl.protocols.crossclient"), name)
     raise AttributeError(f"module 'securefl.protocols' has no attribute {name!r}")

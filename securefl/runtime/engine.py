@@ -10,7 +10,7 @@ A protocol is written once, as I/O-free parties:
   absorbs the replies.
 
 :func:`drive` is the only loop: for each step it sends the requests through the transport
-and hands the :class:`~securefl.runtime.transport.Exchange` to ``collect``.  The in-process
+and hands the :class:`~securefl.runtime.records.Exchange` to ``collect``.  The in-process
 simulator is :func:`drive` on :class:`~securefl.runtime.transport.InProcessTransport`, a
 deployment is :func:`drive` on the Flower transport: the benchmarks time the code that
 deployments run.  ``steps`` may be a generator, so a protocol whose next step depends on

@@ -47,7 +47,7 @@ receive counter moves only when the whole batch verified.  Links give integrity,
 confidentiality: protocols whose relayed content is not already pseudorandom to the server
 encrypt it themselves (see :mod:`securefl.runtime.transport`).
 
-State (in the client's state :class:`~securefl.runtime.transport.Record`): ``links/private``
+State (in the client's state :class:`~securefl.runtime.records.Record`): ``links/private``
 (32 bytes), ``links/ids`` and ``links/keys`` (the verified public-key table), and config
 ``links/sent/<peer>``, ``links/received/<peer>``.
 
@@ -69,7 +69,7 @@ from securefl.crypto.channel import Frame, Message, Network
 from securefl.crypto.identity import SIGNATURE_BYTES, Credentials
 from securefl.crypto.keys import PUBLIC_KEY_BYTES, KeyPair, pairwise_secret
 from securefl.errors import InputError, ProtocolError
-from securefl.runtime.transport import Record
+from securefl.runtime.records import Record
 
 _PRIVATE = "links/private"
 _IDS = "links/ids"

@@ -16,7 +16,8 @@ results are unchanged); on a deployment the node config keys ``policy-secure``,
 ``policy-min-cohort``, ``policy-dp-min-noise``, ``policy-dp-max-clip``, ``policy-epsilon``,
 ``policy-dp-max-delta``, ``policy-lwe-max-distance``, ``policy-allow-crypto-seed``,
 ``policy-allow-model-reveal``; absent
-keys take the strict defaults of the dataclass.
+keys take the strict defaults of the dataclass.  Sum backends are named as the registry's
+index lists them (:mod:`securefl.runtime.sum_names`: the secure ones only).
 The run config may ask for *more* privacy (real mode where plaintext is allowed, more
 noise, a smaller clip), never less:
 
@@ -89,7 +90,7 @@ from pathlib import Path
 from typing import Any
 
 from securefl.errors import ConfigError, InputError, ProtocolError
-from securefl.runtime.sum_backends import names as sum_backend_names
+from securefl.runtime.sum_names import names as sum_backend_names
 
 POLICY = "policy"
 """In-process node config entry: a :class:`PrivacyPolicy` object."""

@@ -50,9 +50,9 @@ left at any round -> :class:`~securefl.errors.DropoutError`.
 cohort digest (:func:`securefl.crypto.identity.cohort_digest` of the members' client ids
 in index order) beside the session; each client signs its two keys with its roster
 identity (the node's own :class:`~securefl.crypto.identity.Credentials`, never the
-server's) bound to (federation, session, cohort); the server relays the peers' signatures
-(not the receiver's own) and the cohort list with the keys, and every client verifies all
-of them before it encrypts a share (:meth:`securefl.crypto.secagg.SecAggClient._verify_keys`).  A request without a
+server's) bound to (federation, session, cohort); the server relays the signatures and the
+cohort list with the keys, and every client verifies all of them before it encrypts a
+share (:meth:`securefl.crypto.secagg.SecAggClient._verify_keys`).  A request without a
 cohort digest is refused.
 
 Who learns what: exactly as :mod:`securefl.crypto.secagg` (the server: each sum over its
@@ -68,7 +68,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 import numpy as np
 
@@ -77,18 +77,10 @@ from securefl.crypto.identity import Credentials, cohort_digest
 from securefl.crypto.secagg import RandomBytes, SecAggClient, SecAggConfig, SecAggServer, party_rng
 from securefl.errors import InputError, ProtocolError
 from securefl.runtime.engine import Step, drive
+from securefl.runtime.policy import PrivacyPolicy
+from securefl.runtime.records import Exchange, Record, has_message, put_message, take_message
 from securefl.runtime.state_codec import load, save
-from securefl.runtime.transport import (
-    Exchange,
-    Record,
-    Transport,
-    has_message,
-    put_message,
-    take_message,
-)
-
-if TYPE_CHECKING:
-    from securefl.runtime.policy import PrivacyPolicy
+from securefl.runtime.transport import Transport
 
 T = TypeVar("T")
 

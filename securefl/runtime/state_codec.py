@@ -1,4 +1,4 @@
-"""A protocol party's state as a :class:`~securefl.runtime.transport.Record`, and back.
+"""A protocol party's state as a :class:`~securefl.runtime.records.Record`, and back.
 
 Flower runs a fresh ClientApp process per message, so a sans-I/O party that lives across
 protocol rounds (a :class:`~securefl.crypto.secagg.SecAggClient`, a CrossClientLP client)
@@ -44,7 +44,7 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
 from securefl.crypto.secagg import SecAggConfig
 from securefl.errors import InputError, ProtocolError
-from securefl.runtime.transport import CONFIG_VALUE_LIMIT, Record
+from securefl.runtime.records import CONFIG_VALUE_LIMIT, Record
 
 NESTED: dict[str, type] = {"SecAggConfig": SecAggConfig}
 """Dataclasses stored field by field inside a party's state."""

@@ -16,11 +16,11 @@ requests travel; a :class:`Transport` moves them:
 The same two halves, the same seed and the same node configuration give bit-identical
 results on both transports; ``tests/deploy`` checks it on a real SuperLink.
 
-**Everything that crosses is a** :class:`Record`: named numpy arrays plus a small config of
-scalars (int, float, bool, str, short bytes).  Bulk data (models, protocol frames) is
-always an array; :meth:`Record.check` refuses config strings or bytes longer than
-:data:`CONFIG_VALUE_LIMIT` so a frame cannot slip into config bytes.  On Flower a Record is
-one ``ArrayRecord`` and one ``ConfigRecord`` (:func:`securefl.fl.flower.records`).
+**Everything that crosses is a** :class:`~securefl.runtime.records.Record`
+(:mod:`securefl.runtime.records`: named numpy arrays plus a small config of scalars; bulk
+data always an array).  This module re-exports the records' names (``Record``,
+``Exchange``, ``put_message``, ``take_message``, ``has_message``, ``CONFIG_VALUE_LIMIT``)
+beside the transport's own, the vocabulary a client or server half is written in.
 
 **Client state lives in a Record, never in objects.**  Flower starts a fresh ClientApp
 process for every message; what a client must remember between messages (model, protocol
@@ -60,8 +60,9 @@ shares: AES-GCM under the same kind of pairwise keys).
 
 **Protocol frames map onto messages** as follows: a sans-I/O party's
 :class:`~securefl.crypto.channel.Message` to or from the server is put into a Record
-(:func:`put_message` / :func:`take_message`: its arrays under ``<slot>/<i>``, its tag and
-endpoints in config); client-to-client messages go through the links.  The protocol
+(:func:`~securefl.runtime.records.put_message` /
+:func:`~securefl.runtime.records.take_message`); client-to-client messages go through the
+links.  The protocol
 parties keep their own checks (round tags, stage order, AES-GCM on relayed secrets), so a
 step out of order still raises :class:`ProtocolError` in the party itself.
 
@@ -98,11 +99,8 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
-import numpy as np
-
-from securefl.crypto.channel import Message
 from securefl.crypto.identity import (
     CREDENTIALS,
     IDENTITY_FILE,
@@ -112,15 +110,29 @@ from securefl.crypto.identity import (
     node_credentials,
 )
 from securefl.errors import InputError, ProtocolError
+from securefl.runtime.policy import (
+    LEDGER,
+    POLICY,
+    PrivacyLedger,
+    PrivacyPolicy,
+    node_ledger,
+    node_policy,
+)
+from securefl.runtime.records import (  # re-exported: the vocabulary of every half
+    CONFIG_VALUE_LIMIT,
+    ConfigValue,
+    Exchange,
+    Record,
+    has_message,
+    put_message,
+    take_message,
+)
 
-if TYPE_CHECKING:
-    import torch
-
-    from securefl.runtime.policy import PrivacyLedger, PrivacyPolicy
-
-ConfigValue = int | float | bool | str | bytes
-CONFIG_VALUE_LIMIT = 256
-"""Longest str (characters) or bytes value a Record's config may hold; bulk goes in arrays."""
+__all__ = [
+    "CONFIG_VALUE_LIMIT", "RESERVED", "SESSION_BYTES", "SESSION_SCOPED", "ClientHalf",
+    "ConfigValue", "Exchange", "InProcessTransport", "NodeContext", "Record", "ServerHalf",
+    "Transport", "TransportStats", "has_message", "put_message", "serve", "take_message",
+]
 
 RESERVED = ("_program", "_session", "_seq", "_step")
 """Config keys the transport stamps on every request."""
@@ -132,78 +144,6 @@ SESSION_SCOPED = ("links/", "secagg/", "cclp/", "ot/")
 keys and counters, :mod:`securefl.runtime.secure_sum_steps`' parties, the IKNP setups SHADE
 keeps with each peer across rounds, :mod:`securefl.methods.fedprop.client`): never
 checkpointed by :meth:`InProcessTransport.client_states`."""
-
-
-@dataclass
-class Record:
-    """What crosses a transport or persists between messages: arrays plus small config."""
-
-    arrays: dict[str, np.ndarray] = field(default_factory=dict)
-    config: dict[str, ConfigValue] = field(default_factory=dict)
-
-    def check(self) -> "Record":
-        """Validate names and types; returns ``self``."""
-        for name, array in self.arrays.items():
-            if not isinstance(name, str) or not name:
-                raise InputError("arrays", name, "array names must be non-empty strings")
-            if not isinstance(array, np.ndarray) or array.dtype.hasobject:
-                raise InputError(f"arrays[{name!r}]", array, "must be a numpy array of a plain dtype")
-        for name, value in self.config.items():
-            if not isinstance(name, str) or not name:
-                raise InputError("config", name, "config names must be non-empty strings")
-            if isinstance(value, (bool, int, float, np.integer, np.floating)):
-                continue
-            if isinstance(value, (str, bytes)):
-                if len(value) > CONFIG_VALUE_LIMIT:
-                    raise InputError(
-                        f"config[{name!r}]", value,
-                        f"longer than {CONFIG_VALUE_LIMIT}: bulk data must travel as an array",
-                    )
-                continue
-            raise InputError(f"config[{name!r}]", value, "must be int, float, bool, str or bytes")
-        return self
-
-    def copy(self, *, writable: bool = False) -> "Record":
-        """A deep copy (arrays copied, C-contiguous, read-only unless ``writable``)."""
-        arrays = {}
-        for name, array in self.arrays.items():
-            copied = np.array(array, copy=True, order="C")
-            copied.setflags(write=writable)
-            arrays[name] = copied
-        return Record(arrays, dict(self.config))
-
-    @property
-    def nbytes(self) -> int:
-        """Payload bytes: array data plus config values (what a transport must move)."""
-        total = sum(int(a.nbytes) for a in self.arrays.values())
-        for name, value in self.config.items():
-            total += len(name) + (len(value) if isinstance(value, (str, bytes)) else 8)
-        return total
-
-
-def put_message(record: Record, slot: str, message: Message) -> None:
-    """Store a protocol message under ``slot`` (arrays ``slot/0..``, header in config)."""
-    for i, array in enumerate(message.arrays):
-        record.arrays[f"{slot}/{i}"] = np.asarray(array)
-    record.config[f"{slot}/tag"] = message.tag
-    record.config[f"{slot}/sender"] = int(message.sender)
-    record.config[f"{slot}/receiver"] = int(message.receiver)
-    record.config[f"{slot}/count"] = len(message.arrays)
-
-
-def take_message(record: Record, slot: str) -> Message:
-    """The protocol message stored under ``slot``; a missing or partial one: ProtocolError."""
-    try:
-        count = int(record.config[f"{slot}/count"])
-        arrays = tuple(record.arrays[f"{slot}/{i}"] for i in range(count))
-        return Message(int(record.config[f"{slot}/sender"]), int(record.config[f"{slot}/receiver"]),
-                       str(record.config[f"{slot}/tag"]), arrays)
-    except KeyError as missing:
-        raise ProtocolError(f"message slot {slot!r} incomplete: {missing} missing") from None
-
-
-def has_message(record: Record, slot: str) -> bool:
-    return f"{slot}/count" in record.config
 
 
 @dataclass(frozen=True)
@@ -224,21 +164,17 @@ class NodeContext:
     run_config: Mapping[str, Any]
     data: Any = None
 
-    def credentials(self) -> "Credentials":
+    def credentials(self) -> Credentials:
         """This node's identity and roster, from its own configuration only
         (:func:`securefl.crypto.identity.node_credentials`; none: ProtocolError)."""
         return node_credentials(self.node_config, self.partition)
 
-    def policy(self) -> "PrivacyPolicy":
+    def policy(self) -> PrivacyPolicy:
         """This node's privacy policy (:func:`securefl.runtime.policy.node_policy`)."""
-        from securefl.runtime.policy import node_policy
-
         return node_policy(self.node_config)
 
-    def ledger(self) -> "PrivacyLedger":
+    def ledger(self) -> PrivacyLedger:
         """This node's ledger of DP releases (:func:`securefl.runtime.policy.node_ledger`)."""
-        from securefl.runtime.policy import node_ledger
-
         return node_ledger(self.node_config)
 
 
@@ -256,22 +192,6 @@ class ClientHalf(ABC):
         """Import and initialise, once per process, what :meth:`handle` needs, so that a
         warm executor does it before it forks the message handlers
         (:func:`securefl.fl.flower.app.warm_up`).  The default needs nothing."""
-
-
-@dataclass
-class Exchange:
-    """Outcome of one message round: replies, clients that timed out, clients that raised."""
-
-    step: str
-    replies: dict[int, Record]
-    dropped: tuple[int, ...] = ()
-    failed: dict[int, str] = field(default_factory=dict)
-    seconds: float = 0.0
-    client_seconds: dict[int, float] = field(default_factory=dict)
-
-    @property
-    def answered(self) -> tuple[int, ...]:
-        return tuple(sorted(self.replies))
 
 
 @dataclass
@@ -529,8 +449,6 @@ def _with_credentials(nodes: dict[int, NodeContext]) -> dict[int, NodeContext]:
 def _simulated(nodes: dict[int, NodeContext]) -> dict[int, NodeContext]:
     """``nodes``, each given the simulator's policy (:meth:`PrivacyPolicy.simulator`) and an
     in-memory ledger where its config has none."""
-    from securefl.runtime.policy import LEDGER, POLICY, PrivacyLedger, PrivacyPolicy
-
     out = {}
     for p, n in nodes.items():
         config = dict(n.node_config)
@@ -552,11 +470,3 @@ class ServerHalf(ABC):
     @abstractmethod
     def run(self, transport: Transport, run_config: Mapping[str, Any]) -> dict[str, Any]:
         """Run the whole program (all rounds) and return a JSON-able result."""
-
-
-def client_generator(seed: int, round_index: int, client: int) -> "torch.Generator":
-    """The torch Generator of ``client`` in round ``round_index``
-    (:func:`securefl.fl.rng.client_rng`), independent of the order clients run in."""
-    from securefl.fl.rng import client_rng  # torch only where a client computes
-
-    return client_rng(seed, round_index, client).torch

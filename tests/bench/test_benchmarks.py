@@ -9,7 +9,14 @@ from rich.progress import Progress
 
 from securefl.bench import crossclient, hamming, lp, ot
 from securefl.errors import InputError
-from securefl.methods.fedprop.client import ADVERTISE, CODES, COLUMNS, SHADE, SHARES, SUM
+from securefl.protocols.crossclient.client_steps import (
+    ADVERTISE,
+    CODES,
+    COLUMNS,
+    SHADE,
+    SHARES,
+    SUM,
+)
 from securefl.runtime.secure_sum_steps import STEPS as SECAGG_STEPS
 
 

@@ -23,7 +23,13 @@ class Party:
         self.setup = None
 
 
-def _hops(x, y, s_party=None, r_party=None, sender=0, receiver=1):
+def _hops(x, y, s_party=None, r_party=None, sender=0, receiver=1, chunk_bytes=shade_hops.DEFAULT_CHUNK_BYTES):
+    """The pair's hops; with ``chunk_bytes`` small, the pipelined stream of several exchanges."""
+    messages, s_share, r_share, _ = _pipeline(x, y, s_party, r_party, sender, receiver, chunk_bytes)
+    return messages, s_share, r_share
+
+
+def _pipeline(x, y, s_party, r_party, sender, receiver, chunk_bytes):
     s_party, r_party = s_party or Party(), r_party or Party()
     s_state, r_state = {}, {}
     a = shade_hops.receiver_base(r_state, setup=r_party.setup, context=CONTEXT, sender=sender,
@@ -31,12 +37,22 @@ def _hops(x, y, s_party=None, r_party=None, sender=0, receiver=1):
     b, s_party.setup = shade_hops.sender_base(s_state, a, setup=s_party.setup, context=CONTEXT,
                                               rng=RandomSource())
     u, r_party.setup = shade_hops.receiver_extend(r_state, b, y, setup=r_party.setup, context=CONTEXT,
-                                                  sender=sender, receiver=receiver)
-    corrections, s_share = shade_hops.sender_correct(s_state, u, x, setup=s_party.setup,
-                                                     receivers=y.shape[0], sender=sender, receiver=receiver)
-    r_share = shade_hops.receiver_finish(r_state, corrections, y, setup=r_party.setup, senders=x.shape[0],
-                                         sender=sender, receiver=receiver)
-    return [a, b, *u, *corrections], s_share, r_share
+                                                  sender=sender, receiver=receiver, senders=x.shape[0],
+                                                  chunk_bytes=chunk_bytes)
+    messages, to_sender, to_receiver = [a, b, *u], u, []
+    s_share = r_share = None
+    exchanges = 0
+    while r_share is None:  # one exchange: both sides act on what the last one carried
+        exchanges += 1
+        frames, share = shade_hops.sender_stream(s_state, lambda m=to_sender: m, x, setup=s_party.setup,
+                                                 receivers=y.shape[0], sender=sender, receiver=receiver,
+                                                 chunk_bytes=chunk_bytes)
+        s_share = share if share is not None else s_share
+        u, r_share = shade_hops.receiver_stream(r_state, lambda m=to_receiver: m, y, setup=r_party.setup,
+                                                senders=x.shape[0], sender=sender, receiver=receiver)
+        messages += [*frames, *u]
+        to_sender, to_receiver = u, frames
+    return messages, s_share, r_share, exchanges
 
 
 def _codes(seed, na, nb, length):
@@ -104,8 +120,11 @@ def test_matrices_of_another_session_are_refused():
     r_party.setup.next_session += 1  # a receiver whose counter ran ahead of its hello
     stale = r_party.setup.extension(2)
     wrong, _ = stale.extend(y.reshape(-1), 0, sender=0, receiver=1)
+    shade_hops.receiver_extend(r_state, answer, y, setup=r_party.setup, context=CONTEXT, sender=0,
+                               receiver=1, senders=3, chunk_bytes=1 << 20)
     with pytest.raises(ProtocolError, match="iknp/U/1/0"):
-        shade_hops.sender_correct(s_state, [wrong], x, setup=s_party.setup, receivers=5, sender=0, receiver=1)
+        shade_hops.sender_stream(s_state, lambda: [wrong], x, setup=s_party.setup, receivers=5, sender=0,
+                                 receiver=1, chunk_bytes=1 << 20)
 
 
 def test_out_of_place_messages_are_refused():
@@ -113,23 +132,26 @@ def test_out_of_place_messages_are_refused():
     s_party, r_party = Party(), Party()
     s_state, r_state = {}, {}
     a = shade_hops.receiver_base(r_state, setup=None, context=CONTEXT, sender=0, receiver=1, rng=RandomSource())
+    extend = {"setup": None, "context": CONTEXT, "sender": 0, "receiver": 1, "senders": 4, "chunk_bytes": 1 << 20}
     with pytest.raises(ProtocolError, match="iknp/resume.*baseot/B"):
-        shade_hops.receiver_extend(r_state, a, y, setup=None, context=CONTEXT, sender=0, receiver=1)
+        shade_hops.receiver_extend(r_state, a, y, **extend)
     with pytest.raises(ProtocolError, match="before the hello"):
-        shade_hops.receiver_extend({}, a, y, setup=None, context=CONTEXT, sender=0, receiver=1)
+        shade_hops.receiver_extend({}, a, y, **extend)
     b, s_party.setup = shade_hops.sender_base(s_state, a, setup=None, context=CONTEXT, rng=RandomSource())
-    u, r_party.setup = shade_hops.receiver_extend(r_state, b, y, setup=None, context=CONTEXT, sender=0, receiver=1)
+    u, r_party.setup = shade_hops.receiver_extend(r_state, b, y, **extend)
+    stream = {"receivers": 5, "sender": 0, "receiver": 1, "chunk_bytes": 1 << 20}
     with pytest.raises(ProtocolError, match="IKNP matrices"):
-        shade_hops.sender_correct(s_state, [*u, *u], x, setup=s_party.setup, receivers=5, sender=0, receiver=1)
+        shade_hops.sender_stream(dict(s_state), lambda: [*u, *u], x, setup=s_party.setup, **stream)
     with pytest.raises(ProtocolError, match="not the one this session was opened on"):
-        shade_hops.sender_correct(dict(s_state), u, x, setup=None, receivers=5, sender=0, receiver=1)
-    corrections, _ = shade_hops.sender_correct(s_state, u, x, setup=s_party.setup, receivers=5, sender=0, receiver=1)
+        shade_hops.sender_stream(dict(s_state), lambda: u, x, setup=None, **stream)
+    corrections, _ = shade_hops.sender_stream(s_state, lambda: u, x, setup=s_party.setup, **stream)
+    finish = {"setup": r_party.setup, "senders": 4, "sender": 0, "receiver": 1}
+    assert shade_hops.receiver_stream(r_state, list, y, **finish) == ([], None)  # exchange 0: nothing due
     extra = Message(0, 1, "shade/u", (corrections[0].arrays[0],))
-    with pytest.raises(ProtocolError, match="more correction frames"):
-        shade_hops.receiver_finish(dict(r_state), [*corrections, extra], y, setup=r_party.setup, senders=4,
-                                   sender=0, receiver=1)
-    with pytest.raises(ProtocolError, match="fewer correction frames"):
-        shade_hops.receiver_finish(dict(r_state), [], y, setup=r_party.setup, senders=4, sender=0, receiver=1)
+    with pytest.raises(ProtocolError, match="correction frames, expected"):
+        shade_hops.receiver_stream(dict(r_state), lambda: [*corrections, extra], y, **finish)
+    with pytest.raises(ProtocolError, match="correction frames, expected"):
+        shade_hops.receiver_stream(dict(r_state), list, y, **finish)
 
 
 def test_a_resume_naming_another_setup_or_session_is_refused():
@@ -143,9 +165,65 @@ def test_a_resume_naming_another_setup_or_session_is_refused():
     other_id = Message(answer.sender, answer.receiver, RESUME, (np.zeros(16, np.uint8) + 1, answer.arrays[1]))
     with pytest.raises(ProtocolError, match="not offered"):
         shade_hops.receiver_extend(dict(r_state), other_id, y, setup=r_party.setup, context=CONTEXT,
-                                   sender=0, receiver=1)
+                                   sender=0, receiver=1, senders=4, chunk_bytes=1 << 20)
     other_session = Message(answer.sender, answer.receiver, RESUME,
                             (answer.arrays[0], np.array([7], np.uint64)))
     with pytest.raises(ProtocolError, match="names session 7"):
         shade_hops.receiver_extend(dict(r_state), other_session, y, setup=r_party.setup, context=CONTEXT,
-                                   sender=0, receiver=1)
+                                   sender=0, receiver=1, senders=4, chunk_bytes=1 << 20)
+
+
+def test_a_small_chunk_bytes_streams_the_same_shares_in_bounded_messages():
+    """(3 x 40 codes, L = 4096: three IKNP chunks.)  At chunk_bytes of one chunk's frames the
+    pair runs three exchanges of corrections (four stream exchanges against two); the distances and the
+    frames' sizes are those of one exchange, and no exchange's corrections exceed chunk_bytes."""
+    x, y = _codes(11, 3, 40, 4096)
+    one, s_one, r_one, exchanges_one = _pipeline(x, y, None, None, 0, 1, shade_hops.DEFAULT_CHUNK_BYTES)
+    per_chunk = 16 * 4096 * 16  # 16 receiver points x L OTs x (2 bytes x 8 lanes)
+    plan = shade_hops.schedule(3, 40, 4096, per_chunk)
+    assert [len(e) for e in plan] == [1, 1, 1]
+    many, s_many, r_many, exchanges_many = _pipeline(x, y, None, None, 0, 1, per_chunk)
+    assert (exchanges_one, exchanges_many) == (2, 4)
+    distances = (x[:, None, :] != y[None, :, :]).sum(-1)
+    for s_share, r_share in ((s_one, r_one), (s_many, r_many)):  # fresh base OTs: the shares differ
+        np.testing.assert_array_equal((s_share + r_share).astype(np.int64), distances)
+    assert sorted(frame_size(m) for m in one) == sorted(frame_size(m) for m in many)
+    assert [m.arrays[0].nbytes for m in many if m.tag == "shade/u"] == [per_chunk, per_chunk, 8 * 4096 * 16]
+
+
+def test_a_stream_refuses_a_changed_chunk_bytes_and_a_missing_batch():
+    x, y = _codes(12, 3, 40, 4096)
+    per_chunk = 16 * 4096 * 16
+    s_party, r_party, s_state, r_state = Party(), Party(), {}, {}
+    a = shade_hops.receiver_base(r_state, setup=None, context=CONTEXT, sender=0, receiver=1, rng=RandomSource())
+    b, s_party.setup = shade_hops.sender_base(s_state, a, setup=None, context=CONTEXT, rng=RandomSource())
+    u, r_party.setup = shade_hops.receiver_extend(r_state, b, y, setup=None, context=CONTEXT, sender=0,
+                                                  receiver=1, senders=3, chunk_bytes=per_chunk)
+    stream = {"setup": s_party.setup, "receivers": 40, "sender": 0, "receiver": 1, "chunk_bytes": per_chunk}
+    shade_hops.sender_stream(s_state, lambda: u, x, **stream)
+    with pytest.raises(ProtocolError, match="chunk_bytes"):
+        shade_hops.sender_stream(dict(s_state), lambda: u, x, **{**stream, "chunk_bytes": 2 * per_chunk})
+    with pytest.raises(ProtocolError, match="IKNP matrices"):  # chunk 1's U never came
+        shade_hops.sender_stream(dict(s_state), list, x, **stream)
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True, "64"])
+def test_chunk_bytes_must_be_a_positive_int(bad):
+    from securefl.errors import InputError
+    with pytest.raises(InputError, match="chunk_bytes"):
+        shade_hops.check_chunk_bytes(bad)
+
+
+def test_sides_told_different_chunk_bytes_stop_with_a_protocol_error():
+    """The relay tells the receiver one chunk's frames and the sender two: the sender's own
+    schedule wants two matrices where one came."""
+    x, y = _codes(13, 3, 40, 4096)
+    per_chunk = 16 * 4096 * 16
+    s_party, r_party, s_state, r_state = Party(), Party(), {}, {}
+    a = shade_hops.receiver_base(r_state, setup=None, context=CONTEXT, sender=0, receiver=1, rng=RandomSource())
+    b, s_party.setup = shade_hops.sender_base(s_state, a, setup=None, context=CONTEXT, rng=RandomSource())
+    u, r_party.setup = shade_hops.receiver_extend(r_state, b, y, setup=None, context=CONTEXT, sender=0,
+                                                  receiver=1, senders=3, chunk_bytes=per_chunk)
+    with pytest.raises(ProtocolError, match="1 IKNP matrices, expected 2"):
+        shade_hops.sender_stream(s_state, lambda: u, x, setup=s_party.setup, receivers=40, sender=0,
+                                 receiver=1, chunk_bytes=2 * per_chunk)

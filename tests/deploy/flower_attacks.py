@@ -13,11 +13,11 @@ Attacks (:data:`ATTACKS`):
 
 * ``link-keys`` -- program ``link-check``: in the relayed link-key table every row but
   the recipient's own gets the attacker's X25519 key, with the genuine signature and
-  signer id kept (``tests/fl/test_malicious_transport.py`` in process);
+  signer id kept (``tests/runtime/test_malicious_transport.py`` in process);
 * ``sum-keys`` -- program ``method``: in the secure sum's ``secagg/keys`` request every
   peer's (c^PK, s^PK) is the attacker's, signatures kept;
 * ``cohort`` -- program ``method``: the upload request says ``members=1, threshold=1``,
-  the "sum of one" that reveals the update (``tests/fl/test_policy_attacks.py``).
+  the "sum of one" that reveals the update (``tests/runtime/test_policy_attacks.py``).
 
 Downgrades that need no modified code -- ``secure=plaintext`` or a planted
 ``crypto_seed`` in the run config the operator writes -- run through :class:`Recording`,

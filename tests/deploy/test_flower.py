@@ -85,10 +85,10 @@ def stopped(federation: LocalFederation) -> list[int]:
 
 def test_fedavg_labeled_equals_in_process_and_a_modified_server_app_is_caught():
     """One federation (its start-up is the expensive part) for both checks."""
-    from tests.fl.tampering import method_failures, tamper_method_traffic
+    from tests.runtime.tampering import method_failures, tamper_method_traffic
 
     federation = LocalFederation(nodes=3, mode="fast", poll=0.1)
-    files = {"tampering.py": (Path(__file__).parent.parent / "fl" / "tampering.py").read_text(),
+    files = {"tampering.py": (Path(__file__).parent.parent / "runtime" / "tampering.py").read_text(),
              "tamper_app.py": TAMPER_APP}
     run, attacked = job(rounds=2), job(rounds=3)
     try:

@@ -22,6 +22,7 @@ BAD = [
     ("fedprop", "min_label_mass", "-1.0"),
     ("fedprop", "mass_weighting", "yes"),
     ("fedprop", "model", "vgg"),
+    ("fedprop", "warmup_in_budget", '"yes"'),
     ("fedprop", "nosuchkey", "1"),
     ("fedprop-mt", "ema_decay", "1.0"),
     ("fedprop-mt", "consistency_weight", "-1"),
@@ -34,6 +35,7 @@ BAD = [
     ("protofssl", "noise_multiplier", "1.0"),
     ("protofssl", "n_support", "0"),
     ("protofssl", "norm", "ln"),
+    ("protofssl", "max_shift", "1.5"),
     ("fedsemi-pi", "consistency", "l1"),
     ("fedsemi-mt", "curve", "cosine"),
     ("fedsemi-mt", "mu", "1.5"),
@@ -55,7 +57,12 @@ BAD = [
     ("fedavg-fixmatch", "threshold", "1.5"),
     ("fedavg-fixmatch", "unlabeled_ratio", "0"),
     ("fedavg-fixmatch", "cutout", "2.0"),
+    ("fedavg-fixmatch", "unlabeled_weight", "-1.0"),
+    ("fedavg-fixmatch", "num_ops", "-2"),
     ("fedavg-fixmatch", "lr", "nan"),
+    ("fedmatch", "confidence", "1.5"),
+    ("fedmatch", "num_helpers", "-1"),
+    ("fedmatch", "lambda_l2", "-1.0"),
 ]
 
 

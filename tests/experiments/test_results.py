@@ -146,6 +146,24 @@ def test_privacy_of_the_last_round_is_summarised_and_printed():
     assert "NOT differentially private (exact sums)" in lines[1]
 
 
+def test_a_checkpoint_holding_client_states_from_before_the_runtime_room_is_a_clear_error(tmp_path):
+    """Client state Records were pickled from the transport's module in ``securefl/fl/``
+    before it moved to ``securefl.runtime`` (issue 24): ConfigError, no traceback."""
+    import pickle
+
+    from securefl.errors import ConfigError
+    from securefl.experiments.results import read_pickle
+    from securefl.runtime.transport import Record
+
+    saved = pickle.dumps({"client_states": {0: Record(config={"round": 3})}}, protocol=2)
+    assert b"csecurefl.runtime.records\nRecord\n" in saved  # protocol 2: the name as text
+    path = tmp_path / "checkpoint.pkl"
+    old = b"securefl.fl.transport"  # runtime-rename: keep (where Records used to live)
+    path.write_bytes(saved.replace(b"securefl.runtime.records", old))
+    with pytest.raises(ConfigError, match="checkpoint .* another securefl version"):
+        read_pickle(path)
+
+
 def test_a_checkpoint_naming_a_moved_class_is_a_clear_error(tmp_path):
     """A checkpoint from before a module moved (``securefl.methods.fedprop`` became a
     package) names a class this version lacks: ConfigError naming the file, no traceback."""

@@ -9,8 +9,7 @@ import torch
 
 from securefl.errors import InputError
 from securefl.fl import client_rng
-from securefl.fl.rng import client_entropy
-from securefl.runtime.transport import client_generator
+from securefl.fl.rng import client_entropy, client_generator
 
 
 def _draws(rng) -> tuple[list[int], list[int]]:

@@ -9,10 +9,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import securefl.methods.fedprop.client as fedprop_clients
 from securefl.errors import InputError
 from securefl.methods import build_method, hyper_parameters
 from securefl.methods.base import plaintext_crypto_seed
+from securefl.protocols.crossclient import CrossClientLPClient
 
 FAST = {"warmup_rounds": 1, "L": 64, "clients_per_round": 3, "local_epochs": 1, "batch_size": 8}
 
@@ -22,14 +22,14 @@ def lsh_seeds(monkeypatch):
     """Record the LSH seed the clients agree on in every CrossClientLP run (as party 0,
     the first selected client, hashes with it at its own node)."""
     seen: list[bytes] = []
-    original = fedprop_clients.CrossClientSteps._hash
+    original = CrossClientLPClient.hash_features
 
-    def recording(self, state, seed):
-        if self._party(state) == 0:
+    def recording(self, seed, L):
+        if self.party == 0:
             seen.append(seed)
-        return original(self, state, seed)
+        return original(self, seed, L)
 
-    monkeypatch.setattr(fedprop_clients.CrossClientSteps, "_hash", recording)
+    monkeypatch.setattr(CrossClientLPClient, "hash_features", recording)
     return seen
 
 

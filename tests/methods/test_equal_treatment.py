@@ -93,12 +93,6 @@ def test_protofssl_translation_default_is_none_on_digits():
     assert all(torch.equal(a, r) for a, r in zip(augmented, raw))
 
 
-@pytest.mark.parametrize("bad", [-1, 1.5, True, "2"])
-def test_protofssl_bad_max_shift_is_refused(bad, tiny_digits):
-    with pytest.raises(InputError, match="max_shift"):
-        build_method("protofssl", max_shift=bad).setup(tiny_digits.for_training())
-
-
 # ---------------------------------------------------------------- FedProp's warm-up in the budget
 
 FAST = {"L": 128, "warmup_rounds": 2}
@@ -157,11 +151,3 @@ def test_fedprop_warmup_in_budget_is_fedprops_only():
     assert "warmup_in_budget" not in hyper_parameters("fedprop-mt")
     with pytest.raises(InputError, match="warmup_in_budget"):
         build_method("fedprop-mt", warmup_in_budget=True)
-
-
-def test_fedprop_warmup_in_budget_is_checked(tiny_digits):
-    with pytest.raises(InputError, match="warmup_in_budget"):
-        build_method("fedprop", warmup_in_budget="yes").setup(tiny_digits.for_training())
-    with pytest.raises(InputError, match="warmup_rounds"):
-        build_method("fedprop", warmup_in_budget=True, warmup_rounds=-1).setup(
-            tiny_digits.for_training())

@@ -215,12 +215,6 @@ def test_the_deployed_model_drops_psi_below_the_l1_threshold(tiny_digits):
 
 
 def test_bad_configuration(tiny_digits, tiny_digits_server):
-    with pytest.raises(InputError, match="confidence"):
-        build_method("fedmatch", confidence=1.5).setup(tiny_digits)
-    with pytest.raises(InputError, match="num_helpers"):
-        build_method("fedmatch", num_helpers=-1).setup(tiny_digits)
-    with pytest.raises(InputError, match="lambda_l2"):
-        build_method("fedmatch", lambda_l2=-1.0).setup(tiny_digits)
     with pytest.raises(ConfigError, match="labels-at-client"):
         build_method("fedmatch").setup(tiny_digits_server)
     with pytest.raises(InputError, match="buffers"):

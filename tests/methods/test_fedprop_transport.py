@@ -1,6 +1,7 @@
 """FedProp's CrossClientLP over a transport: a client that stops answering at any step gets
 the outcome :class:`securefl.protocols.crossclient.Dropouts` defines for that stage (the
-in-process protocol with every party in one place is the reference), and a relay that
+ideal functionality :func:`securefl.protocols.crossclient.ideal_cross_client_lp` is the
+reference), and a relay that
 alters, replays or misroutes a client-to-client frame makes the receiving client raise
 ProtocolError.
 """
@@ -10,16 +11,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from securefl.crypto.channel import SERVER, Message
 from securefl.errors import DropoutError
 from securefl.fl import extract_features, model_vector
 from securefl.methods import build_method
 from securefl.methods.fedprop.client import FedPropClient
-from securefl.methods.fedprop.round import cross_client_round
 from securefl.methods.halves import MethodProgramClient, local_data, run_config
 from securefl.models import build_model
-from securefl.protocols.crossclient import TAG_ROWS, cross_client_lp
-from securefl.runtime.transport import InProcessTransport, NodeContext
+from securefl.protocols.crossclient import cross_client_lp, ideal_cross_client_lp
+from securefl.protocols.crossclient.server_round import cross_client_round
+from securefl.runtime.transport import InProcessTransport, NodeContext, Record
 from tests.adversary import Adversary
 
 MEMBERS = [0, 1, 2]
@@ -38,7 +38,8 @@ def _transport(method, federation, *, dropouts=None, intercept=None, replies=Non
 
         def watched(step, requests, timeout):
             result = deliver(step, requests, timeout)
-            replies.extend(result.replies.values())
+            # as delivered: the round lets go of forwarded batches later
+            replies.extend(Record(dict(r.arrays), dict(r.config)) for r in result.replies.values())
             return result
 
         transport._exchange = watched
@@ -65,14 +66,8 @@ def _run(federation, *, secure="real", dropouts=None, intercept=None, replies=No
         if client not in done.rows:
             outputs[client] = None
             continue
-        half = FedPropClient(method)
-        state = transport.states[client]
-        party = half._protocol_client(state, local_data(federation, client))
-        block, survivors = done.rows[client]
-        from securefl.crypto.fixed_point import FixedPoint
-
-        result = party.finish(Message(SERVER, party.party, TAG_ROWS, (block, survivors)),
-                              FixedPoint(int(state.config["cclp/sum/members"])), padded=secure == "real")
+        result = FedPropClient(method).finish_rows(done.rows[client], transport.states[client],
+                                                   transport.nodes[client])
         outputs[client] = (result.pseudo_labels, result.weights)
     features = [extract_features(model, federation.clients[k].x) for k in MEMBERS]
     labels = [federation.clients[k].observed_labels() for k in MEMBERS]
@@ -80,6 +75,17 @@ def _run(federation, *, secure="real", dropouts=None, intercept=None, replies=No
                      k=method.k, alpha=method.alpha, L=method.L, backend=secure,
                      seed=method.crypto_seed_for("lsh", 0), hamming_backend=backend)
     return done, outputs, reference
+
+
+def _ideal(reference, dropouts=None):
+    """The ideal functionality's ``(pseudo_labels, weights)`` per member on ``reference``."""
+    keywords = {k: v for k, v in reference.items() if k not in ("backend", "hamming_backend")}
+    return list(cross_client_result(ideal_cross_client_lp(**keywords, dropouts=dropouts)))
+
+
+def cross_client_result(ideal):
+    for output in ideal.outputs:
+        yield (None, None) if output is None else (output.pseudo_labels, output.weights)
 
 
 def _same(outputs, expected):
@@ -93,12 +99,15 @@ def _same(outputs, expected):
 
 
 @pytest.mark.parametrize("secure", ["plaintext", "real"])
-def test_without_dropouts_the_clients_get_the_in_process_protocols_outputs(secure, tiny_digits):
+def test_without_dropouts_the_clients_get_the_ideal_outputs_and_the_simulators_bytes(secure,
+                                                                                    tiny_digits):
+    """FedProp's client (embedding by the round's model) gives the ideal functionality's
+    outputs and exactly the nominal bytes of the simulator's clients holding those features."""
     done, outputs, reference = _run(tiny_digits, secure=secure)
-    expected = cross_client_lp(**reference)
-    _same(outputs, expected)
+    _same(outputs, _ideal(reference))
+    simulated = cross_client_lp(**reference)
     assert done.protocol_bytes_per_client == pytest.approx(
-        np.mean(list(expected.bytes_per_client().values())))
+        np.mean(list(simulated.bytes_per_client().values())))
     assert done.failed == {} and done.graph == done.in_sum == done.survivors == MEMBERS
 
 
@@ -127,8 +136,7 @@ def test_a_real_client_sends_no_codes_shares_or_scores_in_the_clear(tiny_digits)
 ])
 def test_a_client_lost_at_each_step_gets_the_protocols_dropout_outcome(dropouts, stages, tiny_digits):
     done, outputs, reference = _run(tiny_digits, dropouts=dropouts)
-    expected = cross_client_lp(**reference, dropouts=stages)
-    _same(outputs, expected)
+    _same(outputs, _ideal(reference, stages))
     (client,) = dropouts
     assert client not in done.rows
     assert any(client in lost for lost in done.dropped.values())
@@ -170,7 +178,7 @@ def test_a_relay_that_tampers_with_shade_frames_is_caught_by_the_receiving_clien
     done, outputs, reference = _run(tiny_digits, intercept=tamper)
     assert done.failed[1].startswith("ProtocolError")
     assert 1 not in done.graph and outputs[1] is None
-    _same(outputs, cross_client_lp(**reference, dropouts={"before_hamming": {1}}))
+    _same(outputs, _ideal(reference, {"before_hamming": {1}}))
 
 
 def test_a_relay_that_alters_a_sealed_seed_share_is_caught(tiny_digits):
@@ -190,16 +198,15 @@ def test_a_relay_that_alters_a_sealed_seed_share_is_caught(tiny_digits):
     ({0: ("cclp/lwe/2", 0)}, {"before_hamming": {0}}),            # no answer D
     ({1: ("cclp/lwe/3", 0)}, {"before_hamming": {1}}),            # no decryption
 ])
-def test_lwe_hops_give_the_in_process_lwe_protocols_outputs_and_bytes(dropouts, stages, tiny_digits):
+def test_lwe_hops_give_the_ideal_outputs_and_the_simulators_bytes(dropouts, stages, tiny_digits):
     """hamming_backend="lwe" over the transport (securefl.crypto.lwe_hops): the outputs of
-    cross_client_lp(hamming_backend="lwe") with every party in one process, its nominal
+    the ideal functionality, the simulator's nominal
     bytes without dropouts, and a client lost at an LWE hop left out of the graph."""
     done, outputs, reference = _run(tiny_digits, dropouts=dropouts or None, backend="lwe")
-    expected = cross_client_lp(**reference, dropouts=stages or None)
-    _same(outputs, expected)
+    _same(outputs, _ideal(reference, stages or None))
     if not dropouts:
         assert done.protocol_bytes_per_client == pytest.approx(
-            np.mean(list(expected.bytes_per_client().values())))
+            np.mean(list(cross_client_lp(**reference).bytes_per_client().values())))
         assert done.failed == {} and done.graph == MEMBERS
     else:
         (client,) = dropouts
@@ -248,7 +255,7 @@ def test_a_relay_that_tampers_with_lwe_frames_is_caught_by_the_receiving_client(
     done, outputs, reference = _run(tiny_digits, intercept=tamper, backend="lwe")
     assert done.failed[victim].startswith("ProtocolError"), done.failed
     assert victim not in done.graph and outputs[victim] is None
-    _same(outputs, cross_client_lp(**reference, dropouts={"before_hamming": {victim}}))
+    _same(outputs, _ideal(reference, {"before_hamming": {victim}}))
 
 
 @pytest.mark.parametrize("attack", ["substitute", "unsigned"])
@@ -274,7 +281,7 @@ def test_a_server_substituting_an_lwe_key_is_refused(attack, tiny_digits):
     assert done.failed[1].startswith("ProtocolError"), done.failed
     assert ("unsigned" if attack == "unsigned" else "does not verify") in done.failed[1]
     assert 1 not in done.graph and outputs[1] is None
-    _same(outputs, cross_client_lp(**reference, dropouts={"before_hamming": {1}}))
+    _same(outputs, _ideal(reference, {"before_hamming": {1}}))
 
 
 def test_a_server_resending_the_lwe_evaluation_request_gets_no_second_answer(tiny_digits):
@@ -299,7 +306,7 @@ def test_a_server_resending_the_lwe_evaluation_request_gets_no_second_answer(tin
     assert again.replies == {} and sorted(again.failed) == MEMBERS
     assert all(text.startswith("ProtocolError") and "hop 2 after hop 2" in text
                for text in again.failed.values())
-    _same(outputs, cross_client_lp(**reference))
+    _same(outputs, _ideal(reference))
 
 
 def test_rounds_reuse_each_pairs_ot_setup_and_stay_exact(tiny_digits):
@@ -322,18 +329,12 @@ def test_rounds_reuse_each_pairs_ot_setup_and_stay_exact(tiny_digits):
         assert done.failed == {} and sorted(done.rows) == sorted(members)
         features = [extract_features(model, tiny_digits.clients[k].x) for k in members]
         labels = [tiny_digits.clients[k].observed_labels() for k in members]
-        expected = cross_client_lp(features, labels, num_classes=tiny_digits.num_classes, k=method.k,
-                                   alpha=method.alpha, L=method.L, backend="plaintext",
-                                   seed=method.crypto_seed_for("lsh", round_index))
+        expected = list(cross_client_result(ideal_cross_client_lp(
+            features, labels, num_classes=tiny_digits.num_classes, k=method.k, alpha=method.alpha,
+            L=method.L, seed=method.crypto_seed_for("lsh", round_index))))
         for party, client in enumerate(members):
-            state = transport.states[client]
-            half = FedPropClient(method)
-            me = half._protocol_client(state, local_data(tiny_digits, client))
-            block, survivors = done.rows[client]
-            from securefl.crypto.fixed_point import FixedPoint
-
-            result = me.finish(Message(SERVER, party, TAG_ROWS, (block, survivors)),
-                               FixedPoint(int(state.config["cclp/sum/members"])), padded=True)
+            result = FedPropClient(method).finish_rows(done.rows[client], transport.states[client],
+                                                       transport.nodes[client])
             np.testing.assert_array_equal(result.pseudo_labels, expected[party][0])
             np.testing.assert_array_equal(result.weights, expected[party][1])
         costs.append(done.protocol_bytes_per_client)
@@ -357,8 +358,8 @@ def test_rounds_reuse_each_pairs_ot_setup_and_stay_exact(tiny_digits):
 def test_the_server_drives_exactly_the_steps_the_clients_table_declares(secure, backend, tiny_digits):
     """The server's round is one generator of engine Steps: in order, the steps its mode and
     the clients' Hamming backend define, each one the client step table (or the secure sum's)
-    declares, and the outputs those of the in-process protocol."""
-    from securefl.methods.fedprop.client import (
+    declares, and the outputs those of the ideal functionality."""
+    from securefl.protocols.crossclient.client_steps import (
         ADVERTISE,
         CLIENT_STEPS,
         CODES,
@@ -387,15 +388,15 @@ def test_the_server_drives_exactly_the_steps_the_clients_table_declares(secure, 
         [ADVERTISE, SHARES, CODES, *hops, COLUMNS, SUM, *secure_sum_steps.STEPS]
     assert driven == expected
     assert all(step in CLIENT_STEPS or step in secure_sum_steps.STEPS for step in driven)
-    _same(outputs, cross_client_lp(**reference))
+    _same(outputs, _ideal(reference))
     assert done.failed == {} and done.survivors == MEMBERS
 
 
 def test_every_hamming_backend_a_client_may_resolve_has_a_relay():
     """The server's pluggable SecureHamming pieces cover every backend a client's policy can
     resolve ``auto`` or a configured name to (a missing one would fail the round)."""
-    from securefl.methods.fedprop.round import HAMMING, ROW_SUMS, SETUPS
     from securefl.protocols.crossclient import HAMMING_BACKENDS
+    from securefl.protocols.crossclient.server_round import HAMMING, ROW_SUMS, SETUPS
 
     assert set(HAMMING) == set(HAMMING_BACKENDS) - {"auto"}
     assert HAMMING["rlwe"].ring and not HAMMING["lwe"].ring

@@ -47,11 +47,6 @@ def test_bad_flips_are_refused(shape, hflip):
         translation(shape, 0, torch.Generator(), hflip=hflip)
 
 
-def test_a_method_refuses_a_non_boolean_hflip(tiny_digits):
-    with pytest.raises(InputError, match="hflip"):
-        build_method("fedprop", hflip="yes").setup(tiny_digits.for_training())
-
-
 @pytest.mark.parametrize("name", ["fedavg-labeled", "fedprop"])
 def test_the_flag_reaches_the_clients(name, tiny_digits, tiny_hyper):
     vectors = []

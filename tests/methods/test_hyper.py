@@ -9,6 +9,7 @@ import pytest
 
 from securefl.errors import InputError
 from securefl.methods import (
+    BUILTIN_METHODS,
     RUN_PARAMETERS,
     build_hyper,
     build_method,
@@ -16,14 +17,15 @@ from securefl.methods import (
     method_class,
     method_names,
 )
+from securefl.methods.fedprop.hyper import FedPropHyper
 from securefl.methods.hyper import (
-    FedPropHyper,
     Hyper,
     constructor_keywords,
     derived_hyper,
     hp,
     integer,
 )
+from securefl.methods.registry import _REGISTRY
 
 
 @pytest.mark.parametrize("name", method_names())
@@ -105,9 +107,32 @@ def test_a_field_check_runs_on_every_build():
 
 
 def test_protofssls_choices_are_the_methods_own():
-    """hyper.py keeps ProtoFSSL's choices itself (importing protofssl would close an import
-    circle through the registry); they must stay the method's."""
-    from securefl.methods.hyper import PROTOFSSL_AGGREGATIONS, PROTOFSSL_NORMS
+    """ProtoFSSL's hyper.py keeps its choices itself (so that checking a value imports no
+    torch model code); they must stay the server's."""
     from securefl.methods.protofssl import server as protofssl
+    from securefl.methods.protofssl.hyper import PROTOFSSL_AGGREGATIONS, PROTOFSSL_NORMS
 
     assert (PROTOFSSL_AGGREGATIONS, PROTOFSSL_NORMS) == (protofssl.AGGREGATIONS, protofssl.NORMS)
+
+
+@pytest.mark.parametrize("name", method_names())
+def test_setup_checks_the_hyper_parameters_as_they_are_now(name, tiny_digits):
+    """A method changed after it was built is refused by ``setup`` with its dataclass's error
+    (Method.check_hyper), before any data is touched: the methods keep no checks of their own."""
+    method = build_method(name)
+    checked = next(spec.name for spec in fields(hyper_class(name)) if spec.metadata.get("checks"))
+    setattr(method, checked, object())
+    with pytest.raises(InputError, match=f"^{checked}=<object"):
+        method.setup(tiny_digits)
+
+
+@pytest.mark.parametrize("name", BUILTIN_METHODS)
+def test_a_builtin_method_is_one_package_with_its_halves_and_its_dataclass(name):
+    """docs/write-a-method.md's layout: securefl/methods/<package>/ holds the server half
+    (server.py), the client half (client.py) and the dataclass (hyper.py)."""
+    registration = _REGISTRY[name]
+    package = registration.method.rpartition(".server:")[0]
+    assert package.startswith("securefl.methods.") and package.count(".") == 2
+    assert registration.hyper.startswith(f"{package}.hyper:")
+    assert method_class(name).client_half.__module__ == f"{package}.client"
+    assert hyper_class(name).__module__ == f"{package}.hyper"

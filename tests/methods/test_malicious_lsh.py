@@ -12,9 +12,9 @@ import pytest
 from securefl.errors import DropoutError
 from securefl.fl import model_vector
 from securefl.methods import build_method
-from securefl.methods.fedprop.round import cross_client_round
 from securefl.methods.halves import MethodProgramClient, local_data, run_config
 from securefl.models import build_model
+from securefl.protocols.crossclient.server_round import cross_client_round
 from securefl.runtime.transport import InProcessTransport, NodeContext
 from tests.adversary import Adversary
 

@@ -99,9 +99,9 @@ def test_lwe_requested_over_the_transport_fails_the_round_before_anything_is_sen
     """The server runs FedProp with hamming_backend="lwe" against strict nodes: every
     client refuses at ``cclp/advertise`` (ProtocolError) and no reply reaches the server."""
     from securefl.errors import DropoutError
-    from securefl.methods.fedprop.round import cross_client_round
     from securefl.methods.halves import local_data
     from securefl.models import build_model
+    from securefl.protocols.crossclient.server_round import cross_client_round
     from securefl.runtime.transport import InProcessTransport
     from tests.adversary import Adversary
 
@@ -136,9 +136,9 @@ def test_the_lwe_flooding_cap_refuses_the_evaluation_hop(tiny_digits):
     evaluation hop (ProtocolError, no answer D leaves it); the round goes on without it.
     Its ledger recorded nothing; the others' recorded the session once."""
     from securefl.crypto.lwe import statistical_distance
-    from securefl.methods.fedprop.round import cross_client_round
     from securefl.methods.halves import local_data
     from securefl.models import build_model
+    from securefl.protocols.crossclient.server_round import cross_client_round
     from securefl.runtime.transport import InProcessTransport
 
     method = build_method("fedprop", secure="real", seed=4, clients_per_round=3, L=64, k=5,
@@ -185,10 +185,10 @@ def test_prototypes_without_the_gaussian_mechanism_are_refused_unless_the_node_w
 def _auto_round(tiny_digits, monkeypatch, node_configs):
     """One CrossClientLP round with ``hamming_backend="auto"`` where the cost model picks
     ring-LWE (patched: the tiny shape would pick SHADE), among nodes with these configs."""
-    import securefl.crypto.hamming as hamming
-    import securefl.methods.fedprop.round as server
-    from securefl.methods.fedprop.round import cross_client_round
+    import securefl.protocols.crossclient.server_round as server
+    from securefl.crypto import hamming
     from securefl.models import build_model
+    from securefl.protocols.crossclient.server_round import cross_client_round
     from securefl.runtime.transport import InProcessTransport
 
     monkeypatch.setattr(hamming, "choose_backend", lambda sizes, length: "rlwe")

@@ -205,10 +205,6 @@ def test_dp_releases_use_the_global_model_and_are_accounted_per_client(tiny_digi
         exact = dp.analytic_gaussian_epsilon(1.0 / np.sqrt(k), 1e-5) if k else 0.0
         assert privacy["epsilon_per_client"][str(client)] == pytest.approx(exact, abs=1e-3)
     assert privacy["epsilon_max"] == max(privacy["epsilon_per_client"].values())
-    with pytest.raises(InputError, match="noise_multiplier"):
-        build_method("protofssl", noise_multiplier=1.0).setup(tiny_digits)
-    with pytest.raises(InputError, match="dp_delta"):
-        build_method("protofssl", noise_multiplier=1.0, clip=1.0, dp_delta=1e-5 * 1e6 * 2).setup(tiny_digits)
 
 
 def test_dp_real_and_plaintext_agree_and_resume(tiny_digits):
@@ -232,8 +228,6 @@ def test_defaults_are_the_papers(tiny_digits):
     assert (method.n_support, method.n_query, method.n_unlabeled, method.helpers) == (1, 2, 100, 5)
     assert (method.lambda_u, method.temperature, method.distance) == (0.3, 0.5, "squared")
     assert (method.noise_std, method.noise_multiplier, method.min_class_count) == (0.0, None, 1)
-    with pytest.raises(InputError, match="rmsprop_alpha"):
-        build_method("protofssl", rmsprop_alpha=1.0).setup(tiny_digits)
 
 
 def test_client_rmsprop_state_persists_across_rounds(tiny_digits, monkeypatch):
@@ -270,8 +264,6 @@ def test_resume_equals_uninterrupted(tiny_digits):
 
 
 def test_bad_configuration(tiny_digits, tiny_digits_server):
-    with pytest.raises(InputError, match="aggregation"):
-        build_method("protofssl", aggregation="scaffold").setup(tiny_digits)
     with pytest.raises(ConfigError):
         build_method("protofssl").setup(tiny_digits_server)
 
@@ -302,6 +294,4 @@ def test_normalisation_is_none_by_default_and_bn_is_the_ablation():
 def test_normalisation_option_is_checked(tiny_digits):
     with pytest.raises(InputError, match="norm"):
         build_method("protofssl", norm="bn").setup(tiny_digits)  # the digits MLP has none
-    with pytest.raises(InputError, match="norm"):
-        build_method("protofssl", norm="sbn").setup(tiny_digits)
     build_method("protofssl", norm="none").setup(tiny_digits)

@@ -9,7 +9,12 @@ import pytest
 from securefl.errors import InputError
 from securefl.protocols import label_propagation
 from securefl.protocols.crossclient import cross_client_lp
-from securefl.protocols.propagation import gate_by_mass, label_mass, labels_from_scores, normalize_graph
+from securefl.protocols.propagation import (
+    gate_by_mass,
+    label_mass,
+    labels_from_scores,
+    normalize_graph,
+)
 
 ALPHA = 0.9
 
@@ -58,13 +63,14 @@ def test_the_server_computes_each_clients_mass_from_its_columns():
     rng = np.random.default_rng(0)
     features = [rng.normal(size=(12, 5)) + 3 * (j % 2) for j in range(3)]
     labels = [np.where(rng.random(12) < 0.3, rng.integers(0, 4, 12), -1) for _ in range(3)]
-    result = cross_client_lp(features, labels, num_classes=4, k=4, alpha=0.95, L=256,
-                             backend="plaintext", seed=1)
-    server = result.server
-    mass = server.label_mass(result.sum_survivors)
-    for j, output in enumerate(result.outputs):
-        np.testing.assert_allclose(mass[12 * j: 12 * (j + 1)], output.mass, rtol=1e-6, atol=1e-7)
-    assert not np.allclose(server.label_mass(result.sum_survivors[:1]), mass)
+    kwargs = {"num_classes": 4, "k": 4, "alpha": 0.95, "L": 256, "backend": "plaintext", "seed": 1}
+    result = cross_client_lp(features, labels, **kwargs)
+    fewer = cross_client_lp(features, labels, dropouts={"during_sum": {2: "masked_input"}}, **kwargs)
+    for run in (result, fewer):
+        assert sorted(run.round.label_mass) == [j for j, o in enumerate(run.outputs) if o is not None]
+        for j, mass in run.round.label_mass.items():
+            np.testing.assert_allclose(mass, run.outputs[j].mass, rtol=1e-6, atol=1e-7)
+    assert not np.allclose(fewer.round.label_mass[0], result.round.label_mass[0])
 
 
 def _gate(**options):

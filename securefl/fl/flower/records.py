@@ -1,4 +1,4 @@
-"""A :class:`~securefl.runtime.transport.Record` as a Flower ``RecordDict`` and back.
+"""A :class:`~securefl.runtime.records.Record` as a Flower ``RecordDict`` and back.
 
 One ``ArrayRecord`` (``securefl.arrays``) holds the arrays, one ``ConfigRecord``
 (``securefl.config``) the config.  Arrays travel as Flower ``Array`` objects (``.npy``

@@ -28,8 +28,9 @@ import torch
 
 from securefl.fl.training import train_mixed
 from securefl.methods.fedavg.client import FedAvgClient
+from securefl.methods.fedavg.hyper import FedAvgHyper
 from securefl.methods.fedavg.server import FedAvgMethod
-from securefl.methods.hyper import NON_NEGATIVE, FedAvgHyper, hp
+from securefl.methods.hyper import NON_NEGATIVE, hp
 
 
 @dataclass(frozen=True)

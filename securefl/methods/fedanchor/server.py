@@ -87,7 +87,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from securefl.errors import ConfigError, InputError
+from securefl.errors import ConfigError
 from securefl.fl.aggregation import load_model_vector, model_vector
 from securefl.fl.rng import SimulationRNG
 from securefl.fl.sampling import sample_clients
@@ -160,26 +160,11 @@ class FedAnchor(Method):
         self.max_shift = max_shift
 
     # ------------------------------------------------------------------ setup
-    def _validate(self) -> None:
-        for key in ("clients_per_round", "local_epochs", "batch_size", "server_batch_size", "anchor_dim"):
-            value = getattr(self, key)
-            if not isinstance(value, (int, np.integer)) or value < 1:
-                raise InputError(key, value, "must be a positive integer")
-        if not isinstance(self.pretrain_epochs, (int, np.integer)) or self.pretrain_epochs < 0:
-            raise InputError("pretrain_epochs", self.pretrain_epochs, "must be a non-negative integer")
-        for key in ("temperature", "mixup_alpha", "lr", "server_lr", "pretrain_lr"):
-            if getattr(self, key) <= 0:
-                raise InputError(key, getattr(self, key), "must be positive")
-        if not -1.0 <= self.threshold <= 1.0:
-            raise InputError("threshold", self.threshold, "a cosine threshold must lie in [-1, 1]")
-        if self.max_shift is not None and (not isinstance(self.max_shift, (int, np.integer)) or self.max_shift < 0):
-            raise InputError("max_shift", self.max_shift, "must be a non-negative integer or None")
-
     def setup(self, federation: Any, *, transport: Transport | None = None) -> None:
         """Build the networks, connect to ``transport`` (default: in process over
         ``federation``'s clients) and pre-train on the anchors.  The server half reads
         the server's own anchor set and only public facts of the clients."""
-        self._validate()
+        self.check_hyper()
         server = federation.server
         if server is None or server.num_labeled < 2:
             raise ConfigError(f"{self.name}: needs labeled anchors at the server (partition with labels_at='server')")

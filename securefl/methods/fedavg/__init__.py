@@ -1,3 +1,4 @@
 """The FedAvg family: labeled-only and supervised FedAvg and the semi-supervised baselines
-(+localLP, +PL, +MT, +FixMatch).  ``server`` holds the methods (the server half and the
-in-process simulation), ``client`` the client halves that run on the nodes."""
+(+localLP, +PL, +MT, +FixMatch). ``server`` holds the methods (the server half and the
+in-process simulation), ``client`` the client halves that run on the nodes. ``hyper``
+holds the hyper-parameter dataclass (:mod:`securefl.methods.hyper`)."""

@@ -171,7 +171,7 @@ class FedAvgMethod(Method):
         """Build the global model, connect to ``transport`` (default: in process over
         ``federation``'s clients) and run any warm-up.  The server half reads only the
         federation's public facts (number of clients, which hold labels, shape)."""
-        self._validate()
+        self.check_hyper()
         self.federation = federation
         self.rng = SimulationRNG.from_seed(self.seed)
         self.network = build_model(self.model, input_shape=tuple(federation.input_shape),
@@ -183,18 +183,6 @@ class FedAvgMethod(Method):
 
     def _setup_extra(self) -> None:
         """Warm-up or extra models (subclasses)."""
-
-    def _validate(self) -> None:
-        for name, least in (("clients_per_round", 1), ("local_epochs", 0), ("batch_size", 1)):
-            value = getattr(self, name)
-            if not isinstance(value, (int, np.integer)) or value < least:
-                raise InputError(name, value, f"must be an integer >= {least}")
-        if self.lr <= 0:
-            raise InputError("lr", self.lr, "must be > 0")
-        if self.lr_decay_rounds is not None and self.lr_decay_rounds < 0:
-            raise InputError("lr_decay_rounds", self.lr_decay_rounds, "must be >= 0 or None")
-        if not isinstance(self.hflip, bool):
-            raise InputError("hflip", self.hflip, "must be true or false")
 
     def learning_rate(self, round_index: int) -> float:
         if not self.lr_decay_rounds:
@@ -344,8 +332,6 @@ class PseudoLabelMethod(FedAvgMethod):
         self.warmup_rounds = warmup_rounds
 
     def _setup_extra(self) -> None:
-        if self.warmup_rounds < 0:
-            raise InputError("warmup_rounds", self.warmup_rounds, "must be >= 0")
         labeled = self.federation.labeled_clients
         if not labeled:
             raise InputError("federation", self.federation.name,
@@ -386,11 +372,6 @@ class FedAvgPL(PseudoLabelMethod):
         self.threshold = threshold
         self.entropy_weights = entropy_weights
 
-    def _setup_extra(self) -> None:
-        if not 0.0 <= self.threshold < 1.0:
-            raise InputError("threshold", self.threshold, "a probability threshold must lie in [0, 1)")
-        super()._setup_extra()
-
 
 class FedAvgFixMatch(FedAvgMethod):
     """FedAvg+FixMatch: FixMatch as the clients' local training (module docstring)."""
@@ -407,18 +388,6 @@ class FedAvgFixMatch(FedAvgMethod):
         self.unlabeled_weight = unlabeled_weight
         self.num_ops = num_ops
         self.cutout = cutout
-
-    def _setup_extra(self) -> None:
-        if not 0.0 <= self.threshold <= 1.0:
-            raise InputError("threshold", self.threshold, "a probability threshold must lie in [0, 1]")
-        if not isinstance(self.unlabeled_ratio, (int, np.integer)) or self.unlabeled_ratio < 1:
-            raise InputError("unlabeled_ratio", self.unlabeled_ratio, "must be an integer >= 1")
-        if self.unlabeled_weight < 0:
-            raise InputError("unlabeled_weight", self.unlabeled_weight, "must be >= 0")
-        if not isinstance(self.num_ops, (int, np.integer)) or self.num_ops < 0:
-            raise InputError("num_ops", self.num_ops, "must be an integer >= 0")
-        if not 0.0 <= self.cutout <= 1.0:
-            raise InputError("cutout", self.cutout, "must lie in [0, 1]")
 
 
 class MeanTeacherRounds:
@@ -439,11 +408,6 @@ class MeanTeacherRounds:
     noise_std: float
 
     def _setup_extra(self) -> None:
-        if not 0.0 <= self.ema_decay < 1.0:
-            raise InputError("ema_decay", self.ema_decay, "must lie in [0, 1)")
-        if self.consistency_weight < 0 or self.noise_std < 0 or self.consistency_rampup < 0:
-            raise InputError("consistency_weight", self.consistency_weight,
-                             "consistency_weight, consistency_rampup, noise_std must be >= 0")
         super()._setup_extra()
         self.teacher = teacher_copy(self.network)
         self._round_weight = 0.0

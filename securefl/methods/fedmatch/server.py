@@ -82,7 +82,7 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
-from securefl.errors import ConfigError, DropoutError, InputError, ProtocolError
+from securefl.errors import ConfigError, DropoutError, ProtocolError
 from securefl.fl import SimulationRNG, sample_clients
 from securefl.fl.training import predict_labels
 from securefl.fl.uploads import UploadPlan
@@ -159,27 +159,10 @@ class FedMatch(Method):
         self.cutout = cutout
 
     # ----------------------------------------------------------------- setup
-    def _validate(self) -> None:
-        for key, least in (("clients_per_round", 1), ("local_epochs", 0), ("batch_size", 1),
-                           ("num_helpers", 0), ("helper_interval", 1), ("num_ops", 0)):
-            value = getattr(self, key)
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
-                raise InputError(key, value, f"must be an integer >= {least}")
-        if not self.lr > 0:
-            raise InputError("lr", self.lr, "must be > 0")
-        if not 0.0 <= self.confidence <= 1.0:
-            raise InputError("confidence", self.confidence, "a probability threshold must lie in [0, 1]")
-        for key in ("momentum", "weight_decay", "lambda_s", "lambda_iccs", "lambda_a",
-                    "lambda_l2", "lambda_l1", "l1_threshold", "psi_factor"):
-            if not getattr(self, key) >= 0:
-                raise InputError(key, getattr(self, key), "must be >= 0")
-        if not 0.0 <= self.cutout <= 1.0:
-            raise InputError("cutout", self.cutout, "must lie in [0, 1]")
-
     def setup(self, federation: Any, *, transport: Transport | None = None) -> None:
         """The initial decomposition and the connection to ``transport`` (default: in process
         over ``federation``'s clients); reads only the federation's public facts."""
-        self._validate()
+        self.check_hyper()
         if not federation.labeled_clients:
             raise ConfigError(f"{self.name}: no client holds labels (labels at the server?); "
                               "this is FedMatch's labels-at-client scenario")

@@ -1,3 +1,5 @@
-"""FedProp: cross-client label propagation.  ``server`` holds FedProp and FedProp-MT (the
-server half and the in-process simulation), ``client`` the client half (FedProp's client
-step table), ``round`` the CrossClientLP server round as engine steps (:mod:`securefl.runtime.engine`)."""
+"""FedProp: cross-client label propagation. ``server`` holds FedProp and FedProp-MT (the
+server half and the in-process simulation), ``client`` the client half (the protocol's
+CrossClientLP steps, :mod:`securefl.protocols.crossclient.client_steps`, on FedProp's
+embedding, then ClientUpdate). ``hyper`` holds the hyper-parameter dataclass
+(:mod:`securefl.methods.hyper`)."""

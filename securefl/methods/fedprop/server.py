@@ -71,9 +71,11 @@ FedProp only (FedProp+MT keeps the paper's warm-up before its rounds).
 
 Split into halves (:mod:`securefl.methods.halves`): the whole round runs on the method's
 transport.  CrossClientLP's client parties run at the clients
-(:mod:`securefl.methods.fedprop.client`: embedding, LSH seed agreement, LSH codes, SHADE in
+(the protocol's steps, :mod:`securefl.protocols.crossclient.client_steps`, on FedProp's
+embedding, :mod:`securefl.methods.fedprop.client`: LSH seed agreement, LSH codes, SHADE in
 four hops with sealed batches relayed between clients, column request, the padded secure
-sum); the server half (:func:`securefl.methods.fedprop.round.cross_client_round`)
+sum); the server half (the protocol's round,
+:func:`securefl.protocols.crossclient.server_round.cross_client_round`)
 relays, assembles H, builds the graph, solves for the requested columns and forwards each
 client's rows, which its ``train`` request carries; ClientUpdate and the model's secure
 aggregation follow (:class:`~securefl.methods.fedprop.client.FedPropClient`,
@@ -105,9 +107,7 @@ from securefl.methods.fedprop.client import (
     FedPropClient,
     FedPropMTClient,
 )
-from securefl.methods.fedprop.round import cross_client_round
-from securefl.protocols.crossclient import HAMMING_BACKENDS
-from securefl.protocols.propagation import check_mass_options
+from securefl.protocols.crossclient.server_round import cross_client_round
 from securefl.runtime.costs import RoundMeter
 
 
@@ -131,16 +131,11 @@ class FedProp(PseudoLabelMethod):
         self.warmup_in_budget = warmup_in_budget
 
     def _setup_extra(self) -> None:
-        check_mass_options(min_label_mass=self.min_label_mass, mass_weighting=self.mass_weighting)
-        if not isinstance(self.warmup_in_budget, bool):
-            raise InputError("warmup_in_budget", self.warmup_in_budget, "must be true or false")
         if not self.warmup_in_budget:
             super()._setup_extra()
             return
-        if not isinstance(self.warmup_rounds, (int, np.integer)) or self.warmup_rounds < 0:
-            raise InputError("warmup_rounds", self.warmup_rounds, "must be an integer >= 0")
         in_budget, self.warmup_rounds = self.warmup_rounds, 0
-        try:  # the parent's checks, without its warm-up rounds: run_round plays them
+        try:  # the parent's labeled-clients check, without its warm-up rounds: run_round plays them
             super()._setup_extra()
         finally:
             self.warmup_rounds = in_budget
@@ -162,11 +157,10 @@ class FedProp(PseudoLabelMethod):
 
     def _prepare_round(self, selected: np.ndarray, round_index: int) -> dict[str, Any]:
         """CrossClientLP among the selected clients over the transport
-        (:func:`~securefl.methods.fedprop.round.cross_client_round`: the clients embed,
+        (:func:`~securefl.protocols.crossclient.server_round.cross_client_round`: the clients embed,
         hash and run their parties; the server relays, assembles H, solves and forwards);
         each client's rows of the padded total travel in its ``train`` request.  A warm-up
         round of the budget (``warmup_in_budget``) has no CrossClientLP: labeled-only FedAvg."""
-        self._check_protocol()
         if self._budget_warmup():
             self._phase(f"warm-up round {self.rounds_done + 1}/{self.warmup_rounds} (labeled only, "
                         "in the budget)")
@@ -192,16 +186,6 @@ class FedProp(PseudoLabelMethod):
                                 "failed": {str(c): t for c, t in sorted(done.failed.items())}}}
         return {"crypto_seconds": done.crypto_seconds,
                 "protocol_bytes": done.protocol_bytes_per_client, "rows": done.rows}
-
-    def _check_protocol(self) -> None:
-        if not isinstance(self.L, (int, np.integer)) or not 1 <= self.L < 1 << 16:
-            raise InputError("L", self.L, "must be an integer in [1, 2^16)")
-        if not isinstance(self.k, (int, np.integer)) or self.k < 1:
-            raise InputError("k", self.k, "must be a positive integer")
-        if not (isinstance(self.alpha, (int, float, np.floating)) and 0.0 < float(self.alpha) < 1.0):
-            raise InputError("alpha", self.alpha, "must lie strictly between 0 and 1")
-        if self.hamming_backend not in HAMMING_BACKENDS:
-            raise InputError("hamming_backend", self.hamming_backend, f"must be one of {HAMMING_BACKENDS}")
 
     def _request_arrays(self, client: int, context: dict[str, Any]) -> dict[str, np.ndarray]:
         if "rows" not in context:

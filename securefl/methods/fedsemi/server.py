@@ -67,7 +67,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from securefl.errors import ConfigError, DropoutError, InputError, ProtocolError
+from securefl.errors import ConfigError, DropoutError, ProtocolError
 from securefl.fl.group_sums import GroupSumPlan
 from securefl.fl.rng import SimulationRNG
 from securefl.fl.sampling import sample_clients
@@ -75,8 +75,6 @@ from securefl.fl.training import predict_labels
 from securefl.methods.base import Method, RoundResult, round_bookkeeping
 from securefl.methods.common import build_network, layer_groups
 from securefl.methods.consistency import (
-    CONSISTENCY_LOSSES,
-    CURVES,
     alpha_ramp,
     select_layers,
     tau_linear,
@@ -150,22 +148,6 @@ class FedSemi(Method):
         self.min_group = min_group
 
     # ------------------------------------------------------------------ setup
-    def _validate(self) -> None:
-        if self.consistency not in CONSISTENCY_LOSSES:
-            raise InputError("consistency", self.consistency, f"must be one of {CONSISTENCY_LOSSES}")
-        if self.curve not in CURVES:
-            raise InputError("curve", self.curve, f"must be one of {CURVES}")
-        for key in ("rounds", "clients_per_round", "local_epochs", "batch_size", "min_group"):
-            value = getattr(self, key)
-            if not isinstance(value, (int, np.integer)) or value < 1:
-                raise InputError(key, value, "must be a positive integer")
-        if self.lr <= 0:
-            raise InputError("lr", self.lr, "must be positive")
-        if self.noise_std < 0:
-            raise InputError("noise_std", self.noise_std, "must be non-negative")
-        if self.variant == "d" and self.rounds <= self.tipping_point:
-            raise InputError("rounds", self.rounds, f"FedSemi-D needs more rounds (R_G) than phi_g={self.tipping_point}")
-
     @property
     def tipping_point(self) -> float:
         """``phi_g``: Table 6 gives 3 for the linear curve and 10 for the rectangle."""
@@ -177,7 +159,7 @@ class FedSemi(Method):
         """Build the global networks and connect to ``transport`` (default: in process over
         ``federation``'s clients).  The server half reads only the federation's public
         facts (number of clients, which hold labels, classes, input shape)."""
-        self._validate()
+        self.check_hyper()
         if not federation.labeled_clients:
             raise ConfigError(f"{self.name}: no client holds labels (labels at the server?); FedSemi needs labels at clients")
         self.federation = federation

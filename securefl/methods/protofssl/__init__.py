@@ -1,2 +1,3 @@
-"""ProtoFSSL: prototype sharing with optional Gaussian noise.  ``server`` holds the method
-(the server half and the in-process simulation), ``client`` the client half."""
+"""ProtoFSSL: prototype sharing with optional Gaussian noise. ``server`` holds the method
+(the server half and the in-process simulation), ``client`` the client half. ``hyper``
+holds the hyper-parameter dataclass (:mod:`securefl.methods.hyper`)."""

@@ -138,7 +138,7 @@ from securefl.methods.protofssl.client import (
     embed_all,
     take_prototypes,
 )
-from securefl.methods.prototypical import DISTANCES, prototype_logits
+from securefl.methods.prototypical import prototype_logits
 from securefl.models import resolve_model_name
 from securefl.protocols.prototype_sharing import PrototypeStore, prototypes_from_sum
 from securefl.runtime.costs import RoundMeter
@@ -214,39 +214,11 @@ class ProtoFSSL(Method):
         self.max_shift = max_shift
 
     # ------------------------------------------------------------------ setup
-    def _validate(self) -> None:
-        for key in ("clients_per_round", "local_epochs", "n_support", "helpers", "min_class_count"):
-            value = getattr(self, key)
-            if not isinstance(value, (int, np.integer)) or value < 1:
-                raise InputError(key, value, "must be a positive integer")
-        for key in ("n_query", "n_unlabeled"):
-            value = getattr(self, key)
-            if not isinstance(value, (int, np.integer)) or value < 0:
-                raise InputError(key, value, "must be a non-negative integer")
-        if self.distance not in DISTANCES:
-            raise InputError("distance", self.distance, f"must be one of {DISTANCES}")
-        if self.aggregation not in AGGREGATIONS:
-            raise InputError("aggregation", self.aggregation, f"must be one of {AGGREGATIONS}")
-        for key in ("lr", "temperature", "rmsprop_eps"):
-            if getattr(self, key) <= 0:
-                raise InputError(key, getattr(self, key), "must be positive")
-        if not 0 <= self.rmsprop_alpha < 1:
-            raise InputError("rmsprop_alpha", self.rmsprop_alpha, "must lie in [0, 1)")
-        if self.lambda_u < 0 or self.prox_mu < 0 or self.noise_std < 0:
-            raise InputError("lambda_u/prox_mu/noise_std", (self.lambda_u, self.prox_mu, self.noise_std), "must be non-negative")
-        if self.noise_multiplier is not None and (self.clip is None or self.noise_std > 0):
-            raise InputError("noise_multiplier", self.noise_multiplier, "needs clip and excludes noise_std")
-        if not (isinstance(self.dp_delta, float) and 0 < self.dp_delta < 1):
-            raise InputError("dp_delta", self.dp_delta, "must be a float in (0, 1)")
-        if self.max_shift is not None and (isinstance(self.max_shift, bool) or not isinstance(
-                self.max_shift, (int, np.integer)) or self.max_shift < 0):
-            raise InputError("max_shift", self.max_shift, "must be a non-negative integer or None")
-
     def setup(self, federation: Any, *, transport: Transport | None = None) -> None:
         """Build the global embedding network and connect to ``transport`` (default: in
         process over ``federation``'s clients).  The server half reads only the
         federation's public facts (number of clients, which hold labels, classes, shape)."""
-        self._validate()
+        self.check_hyper()
         if not federation.labeled_clients:
             raise ConfigError(f"{self.name}: no client holds labels (labels at the server?); ProtoFSSL needs labels at clients")
         self.federation = federation
@@ -264,8 +236,6 @@ class ProtoFSSL(Method):
 
     def _model_options(self, federation: Any) -> dict[str, Any]:
         """``norm`` for the ResNet backbone; other backbones have no normalisation to switch."""
-        if self.norm not in NORMS:
-            raise InputError("norm", self.norm, f"must be one of {NORMS}")
         concrete = resolve_model_name(self.model, tuple(federation.input_shape))
         if concrete in ("resnet8", "resnet9"):
             return {"norm": self.norm}

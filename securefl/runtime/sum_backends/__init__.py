@@ -17,7 +17,11 @@ business.  :func:`register` adds a backend, :func:`get` looks one up by name (an
 name is an :class:`~securefl.errors.InputError` naming the parameter), :func:`names` lists
 them; :func:`securefl.runtime.secure_sum`, :func:`securefl.fl.aggregate`, the uploads
 (:mod:`securefl.fl.uploads`, :mod:`securefl.fl.group_sums`), an experiment's
-``aggregation`` key, a node's policy and ``securefl bench secagg`` all ask this registry.
+``aggregation`` key and ``securefl bench secagg`` all ask this registry.  A node's policy,
+which the transport reads, asks the registry's index of names and kinds instead
+(:mod:`securefl.runtime.sum_names`, kept in step by :func:`register` and
+:func:`unregister`), so that the policy does not import the backends that run on the
+transport.
 
 **One code path.**  The in-process simulator of a deployable backend is
 :meth:`SumBackend.simulate`: its own ``contribute`` / ``answer`` / ``collect`` driven on an
@@ -34,6 +38,8 @@ goes on without the client).  A backend that runs no exchanges yet (``he``) over
 from __future__ import annotations
 
 from securefl.errors import InputError
+from securefl.runtime import sum_names
+from securefl.runtime.records import Record
 from securefl.runtime.sum_backends import he, plaintext, secagg
 from securefl.runtime.sum_backends.base import (
     CONTRIBUTE,
@@ -43,7 +49,6 @@ from securefl.runtime.sum_backends.base import (
     SumResult,
     SumSpec,
 )
-from securefl.runtime.transport import Record
 
 # ----------------------------------------------------------------------------- registry
 
@@ -51,18 +56,23 @@ _REGISTRY: dict[str, SumBackend] = {}
 
 
 def register(backend: SumBackend) -> SumBackend:
-    """Add ``backend`` under its ``name`` (a name taken already: InputError)."""
+    """Add ``backend`` under its ``name`` and index the name
+    (:func:`securefl.runtime.sum_names.add`); a name taken already, or declared with the
+    other kind: InputError."""
     if not isinstance(backend, SumBackend):
         raise InputError("backend", backend, "must be a SumBackend instance")
     if backend.name in _REGISTRY:
         raise InputError("backend", backend.name, "is registered already")
+    sum_names.add(backend.name, secure=backend.secure)
     _REGISTRY[backend.name] = backend
     return backend
 
 
 def unregister(name: str) -> None:
-    """Remove the backend ``name`` (tests that register a backend of their own)."""
+    """Remove the backend ``name`` and its name from the index (tests that register a
+    backend of their own)."""
     _REGISTRY.pop(get(name).name)
+    sum_names.remove(name)
 
 
 def get(name: str, *, parameter: str = "backend", secure: bool | None = None) -> SumBackend:
@@ -83,7 +93,7 @@ def clear(state: Record) -> None:
 
 def names(*, secure: bool | None = None) -> tuple[str, ...]:
     """Registered backend names in registration order (``secure``: only that kind)."""
-    return tuple(n for n, b in _REGISTRY.items() if secure is None or b.secure == secure)
+    return tuple(n for n in sum_names.names(secure=secure) if n in _REGISTRY)
 
 
 for _backend in (secagg.SecAgg(), he.HE(), plaintext.Plaintext()):

@@ -7,7 +7,7 @@ import time
 from abc import ABC
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -16,12 +16,10 @@ from securefl.crypto.identity import CREDENTIALS, Credentials
 from securefl.crypto.secagg import SurvivorPlan
 from securefl.errors import InputError, ProtocolError
 from securefl.runtime.engine import StepTable
+from securefl.runtime.policy import PrivacyPolicy
 from securefl.runtime.secure_sum_steps import SumResult, merged_dropped
 from securefl.runtime.state_codec import load, save
 from securefl.runtime.transport import Exchange, InProcessTransport, NodeContext, Record, Transport
-
-if TYPE_CHECKING:
-    from securefl.runtime.policy import PrivacyPolicy
 
 CONTRIBUTE = "sum/contribute"
 """The simulator's step that produces each client's vector (round 0 rides on its reply)."""

@@ -15,18 +15,16 @@ by the simulator, for cost comparisons.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 import numpy as np
 
 from securefl.crypto.identity import Credentials
 from securefl.crypto.secagg import SecAggConfig
 from securefl.runtime import secure_sum_steps
+from securefl.runtime.policy import PrivacyPolicy
 from securefl.runtime.sum_backends.base import CONTRIBUTE, SumBackend, SumOutcome, SumSpec
 from securefl.runtime.transport import Exchange, Record, Transport
-
-if TYPE_CHECKING:
-    from securefl.runtime.policy import PrivacyPolicy
 
 
 def config_of(spec: SumSpec) -> SecAggConfig:

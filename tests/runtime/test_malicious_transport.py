@@ -16,7 +16,7 @@ from securefl.runtime import links
 from securefl.runtime.linkcheck import LinkCheckClient, LinkCheckServer
 from securefl.runtime.transport import InProcessTransport, Record
 from tests.adversary import Adversary
-from tests.fl.test_transport import nodes, summed
+from tests.runtime.test_transport import nodes, summed
 
 
 def test_a_server_substituting_link_keys_is_refused_by_every_client():

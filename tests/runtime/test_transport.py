@@ -20,6 +20,7 @@ from securefl.crypto.fixed_point import ring_sum
 from securefl.crypto.identity import new_federation
 from securefl.crypto.secagg import ROUNDS, TAGS, SecAggClient, SecAggConfig, SecAggServer
 from securefl.errors import DropoutError, InputError, ProtocolError
+from securefl.fl.rng import client_generator
 from securefl.runtime import links, secure_sum_steps, state_codec
 from securefl.runtime.linkcheck import LinkCheckClient, LinkCheckServer
 from securefl.runtime.summation import secure_sum
@@ -29,7 +30,6 @@ from securefl.runtime.transport import (
     InProcessTransport,
     NodeContext,
     Record,
-    client_generator,
     put_message,
     serve,
     take_message,

@@ -12,6 +12,8 @@ on the in-process transport), a method's upload over a transport
 from __future__ import annotations
 
 import secrets
+import subprocess
+import sys
 from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
@@ -24,7 +26,7 @@ from securefl.crypto.identity import cohort_digest
 from securefl.errors import ConfigError, DropoutError, InputError
 from securefl.experiments.config import config_from_dict
 from securefl.fl import group_sums, uploads
-from securefl.runtime import secure_sum, sum_backends
+from securefl.runtime import secure_sum, sum_backends, sum_names
 from securefl.runtime.engine import StepTable
 from securefl.runtime.policy import PrivacyPolicy
 from securefl.runtime.sum_backends import SumBackend, SumOutcome, SumResult, SumSpec
@@ -200,3 +202,27 @@ def test_a_simulated_backend_is_refused_on_a_deployment():
     plan = uploads.UploadPlan.new(secure="real", sum_backend="he", members=range(3), dims={"m": 2})
     with pytest.raises(InputError, match="simulated in process only"):
         plan.collect(Elsewhere(program="test-upload"), Exchange("upload", {}))
+
+
+def test_the_name_index_declares_the_built_in_backends_with_their_kinds(additive):
+    """The index a node's policy reads (sum_names) is the registry's, built-ins declared."""
+    assert sum_names.names() == sum_backends.names()
+    assert sum_names.names(secure=True) == sum_backends.names(secure=True)
+    assert sum_names.BUILT_IN == {name: sum_backends.get(name).secure
+                                  for name in sum_backends.names() if name != NAME}
+    with pytest.raises(InputError, match="secure=False"):
+        sum_names.add("plaintext", secure=True)  # a declared name with the other kind
+
+
+def test_a_policy_knows_the_backends_without_importing_them():
+    """The transport reads the node's policy and the backends run on the transport: the
+    policy takes the names from the index, so neither imports the backends."""
+    code = ("import sys\n"
+            "from securefl.runtime.transport import InProcessTransport\n"
+            "from securefl.runtime.policy import PrivacyPolicy\n"
+            "assert PrivacyPolicy.simulator().sum_backends == ('secagg', 'he')\n"
+            "assert PrivacyPolicy(sum_backends=('he',)).sum_backends == ('he',)\n"
+            "assert 'securefl.runtime.sum_backends' not in sys.modules\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]

@@ -1,7 +1,7 @@
-"""FedProp's server half of CrossClientLP over a transport (FedProp Algorithm 3, lines 1-14).
+"""CrossClientLP's server round over a transport (FedProp Algorithm 3, lines 1-14).
 
-The client parties run at the clients (:mod:`securefl.methods.fedprop.client`, which
-lists the steps); the server is :func:`round_steps`, a generator of
+The client parties run at the clients (:mod:`securefl.protocols.crossclient.client_steps`,
+which lists the steps); the server is :func:`round_steps`, a generator of
 :class:`~securefl.runtime.engine.Step`\\ s over one typed state (:class:`RoundState`), one
 exchange per step, which :func:`cross_client_round` runs with the one driver
 (:func:`securefl.runtime.engine.drive`) on any transport.  Its stages, one function each:
@@ -16,7 +16,7 @@ exchange per step, which :func:`cross_client_round` runs with the one driver
    the own blocks into the Hamming matrix H; the plaintext placeholder
    (:class:`Placeholder`) hands out the seed shares and computes H from the codes;
 3. ``cclp/columns``: builds the graph and solves for the requested columns
-   (:class:`~securefl.protocols.crossclient.CrossClientLPServer`);
+   (:class:`~securefl.protocols.crossclient.parties.CrossClientLPServer`);
 4. ``cclp/sum`` and the sum's own steps, by mode (:data:`ROW_SUMS`): the padded secure sum
    (:mod:`securefl.runtime.secure_sum_steps`, sum ``cclp``, its steps run inside this round's
    by :func:`securefl.runtime.engine.within`) or the placeholder's direct sum;
@@ -24,19 +24,22 @@ exchange per step, which :func:`cross_client_round` runs with the one driver
    ``train`` request carries.
 
 It reads no client data: what it learns is what the server of
-:mod:`securefl.protocols.crossclient` learns (public keys, ciphertexts, H, the labeled
+:mod:`securefl.protocols.crossclient.parties` learns (public keys, ciphertexts, H, the labeled
 positions, the block sizes, the padded total and its survivors).
 
 **Dropouts** (no reply before the timeout, or an error reply) map onto
-:class:`~securefl.protocols.crossclient.Dropouts`:
+:class:`~securefl.protocols.crossclient.parties.Dropouts` (:func:`securefl.protocols.cross_client_lp`
+names each stage's step):
 
 * at ``cclp/advertise``: the client is left out of the round's protocol (as if not
   sampled: its share is not in the seed); it gets no pseudo-labels;
-* at ``cclp/shares``: the others miss its seed share and cannot derive the seed: every
-  client fails at ``cclp/codes`` and :class:`~securefl.errors.DropoutError` is raised;
+* at ``cclp/shares`` (real mode): the others miss its seed share and cannot derive the
+  seed: every client fails at ``cclp/codes`` and :class:`~securefl.errors.DropoutError` is
+  raised; in plaintext mode ``cclp/shares`` collects the codes: ``before_hamming``;
 * at ``cclp/codes`` (``before_hamming``) or at any SHADE or LWE hop (during SecureHamming): it is
   left out of the graph -- its pairs are abandoned, the other pairs finish, H is
-  assembled over the clients left -- exactly ``before_hamming`` of the in-process protocol;
+  assembled over the clients left -- exactly ``before_hamming`` of the ideal functionality
+  (:func:`~securefl.protocols.crossclient.ideal.ideal_cross_client_lp`);
 * at ``cclp/columns`` (``before_sum``): its points are in the graph, its labels do not
   contribute, no output;
 * at ``cclp/sum`` or a ``secagg/*`` step (``during_sum`` at the secure-aggregation round
@@ -46,12 +49,10 @@ positions, the block sizes, the padded total and its survivors).
 **Nominal bytes.**  Per client, the frame bytes (:func:`securefl.crypto.channel.frame_size`)
 of every CrossClientLP message it sends or receives -- setup, SHADE (the client-to-client
 frames as the clients report them, the shares and own block it sends the server), column
-request and S_L, the rows -- plus the bytes it sent in the secure sum: the figure
-:meth:`securefl.protocols.crossclient.CrossClientLPResult.bytes_per_client` gives for the
-same protocol run in process, whatever the transport moves (which
-:class:`securefl.runtime.costs.RoundMeter` measures).  Plaintext mode meters, as in process,
-columns, S_L, rows and the sum's encoded inputs (the placeholder's setup and codes are
-free).
+request and S_L, the rows -- plus the bytes it sent in the secure sum, whatever the
+transport moves (which :class:`securefl.runtime.costs.RoundMeter` measures).
+Plaintext mode meters columns, S_L, rows and the sum's encoded inputs (the placeholder's
+setup and codes are free).
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ from typing import ClassVar, Protocol
 
 import numpy as np
 
-from securefl.crypto import lwe_hops
+from securefl.crypto import lwe_hops, shade_hops
 from securefl.crypto.channel import SERVER, Message, frame_size
 from securefl.crypto.hamming import check_codes, choose_backend
 from securefl.crypto.hamming_plain import hamming_matrix, pack_codes
@@ -72,8 +73,9 @@ from securefl.crypto.lwe import check_session
 from securefl.crypto.projection import busiest_link_bytes
 from securefl.crypto.secagg import SecAggConfig
 from securefl.errors import DropoutError, ProtocolError
-from securefl.methods.fedprop.client import (
+from securefl.protocols.crossclient.client_steps import (
     ADVERTISE,
+    CHUNK_BYTES,
     CODES,
     COLUMNS,
     LINK_RECEIVED,
@@ -93,7 +95,7 @@ from securefl.methods.fedprop.client import (
     put_messages,
     take_messages,
 )
-from securefl.protocols.crossclient import TAG_COLUMNS, CrossClientLPServer
+from securefl.protocols.crossclient.parties import TAG_COLUMNS, CrossClientLPServer
 from securefl.protocols.lsh import SeedAgreementServer
 from securefl.runtime import links, secure_sum_steps
 from securefl.runtime.costs import COMPUTE, CRYPTO
@@ -175,6 +177,9 @@ class RoundState:
     L: int
     num_classes: int
     hamming_backend: str
+    threshold: int | None = None
+    solver: str = "sparse"
+    chunk_bytes: int = shade_hops.DEFAULT_CHUNK_BYTES
     session: bytes = field(default_factory=lambda: secrets.token_bytes(8))
     live: list[int] = field(init=False)
     sizes: np.ndarray = field(init=False)
@@ -197,6 +202,7 @@ class RoundState:
     aggregation: Aggregation | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
+        self.chunk_bytes = shade_hops.check_chunk_bytes(self.chunk_bytes)
         self.live = list(range(len(self.members)))
         self.sizes = np.zeros(len(self.members), dtype=np.int64)
         self.sent = dict.fromkeys(self.live, 0)
@@ -212,7 +218,7 @@ class RoundState:
         self.failed.update(exchange.failed)
         left = [j for j in self.live if self.members[j] not in exchange.replies]
         if left:
-            self.dropped[exchange.step] = [self.members[j] for j in left]
+            self.dropped.setdefault(exchange.step, []).extend(self.members[j] for j in left)
         self.live = [j for j in self.live if self.members[j] in exchange.replies]
         self.last = exchange
 
@@ -341,18 +347,44 @@ def _collect_shares(state: RoundState, exchange: Exchange) -> None:
 
 class ShadeRelay:
     """SHADE (:mod:`securefl.crypto.shade_hops`): the sealed batches of every pair relayed
-    from each hop's replies into the next hop's requests; shares at hops 4 and 5."""
+    from each hop's replies into the next hop's requests.  ``cclp/shade/1`` (the base-OT
+    answers) and ``cclp/shade/2`` (the first ``U``) once, then the bounded stream:
+    ``cclp/shade/3`` for stream exchanges ``0 .. G - 1`` and ``cclp/shade/4`` for exchange
+    ``G``, where ``G`` is the most exchanges of any live pair
+    (:func:`~securefl.crypto.shade_hops.schedule` at the round's ``chunk_bytes``).  In
+    exchange ``x`` the sender sends the correction frames of its exchange ``x`` (they need the
+    ``U`` that came at ``x - 1``) while the receiver absorbs those of ``x - 1`` and sends the
+    ``U`` that exchange ``x + 1`` starts: ``G + 1`` stream exchanges, as few as the
+    dependency ``U -> u -> absorb`` allows; ``G = 1`` (every pair within ``chunk_bytes``)
+    gives today's four hops.  Sender shares come with its last frames, receiver shares one
+    exchange later.  Once forwarded, the sealed batches leave the replies the round keeps
+    (``exchanges``), so the server holds one exchange's batches at a time."""
 
     prefix: ClassVar[str] = "shade"
 
     def steps(self, state: RoundState) -> Iterator[Step[RoundState]]:
-        for hop in SHADE:
+        for hop in SHADE[:2]:
             yield _step(hop, _shade_hop, _collect_shares)
+        last = _stream_exchanges(state)
+        for exchange in range(last + 1):
+            yield _step(SHADE[2] if exchange < last else SHADE[3], _shade_hop, _collect_shares)
+
+
+def _stream_exchanges(state: RoundState) -> int:
+    """``G``: the most stream exchanges of a live pair (sizes, ``L`` and ``chunk_bytes`` are public)."""
+    return max((len(shade_hops.schedule(int(state.sizes[a]), int(state.sizes[b]), int(state.L),
+                                        state.chunk_bytes))
+                for a in state.live for b in state.live if a != b), default=1)
 
 
 def _shade_hop(state: RoundState) -> dict[int, Record]:
     requests = {j: state.layout() for j in state.live}
-    _forward_links({j: state.reply(j) for j in state.live}, requests)
+    for request in requests.values():
+        request.config[CHUNK_BYTES] = state.chunk_bytes
+    replies = {j: state.reply(j) for j in state.live}
+    _forward_links(replies, requests)
+    for answer in replies.values():  # forwarded: the kept exchange lets go of the sealed batches
+        answer.arrays = {k: v for k, v in answer.arrays.items() if not k.startswith(links.TO)}
     return state.addressed(requests)
 
 
@@ -452,7 +484,7 @@ def _receive_hamming(state: RoundState, matrix: np.ndarray) -> None:
     """Lines 6-9 on H over the live parties, who make up the graph."""
     state.graph = list(state.live)
     state.server = CrossClientLPServer(k=int(state.k), alpha=float(state.alpha), L=int(state.L),
-                                       num_classes=int(state.num_classes))
+                                       num_classes=int(state.num_classes), solver=state.solver)
     state.server.receive_hamming(matrix, list(state.graph), [int(state.sizes[j]) for j in state.graph])
 
 
@@ -497,7 +529,8 @@ def _serve_columns(state: RoundState) -> dict[int, Record]:
 
 
 def _threshold(state: RoundState) -> int:
-    return len(state.in_sum) // 2 + 1
+    """The sum's t: the round's, else a majority of the clients entering the sum."""
+    return len(state.in_sum) // 2 + 1 if state.threshold is None else int(state.threshold)
 
 
 def _dim(state: RoundState) -> int:
@@ -629,18 +662,28 @@ def _forward_rows(state: RoundState, summed: Summed) -> CrossClientRound:
         labeled_positions={members[j]: server.requests[j] for j in state.in_sum})
 
 
-def cross_client_round(transport: Transport, members: Sequence[int], *, feature_model: np.ndarray,
-                       round_index: int, secure: str, k: int, alpha: float, L: int,
-                       num_classes: int, timeout: float | None = None,
-                       hamming_backend: str = "shade") -> CrossClientRound:
+def cross_client_round(transport: Transport, members: Sequence[int], *, round_index: int,
+                       secure: str, k: int, alpha: float, L: int, num_classes: int,
+                       feature_model: np.ndarray | None = None, timeout: float | None = None,
+                       hamming_backend: str = "shade", threshold: int | None = None,
+                       solver: str = "sparse",
+                       chunk_bytes: int = shade_hops.DEFAULT_CHUNK_BYTES) -> CrossClientRound:
     """Run CrossClientLP among ``members`` (clients, in party order) on ``transport``:
     :func:`round_steps` driven by :func:`securefl.runtime.engine.drive`, then :func:`finish`.
-    ``feature_model`` is the vector of the model whose features the clients embed;
+    ``feature_model``: a vector the ``cclp/advertise`` request carries as array ``model`` for
+    the clients' :meth:`~securefl.protocols.crossclient.client_steps.CrossClientSteps.features`
+    (FedProp: the model whose features they embed; none for clients holding features);
     ``hamming_backend`` (real mode) ``"shade"``, ``"lwe"``, ``"rlwe"`` or ``"auto"`` (each client
     resolves it by its own node's policy, :meth:`securefl.runtime.policy.PrivacyPolicy.hamming_backend`;
-    the server follows what they resolved, :func:`_agreed_backend`), as the clients run it."""
-    state = RoundState([int(c) for c in members], feature_model, int(round_index), secure == "real",
-                       int(k), float(alpha), int(L), int(num_classes), hamming_backend)
+    the server follows what they resolved, :func:`_agreed_backend`), as the clients run it;
+    ``threshold``: the secure sum's t (default a majority of the clients entering it);
+    ``solver``: the server's solver for S_L (:data:`securefl.protocols.propagation.SOLVERS`);
+    ``chunk_bytes``: the most SHADE bytes a pair's message carries per peer (:class:`ShadeRelay`;
+    a positive int, else :class:`~securefl.errors.InputError`)."""
+    model = np.zeros(0) if feature_model is None else feature_model
+    state = RoundState([int(c) for c in members], model, int(round_index), secure == "real",
+                       int(k), float(alpha), int(L), int(num_classes), hamming_backend,
+                       threshold, solver, chunk_bytes)
     return finish(drive(transport, round_steps(state), state, timeout=timeout))
 
 

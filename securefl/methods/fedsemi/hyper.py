@@ -1,0 +1,68 @@
+"""FedSemi's hyper-parameters (:mod:`securefl.methods.hyper`): fedsemi-pi, -mt and -d."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from securefl.errors import InputError
+from securefl.methods.consistency import CONSISTENCY_LOSSES, CURVES
+from securefl.methods.hyper import (
+    MODEL,
+    NON_NEGATIVE,
+    POSITIVE,
+    PROBABILITY_BELOW_ONE,
+    SHIFT,
+    Hyper,
+    choice,
+    hp,
+    integer,
+    number,
+    optional,
+)
+
+
+@dataclass(frozen=True)
+class FedSemiHyper(Hyper):
+    """fedsemi-pi / fedsemi-mt (FedSemi §4.1, Tables 4 and 6); ``rounds`` is the run's
+    ``R_G``.  The rectangle curve needs ``phi_end`` above its tipping point ``phi_g``."""
+
+    model: str = MODEL
+    rounds: int = hp(50, integer(1))
+    clients_per_round: int = hp(10, integer(1))
+    local_epochs: int = hp(5, integer(1))
+    batch_size: int = hp(10, integer(1))
+    lr: float = hp(0.01, POSITIVE)
+    momentum: float = hp(0.9, PROBABILITY_BELOW_ONE)
+    weight_decay: float = hp(1e-4, NON_NEGATIVE)
+    consistency: str = hp("mse", choice(tuple(CONSISTENCY_LOSSES)))
+    phi_l: float = hp(10.0, POSITIVE)
+    phi_g: float | None = hp(None, optional(NON_NEGATIVE))
+    phi_end: float = hp(40.0, NON_NEGATIVE)
+    mu: float = hp(0.5, number(0.0, 1.0))
+    alpha_max: float = hp(0.999, PROBABILITY_BELOW_ONE)
+    curve: str = hp("linear", choice(tuple(CURVES)))
+    noise_std: float = hp(0.15, NON_NEGATIVE)
+    max_shift: int | None = SHIFT
+    min_group: int = hp(2, integer(1))
+
+    @property
+    def tipping_point(self) -> float:
+        """``phi_g``, or Table 6's 3 (linear curve) / 10 (rectangle) when it is ``None``."""
+        if self.phi_g is not None:
+            return float(self.phi_g)
+        return 3.0 if self.curve == "linear" else 10.0
+
+    def check_together(self) -> None:
+        if self.curve == "rectangle" and self.phi_end <= self.tipping_point:
+            raise InputError("phi_end", self.phi_end, f"must exceed phi_g={self.tipping_point:g}")
+
+
+@dataclass(frozen=True)
+class FedSemiDHyper(FedSemiHyper):
+    """fedsemi-d: also ``rounds`` (R_G) above the tipping point ``phi_g`` (eq. 11/12)."""
+
+    def check_together(self) -> None:
+        super().check_together()
+        if self.rounds <= self.tipping_point:
+            raise InputError("rounds", self.rounds,
+                             f"FedSemi-D needs more rounds (R_G) than phi_g={self.tipping_point:g}")

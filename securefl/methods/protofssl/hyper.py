@@ -1,0 +1,60 @@
+"""ProtoFSSL's hyper-parameters (:mod:`securefl.methods.hyper`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from securefl.errors import InputError
+from securefl.methods.hyper import (
+    MODEL,
+    NON_NEGATIVE,
+    POSITIVE,
+    PROBABILITY_BELOW_ONE,
+    Hyper,
+    choice,
+    hp,
+    integer,
+    number,
+    optional,
+)
+from securefl.methods.prototypical import DISTANCES
+
+PROTOFSSL_AGGREGATIONS = ("fedavg", "fedprox")
+"""ProtoFSSL's server aggregations (:data:`securefl.methods.protofssl.server.AGGREGATIONS`)."""
+PROTOFSSL_NORMS = ("none", "bn", "gn")
+"""ProtoFSSL's ResNet normalisations (:data:`securefl.methods.protofssl.server.NORMS`)."""
+
+
+@dataclass(frozen=True)
+class ProtoFSSLHyper(Hyper):
+    """protofssl (ProtoFSSL Algorithm 1, its appendix's defaults); ``noise_multiplier``
+    (the Gaussian release) needs ``clip`` and excludes ``noise_std``."""
+
+    model: str = MODEL
+    clients_per_round: int = hp(5, integer(1))
+    local_epochs: int = hp(10, integer(1))
+    lr: float = hp(1e-3, POSITIVE)
+    rmsprop_alpha: float = hp(0.9, PROBABILITY_BELOW_ONE)
+    rmsprop_eps: float = hp(1e-7, POSITIVE)
+    weight_decay: float = hp(1e-4, NON_NEGATIVE)
+    n_support: int = hp(1, integer(1))
+    n_query: int = hp(2, integer(0))
+    n_unlabeled: int = hp(100, integer(0))
+    helpers: int = hp(5, integer(1))
+    lambda_u: float = hp(0.3, NON_NEGATIVE)
+    temperature: float = hp(0.5, POSITIVE)
+    distance: str = hp("squared", choice(tuple(DISTANCES)))
+    aggregation: str = hp("fedavg", choice(PROTOFSSL_AGGREGATIONS))
+    prox_mu: float = hp(1e-2, NON_NEGATIVE)
+    noise_std: float = hp(0.0, NON_NEGATIVE)
+    noise_multiplier: float | None = hp(None, optional(POSITIVE))
+    clip: float | None = hp(None, optional(POSITIVE))
+    min_class_count: int = hp(1, integer(1))
+    dp_delta: float = hp(1e-5, number(0.0, 1.0, low_open=True, high_open=True))
+    norm: str = hp("none", choice(PROTOFSSL_NORMS))
+    max_shift: int | None = hp(0, optional(integer(0)))
+
+    def check_together(self) -> None:
+        if self.noise_multiplier is not None and (self.clip is None or self.noise_std > 0):
+            raise InputError("noise_multiplier", self.noise_multiplier,
+                             "needs clip and excludes noise_std")
