@@ -50,9 +50,9 @@ left at any round -> :class:`~securefl.errors.DropoutError`.
 cohort digest (:func:`securefl.crypto.identity.cohort_digest` of the members' client ids
 in index order) beside the session; each client signs its two keys with its roster
 identity (the node's own :class:`~securefl.crypto.identity.Credentials`, never the
-server's) bound to (federation, session, cohort); the server relays the signatures and the
-cohort list with the keys, and every client verifies all of them before it encrypts a
-share (:meth:`securefl.crypto.secagg.SecAggClient._verify_keys`).  A request without a
+server's) bound to (federation, session, cohort); the server relays the peers' signatures
+(not the receiver's own) and the cohort list with the keys, and every client verifies all
+of them before it encrypts a share (:meth:`securefl.crypto.secagg.SecAggClient._verify_keys`).  A request without a
 cohort digest is refused.
 
 Who learns what: exactly as :mod:`securefl.crypto.secagg` (the server: each sum over its
