@@ -528,9 +528,13 @@ def _serve_columns(state: RoundState) -> dict[int, Record]:
     return state.addressed(requests)
 
 
+def sum_threshold(entering: int, threshold: int | None) -> int:
+    """The sum's t: ``threshold`` when given, else a majority of the ``entering`` clients."""
+    return entering // 2 + 1 if threshold is None else int(threshold)
+
+
 def _threshold(state: RoundState) -> int:
-    """The sum's t: the round's, else a majority of the clients entering the sum."""
-    return len(state.in_sum) // 2 + 1 if state.threshold is None else int(state.threshold)
+    return sum_threshold(len(state.in_sum), state.threshold)
 
 
 def _dim(state: RoundState) -> int:

@@ -30,7 +30,11 @@ from securefl.protocols.crossclient.client_steps import (
     FeatureProtocol,
 )
 from securefl.protocols.crossclient.parties import BACKENDS, HAMMING_BACKENDS, Dropouts
-from securefl.protocols.crossclient.server_round import CrossClientRound, cross_client_round
+from securefl.protocols.crossclient.server_round import (
+    CrossClientRound,
+    cross_client_round,
+    sum_threshold,
+)
 from securefl.protocols.propagation import (
     SOLVERS,
     LabelPropagationResult,
@@ -215,7 +219,7 @@ def cross_client_lp(
     if done.failed:
         raise ProtocolError(f"CrossClientLP: clients failed: {done.failed}")
     receivers = [j for j in done.rows if j not in withheld]
-    t = len(done.in_sum) // 2 + 1 if threshold is None else threshold
+    t = sum_threshold(len(done.in_sum), threshold)
     if len(receivers) < t:
         raise DropoutError(f"{len(receivers)} of {len(done.in_sum)} clients finished the sum, "
                            f"fewer than the threshold {t}")
