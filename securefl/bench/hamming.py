@@ -39,10 +39,11 @@ import numpy as np
 
 from securefl.bench.common import add_workers_argument, peak_memory_mb
 from securefl.crypto import linalg, lwe, prg
-from securefl.crypto.hamming import BACKENDS, SHARE_BITS, pair_roles, secure_hamming_matrix
+from securefl.crypto.hamming import BACKENDS, SHARE_BITS, pair_roles
 from securefl.crypto.ot import OTSetups
 from securefl.crypto.projection import busiest_link_bytes, seconds_at_bandwidth
 from securefl.errors import InputError
+from securefl.protocols.hamming.matrix import secure_hamming_matrix
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -62,11 +62,8 @@ from threadpoolctl import threadpool_limits
 from securefl.crypto import linalg
 from securefl.crypto.channel import SERVER, Message, Network
 from securefl.crypto.hamming_shares import (
-    HammingResult,
     check_codes,
-    own_block,
     pair_roles,
-    server_reconstruct,
 )
 from securefl.crypto.identity import Credentials, Identity, Roster
 from securefl.crypto.lwe import LWEParty, LWEServer, check_exact_products, check_session
@@ -334,60 +331,6 @@ def _in_process(codes: dict[int, np.ndarray], pairs: Sequence[tuple[int, int]], 
         shares[p].update(meter.run(p, finish, states[p], hints.pop(p), answers.pop(p), index=p,
                                    codes=codes[p], alive=order, phase="per_pair", **common))
     return shares, meter
-
-
-def lwe_hamming_matrix(
-    parties: list[np.ndarray],
-    *,
-    rng: RandomSource,
-    workers: int,
-    network: Network,
-    progress: Callable[[int], None] | None = None,
-    ring: bool = False,
-    device: str = "cpu",
-) -> HammingResult:
-    """All-pairs LWE Hamming matrix on checked codes (the ``"lwe"`` backend of
-    :func:`securefl.crypto.secure_hamming_matrix`, which validates the arguments; with
-    ``ring`` the ``"rlwe"`` backend, :mod:`securefl.crypto.rlwe`), in this process: every
-    party runs the hops above (the code a deployed client runs), the server relays.
-
-    For every pair ``a < b`` the encryptor is given by
-    :func:`~securefl.crypto.hamming_shares.pair_roles`; each party broadcasts its ``C`` and
-    its hint once, answers each of its encryptors once, and sends its shares and own block
-    to the server, which reconstructs.  ``workers`` threads run the products on the torch
-    ``device`` (``"cpu"``, ``"cuda"``, ...), after the exactness self-test on that device
-    (:func:`~securefl.crypto.lwe.check_exact_products`).
-    """
-    begin = time.perf_counter()
-    sizes = [p.shape[0] for p in parties]
-    length = parties[0].shape[1]
-    check_session(sizes, length, ring=ring)
-    linalg.resolve_device(device)
-    pairs = session_pairs(range(len(parties)))
-    with threadpool_limits(limits=workers, user_api="blas"), linalg.torch_threads(workers):
-        if pairs:
-            check_exact_products(ring=ring, device=device)
-        shares, meter = _in_process(dict(enumerate(parties)), pairs, rng=rng, network=network,
-                                    progress=progress, ring=ring, device=device)
-        for a in range(len(parties)):
-            for b in range(a + 1, len(parties)):
-                for party in pair_roles(a, b):
-                    (message,) = share_messages(party, {a + b - party: shares[party].pop(a + b - party)})
-                    meter.send(message)
-        for index, codes in enumerate(parties):
-            meter.send(Message(index, SERVER, f"lwe/own/{index}", (meter.run(index, own_block, codes),)))
-        matrix = meter.run(SERVER, server_reconstruct, network, sizes, length, prefix="lwe")
-    return HammingResult(
-        matrix=matrix,
-        bytes_sent={**{p: 0 for p in range(len(parties))}, SERVER: 0, **network.bytes_sent()},
-        bytes_received={party: s.bytes_received for party, s in network.stats.items()},
-        backend="rlwe" if ring else "lwe",
-        seconds=time.perf_counter() - begin,
-        offsets=tuple(np.cumsum([0, *sizes])[:-1].tolist()),
-        cpu_seconds_by_party=dict(meter.cpu),
-        bytes_by_message=dict(meter.kinds),
-        cpu_seconds_by_phase={"fixed": meter.phases["fixed"], "per_pair": meter.phases["per_pair"]},
-    )
 
 
 def lwe_pair(

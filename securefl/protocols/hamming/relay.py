@@ -100,6 +100,8 @@ class HammingState:
     sent: dict[int, int] = field(init=False)
     received: dict[int, int] = field(init=False)
     relayed: int = field(default=0, init=False)
+    collected: int = field(default=0, init=False)
+    kinds: dict[str, int] = field(default_factory=dict, init=False)
     last: Exchange | None = field(default=None, init=False)
     failed: dict[int, str] = field(default_factory=dict, init=False)
     dropped: dict[str, list[int]] = field(default_factory=dict, init=False)
@@ -142,14 +144,26 @@ class HammingState:
         message = take_message(self.reply(j), slot)
         if message.sender != j or message.receiver != SERVER:
             raise ProtocolError(f"client {self.members[j]} sent {slot} as party {message.sender}")
-        self.sent[j] += frame_size(message)
+        size = frame_size(message)
+        self.sent[j] += size
+        self.collected += size
+        self.count(message.tag, size)
         return message
+
+    def count(self, tag: str, size: int, *, relayed: bool = False) -> None:
+        """Add ``size`` bytes to the message kind of ``tag`` (``<family>/<kind>/...``;
+        ``relay/<kind>`` for the server's forwards)."""
+        kind = tag.split("/")[1] if "/" in tag else tag
+        kind = f"relay/{kind}" if relayed else kind
+        self.kinds[kind] = self.kinds.get(kind, 0) + size
 
     def to_client(self, record: Record, slot: str, message: Message) -> Record:
         """``record`` with ``message`` in ``slot`` (metered for its receiver)."""
         put_message(record, slot, message)
-        self.received[message.receiver] += frame_size(message)
-        self.relayed += frame_size(message)
+        size = frame_size(message)
+        self.received[message.receiver] += size
+        self.relayed += size
+        self.count(message.tag, size, relayed=True)
         return record
 
     def layout(self) -> Record:
@@ -274,15 +288,19 @@ def _lwe_hop(state: HammingState) -> dict[int, Record]:
         delivered = [m for origin, m in state.lwe.inbox.get(j, []) if origin in state.live]
         requests[j] = state.layout()
         put_messages(requests[j], SLOT_LWE_IN, delivered)
-        size = sum(frame_size(m) for m in delivered)
-        state.received[j] += size
-        state.relayed += size
+        for message in delivered:
+            size = frame_size(message)
+            state.received[j] += size
+            state.relayed += size
+            state.count(message.tag, size, relayed=True)
     forward_links({j: state.reply(j) for j in state.live}, requests)
     return state.addressed(requests)
 
 
 def _lwe_collect(state: HammingState, exchange: Exchange) -> None:
     collect_shares(state, exchange)
+    for j in state.live:  # the answers D are the only client-to-client messages
+        state.count("lwe/D", int(state.reply(j).config.get(LINK_SENT, 0)))
     session = state.lwe
     broadcasts = exchange.step == LWE[0]
     session.inbox = session.hints if exchange.step == LWE[1] else {}
@@ -293,7 +311,10 @@ def _lwe_collect(state: HammingState, exchange: Exchange) -> None:
             if message.sender != j or message.receiver != SERVER:
                 raise ProtocolError(f"client {state.members[j]} sent an LWE broadcast as party "
                                     f"{message.sender}")
-            state.sent[j] += frame_size(message)
+            size = frame_size(message)
+            state.sent[j] += size
+            state.collected += size
+            state.count(message.tag, size)
             _relay(state, j, message, session.inbox if message.tag.startswith("lwe/C/") else session.hints)
 
 
