@@ -18,8 +18,8 @@ SHADE also records the AES throughput of this machine measured in the same run
 by that throughput; ``seconds_over_lower_bound_per_worker`` compares against that work
 spread over ``--workers`` threads.  SHADE's pairs keep their OT setups across rounds
 (:class:`~securefl.crypto.ot.OTSetups`), so the fixed cost is reported apart:
-``setup_seconds`` (every pair's setup step: 128 X25519 base OTs each in the first round,
-``fresh_setups`` of them), ``pair_seconds`` (each pair after its setup step),
+``setup_seconds`` (every pair's setup hops, CPU of both parties: 128 X25519 base OTs each in
+the first round, ``fresh_setups`` of them), ``pair_seconds`` (each pair's stream hops),
 ``seconds_after_setup`` = ``seconds - setup_seconds`` (what every later round costs) and its
 ratio to the AES bound; ``--rounds R`` runs ``R - 1`` more rounds on fresh codes with the
 same setups (``later_rounds``: seconds, setup seconds, fresh setups, verified).  LWE also

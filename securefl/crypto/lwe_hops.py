@@ -1,15 +1,13 @@
-"""The LWE secure Hamming session in a fixed number of hops, and the in-process session
-that runs them.
+"""The LWE secure Hamming session in a fixed number of hops, and a pair-level in-process driver.
 
 The protocol (:mod:`securefl.crypto.lwe`: the sans-I/O parties
 :class:`~securefl.crypto.lwe.LWEParty` and the relay :class:`~securefl.crypto.lwe.LWEServer`)
 is written here once, cut into four hops; at each, every party does its part for all its
-pairs at once.  A transport runs one hop per message round (FedProp's clients,
-:mod:`securefl.protocols.crossclient.client_steps`); :func:`lwe_hamming_matrix` (the ``"lwe"`` and
-``"rlwe"`` backends of :func:`securefl.crypto.secure_hamming_matrix`, which ``bench
-hamming`` times) runs the same hops for every party in this process, the frames over a
-metered :class:`~securefl.crypto.channel.Network`, so the simulator and the benchmarks run
-the code a deployed client runs:
+pairs at once.  A transport runs one hop per message round (:mod:`securefl.protocols.hamming`:
+FedProp's clients, and the all-pairs matrix :func:`securefl.protocols.secure_hamming_matrix`
+that ``bench hamming`` times, so the benchmarks run the code a deployed client runs);
+:func:`lwe_pair` runs the same hops for two parties in this process, the frames over a
+metered :class:`~securefl.crypto.channel.Network` (the pair-level properties' tests):
 
 0. :func:`start`: the party's X25519 public key ``lwe/key/<j>`` for the server to relay,
    signed with the client's roster identity for this session and cohort

@@ -22,7 +22,7 @@ by the sender, one by the receiver), and ``16 ceil(n_a / 8)`` bytes of correctio
 16 bytes of IKNP matrix per OT on the wire: about ``n_a n_b L 16`` bits per pair of
 parties — 51 GB for n = 5000 split in two, so nothing holds a pair's corrections.
 
-**One session, written once, two drivers.**  A pair's session is cut into IKNP chunks of
+**One session, written once; the pair-level driver and the hops.**  A pair's session is cut into IKNP chunks of
 whole receiver points (:func:`chunks`, ~``CHUNK_OTS`` OTs), each chunk into correction
 frames of whole cache-sized tiles (:func:`framing`).  :class:`ReceiverSession` and
 :class:`SenderSession` are the two parties' I/O-free steps over one chunk: the receiver's
@@ -34,10 +34,12 @@ interleaves the steps chunk by chunk in memory, each frame crossing an authentic
 :class:`~securefl.crypto.channel.Network` link and absorbed before the next is made (one
 frame buffer per thread: memory bounded whatever ``n_a n_b``); the transport hops
 (:mod:`securefl.crypto.shade_hops`) run the same steps frame by frame in exchanges of at
-most ``chunk_bytes``, one batch per message round.  Same tags, shapes and frame sizes either way, so the same bytes.
+most ``chunk_bytes``, one batch per message round.  Same tags, shapes and frame sizes either
+way, so the same bytes.  :func:`shade_pair` serves the pair-level properties (shares,
+streaming memory); the all-pairs matrix, which FedProp and ``bench hamming`` run, is the hops
+driven on a transport (:func:`securefl.protocols.secure_hamming_matrix`).
 
-**All pairs** (:func:`shade_hamming_matrix`, the ``"shade"`` backend of
-:func:`securefl.crypto.secure_hamming_matrix`).  For every pair ``a < b`` one party is
+**All pairs** (the ``"shade"`` backend of :func:`securefl.protocols.secure_hamming_matrix`).  For every pair ``a < b`` one party is
 the OT sender, alternating by parity (:func:`~securefl.crypto.hamming.pair_roles`) so the traffic is spread evenly
 over the parties; afterwards each of the two sends its share of the ``(a, b)`` block to
 the server, and every party sends its own in-party block (computed locally in the
@@ -496,8 +498,7 @@ def shade_pair(
     the two parties' stable ids in it (default ``(sender, receiver)``).  Without
     ``setups`` every call runs fresh base OTs.  ``workers > 1`` splits the OT chunks
     over that many threads, each with its own authenticated link (AES and numpy release
-    the GIL); the bytes of those links are added to ``network``'s parties in the result
-    of :func:`shade_hamming_matrix`, here they are returned via ``PairCost`` only.
+    the GIL); the bytes of those links are not added to ``network``'s parties.
     """
     started = time.perf_counter()
     x, y = check_codes([x, y])
