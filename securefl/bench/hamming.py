@@ -43,7 +43,7 @@ from securefl.crypto.hamming import BACKENDS, SHARE_BITS, pair_roles
 from securefl.crypto.ot import OTSetups
 from securefl.crypto.projection import busiest_link_bytes, seconds_at_bandwidth
 from securefl.errors import InputError
-from securefl.protocols.hamming.matrix import secure_hamming_matrix
+from securefl.protocols.hamming.matrix import secure_hamming_matrix, total_ots
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -122,13 +122,6 @@ def lwe_cost_model_bytes(sizes: list[int], length: int) -> int:
     total += sum(lwe.HINT_BYTES * lwe.LWE_DIMENSION * sizes[b] for b in evaluators)
     total += sum(sizes[a] * sizes[b] * (3 + 4) + 16 for a, b in pairs)
     return total
-
-
-def total_ots(sizes: list[int], length: int) -> int:
-    """OTs of all pairs: ``L`` per point of each pair's OT receiver."""
-    return sum(
-        sizes[pair_roles(a, b)[1]] * length for a in range(len(sizes)) for b in range(a + 1, len(sizes))
-    )
 
 
 def _progress_total(backend: str, sizes: list[int], length: int) -> int:

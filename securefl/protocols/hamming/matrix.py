@@ -79,13 +79,16 @@ class MatrixData:
 
 
 def _party(state: Record, node: NodeContext) -> Party:
+    """The client's party for this step (its randomness a fresh child of the node's per step)."""
     config = state.config
     if f"{_PARTY}index" not in config:
         raise ProtocolError(f"client {node.partition}: a Hamming step before {KEYS}")
+    step = int(config.get(f"{_PARTY}steps", 0))
+    config[f"{_PARTY}steps"] = step + 1
     return Party(int(config[f"{_PARTY}index"]), node.data.codes,
                  tuple(int(m) for m in state.arrays[f"{_PARTY}members"]),
                  bytes(config[f"{_PARTY}session"]), str(config[f"{_PARTY}backend"]),
-                 node.data.rng.child(f"step{config['_seq']}"))
+                 node.data.rng.child(f"step{step}"))
 
 
 def _timed(work: Callable[[Record, Record, NodeContext, Record], None]) -> Handler:
@@ -228,18 +231,18 @@ def _lwe_work(state: MatrixState, exchange: Exchange) -> int:
     if exchange.step == LWE[0]:
         return sum(int(state.reply(j).config.get("cclp/lwe/out/n", 0)) for j in state.live)
     if exchange.step == LWE[1]:
-        return len(lwe_pairs(len(state.members)))
+        return len(_roles(len(state.members)))
     return 0
 
 
-def lwe_pairs(parties: int) -> list[tuple[int, int]]:
-    """``(encryptor, evaluator)`` of every pair of ``parties``."""
+def _roles(parties: int) -> list[tuple[int, int]]:
+    """``(active, passive)`` of every pair of ``parties`` (OT sender or encryptor first)."""
     return [pair_roles(a, b) for a in range(parties) for b in range(a + 1, parties)]
 
 
 def total_ots(sizes: Sequence[int], length: int) -> int:
     """SHADE's OTs over all pairs: ``n_receiver * L`` each."""
-    return sum(int(sizes[r]) * length for _, r in lwe_pairs(len(sizes)))
+    return sum(int(sizes[r]) * length for _, r in _roles(len(sizes)))
 
 
 def matrix_steps(state: MatrixState) -> Iterator[Step[MatrixState]]:
@@ -255,7 +258,7 @@ def matrix_steps(state: MatrixState) -> Iterator[Step[MatrixState]]:
 def _prg_bytes(sizes: Sequence[int], length: int) -> int:
     """AES output bytes of all pairs' SHADE sessions (:func:`securefl.crypto.shade.prg_bytes`)."""
     total = 0
-    for sender, receiver in lwe_pairs(len(sizes)):
+    for sender, receiver in _roles(len(sizes)):
         for _, start, stop in shade.chunks(int(sizes[receiver]), length):
             total += shade.prg_bytes((stop - start) * length, int(sizes[sender]))
     return total
