@@ -197,7 +197,10 @@ class ShadeSender:
         self.blocks = -(-count // 8)
         lanes = 8 * self.blocks
         self.correlation = np.zeros((length, lanes), dtype=np.uint16)
-        self.correlation[:, :count] = (1 - 2 * self.codes.T.astype(np.int32)).astype(np.uint16)
+        correlation = self.correlation[:, :count]
+        correlation[...] = self.codes.T  # 1 - 2 x mod 2^16 in place (each stream exchange builds it)
+        correlation *= np.uint16(0xFFFE)
+        correlation += np.uint16(1)
         self.sums = np.zeros((self.receivers, lanes), dtype=np.uint16)
 
     def tile(
