@@ -4,9 +4,9 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from securefl.protocols import secure_hamming_matrix
 from securefl.crypto.hamming import BACKENDS
 from securefl.errors import InputError
+from securefl.protocols import secure_hamming_matrix
 
 
 def _outcome(codes, backend):
