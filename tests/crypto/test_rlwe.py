@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 import securefl.crypto.linalg as linalg
 import securefl.crypto.lwe as lwe
 import securefl.crypto.rlwe as rlwe
-from securefl.crypto import kernels, lwe_pair, prg
+from securefl.crypto import kernels, prg
 from securefl.errors import InputError, PlatformError, ProtocolError
-from securefl.protocols import secure_hamming_matrix
+from securefl.protocols import lwe_pair, secure_hamming_matrix
 
 CPU = torch.device("cpu")
 

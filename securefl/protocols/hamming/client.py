@@ -83,7 +83,7 @@ class Party:
     (``(n, L)``), the session's client ids by party index (``members``: its IKNP setups are
     kept by peer client id), the round ``session`` (8 bytes) and the ``backend`` its node
     resolved (``"shade"``, ``"lwe"`` or ``"rlwe"``); ``rng`` the source of its protocol randomness
-    (``None``: the OS CSPRNG)."""
+    (``None``: the OS CSPRNG); ``device`` the torch device of its LWE products."""
 
     index: int
     codes: np.ndarray
@@ -91,6 +91,7 @@ class Party:
     session: bytes
     backend: str
     rng: RandomSource | None = None
+    device: str = "cpu"
 
     def randomness(self, label: str) -> RandomSource:
         """The randomness of one hop's work for ``label``: a child of ``rng`` (a seeded
@@ -267,7 +268,8 @@ def lwe_hop(hop: int, party: Party, request: Record, state: Record, reply: Recor
     elif hop == 1:
         put_messages(reply, SLOT_LWE_OUT, lwe_hops.broadcast(
             saved, take_messages(request, SLOT_LWE_IN), index=me, codes=codes,
-            sizes=in_session, session=session, credentials=node.credentials(), ring=ring))
+            sizes=in_session, session=session, credentials=node.credentials(), ring=ring,
+            device=party.device))
     elif hop == 2:  # the flooded answers leave here: counted against the node's cap first
         lwe_hops.HopState.load(saved, me, 2)  # a hop that ran already is refused before the ledger
         node.ledger().serve_lwe(
@@ -276,7 +278,7 @@ def lwe_hop(hop: int, party: Party, request: Record, state: Record, reply: Recor
             cap=node.policy().lwe_max_distance)
         answers, shares = lwe_hops.evaluate(saved, take_messages(request, SLOT_LWE_IN), index=me,
                                             codes=codes, sizes=in_session, alive=alive,
-                                            session=session, ring=ring)
+                                            session=session, ring=ring, device=party.device)
         for answer in answers:
             links.send_batch(reply, state, [answer], me=me, peer=answer.receiver)
             sent += frame_size(answer)
@@ -289,7 +291,7 @@ def lwe_hop(hop: int, party: Party, request: Record, state: Record, reply: Recor
                 answers += batch
         shares = lwe_hops.finish(saved, take_messages(request, SLOT_LWE_IN), answers, index=me,
                                  codes=codes, sizes=in_session, alive=alive, session=session,
-                                 ring=ring)
+                                 ring=ring, device=party.device)
     if hop >= 2:
         for message in lwe_hops.share_messages(me, shares):
             put_message(reply, share_slot(*message.tag[len("lwe/share/"):].split("-")), message)

@@ -71,11 +71,12 @@ CPU = "hamming/cpu"
 
 @dataclass(frozen=True)
 class MatrixData:
-    """What a :class:`MatrixClient` node holds: its ``(n, L)`` 0/1 codes and the source of its
-    cryptographic randomness."""
+    """What a :class:`MatrixClient` node holds: its ``(n, L)`` 0/1 codes, the source of its
+    cryptographic randomness and the torch device of its LWE products."""
 
     codes: np.ndarray
     rng: RandomSource
+    device: str = "cpu"
 
 
 def _party(state: Record, node: NodeContext) -> Party:
@@ -88,7 +89,7 @@ def _party(state: Record, node: NodeContext) -> Party:
     return Party(int(config[f"{_PARTY}index"]), node.data.codes,
                  tuple(int(m) for m in state.arrays[f"{_PARTY}members"]),
                  bytes(config[f"{_PARTY}session"]), str(config[f"{_PARTY}backend"]),
-                 node.data.rng.child(f"step{step}"))
+                 node.data.rng.child(f"step{step}"), node.data.device)
 
 
 def _timed(work: Callable[[Record, Record, NodeContext, Record], None]) -> Handler:
@@ -287,6 +288,37 @@ def _keep_setups(transport: InProcessTransport, setups: OTSetups, identities: Se
             setups.keep(me, peer, (SenderSetup if role == "sender" else ReceiverSetup).from_arrays(arrays))
 
 
+def _run(parties: list[np.ndarray], *, backend: str, rng: RandomSource, workers: int,
+         wrap: Callable[[Transport], Transport] | None = None,
+         progress: Callable[[int], None] | None = None, setups: OTSetups | None = None,
+         identities: Sequence[int] | None = None, device: str = "cpu",
+         chunk_bytes: int = shade_hops.DEFAULT_CHUNK_BYTES) -> MatrixState:
+    """One session of ``backend`` among checked ``parties``, driven to its end; the server's
+    state (shares and own blocks collected, nothing reconstructed yet)."""
+    sizes = [p.shape[0] for p in parties]
+    length = parties[0].shape[1]
+    ring = backend == "rlwe"
+    if backend != "shade":
+        check_session(sizes, length, ring=ring)
+        linalg.resolve_device(device)
+    ids = [int(i) for i in identities] if identities is not None else list(range(len(parties)))
+    nodes = [NodeContext(ids[j], {}, {}, MatrixData(parties[j], rng.child(f"party{j}"), device))
+             for j in range(len(parties))]
+    federation = setups.federation if setups is not None else rng.child("federation").bytes(16)
+    transport = InProcessTransport(MatrixClient(), nodes, session=federation)
+    if setups is not None:
+        _adopt_setups(transport, setups, ids)
+    state = MatrixState(ids, L=length, backend=backend, chunk_bytes=chunk_bytes,
+                        session=rng.child("session").bytes(8), progress=progress)
+    with threadpool_limits(limits=workers, user_api="blas"), linalg.torch_threads(workers):
+        if backend != "shade" and len(parties) > 1:
+            check_exact_products(ring=ring, device=device)
+        drive(wrap(transport) if wrap is not None else transport, matrix_steps(state), state)
+    if setups is not None:
+        _keep_setups(transport, setups, ids)
+    return state
+
+
 def secure_hamming_matrix(
     codes: Sequence[np.ndarray],
     *,
@@ -345,31 +377,14 @@ def secure_hamming_matrix(
     if backend == "plaintext":
         return plaintext_hamming_matrix(codes)
     parties = check_codes(codes)
-    rng = random_source(seed)
+    begin = time.perf_counter()
+    state = _run(parties, backend=backend, rng=random_source(seed), workers=int(workers), wrap=wrap,
+                 progress=progress, setups=setups, identities=identities, device=device,
+                 chunk_bytes=chunk_bytes)
     sizes = [p.shape[0] for p in parties]
     length = parties[0].shape[1]
-    ring = backend == "rlwe"
-    if backend != "shade":
-        check_session(sizes, length, ring=ring)
-        linalg.resolve_device(device)
-    begin = time.perf_counter()
-    ids = [int(i) for i in identities] if identities is not None else list(range(len(parties)))
-    nodes = [NodeContext(ids[j], {}, {}, MatrixData(parties[j], rng.child(f"party{j}")))
-             for j in range(len(parties))]
-    federation = setups.federation if setups is not None else rng.child("federation").bytes(16)
-    transport = InProcessTransport(MatrixClient(), nodes, session=federation)
-    if setups is not None:
-        _adopt_setups(transport, setups, ids)
-    state = MatrixState(ids, L=length, backend=backend, chunk_bytes=chunk_bytes,
-                        session=rng.child("session").bytes(8), progress=progress)
-    with threadpool_limits(limits=int(workers), user_api="blas"), linalg.torch_threads(int(workers)):
-        if backend != "shade" and len(parties) > 1:
-            check_exact_products(ring=ring, device=device)
-        drive(wrap(transport) if wrap is not None else transport, matrix_steps(state), state)
-        matrix = state.clock.run(lambda: assemble(state.live, state.sizes, state.own, state.shares,
-                                                  length, prefix=HAMMING[backend].prefix))
-    if setups is not None:
-        _keep_setups(transport, setups, ids)
+    matrix = state.clock.run(lambda: assemble(state.live, state.sizes, state.own, state.shares,
+                                              length, prefix=HAMMING[backend].prefix))
     cpu = {**state.cpu, SERVER: state.clock.cpu}
     return HammingResult(
         matrix=matrix,
@@ -389,3 +404,66 @@ def secure_hamming_matrix(
                               "per_pair": state.phase_seconds.get("per_pair", 0.0)}
         if backend != "shade" else {},
     )
+
+
+def lwe_pair(
+    x: np.ndarray,
+    y: np.ndarray,
+    *,
+    encryptor: int = 0,
+    evaluator: int = 1,
+    seed: bytes | int | None = None,
+    workers: int = 1,
+    ring: bool = False,
+    device: str = "cpu",
+    wrap: Callable[[Transport], Transport] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """LWE between clients ``encryptor`` (holds ``x``, ``(n_a, L)``) and ``evaluator`` (holds
+    ``y``, ``(n_b, L)``): the two-party session of :func:`secure_hamming_matrix` (the same
+    steps, the server relaying), returning the encryptor's and the evaluator's ``(n_a, n_b)``
+    uint16 shares, whose sum mod 2^16 is ``HD(x_i, y_j)``.  ``ring`` selects the
+    ring-structured ``M`` (:mod:`securefl.crypto.rlwe`), ``device`` the torch device of the
+    products, ``seed`` the parties' randomness, ``wrap`` a transport between the server and
+    the clients (tests: what each party receives)."""
+    x, y = check_codes([x, y])
+    for name, value in (("encryptor", encryptor), ("evaluator", evaluator)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+            raise InputError(name, value, "must be a non-negative int (a client id)")
+    if encryptor == evaluator:
+        raise InputError("evaluator", evaluator, f"must differ from encryptor={encryptor}")
+    if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)) or workers < 1:
+        raise InputError("workers", workers, "must be a positive integer")
+    active, passive = pair_roles(0, 1)
+    parties, ids = [y, y], [0, 0]
+    parties[active], ids[active], ids[passive] = x, int(encryptor), int(evaluator)
+    state = _run(parties, backend="rlwe" if ring else "lwe", rng=random_source(seed),
+                 workers=int(workers), wrap=wrap, identities=ids, device=device)
+    pair = state.shares.get((0, 1), {})
+    if active not in pair or passive not in pair:
+        raise ProtocolError("LWE pair: a share is missing")
+
+    def oriented(j: int) -> np.ndarray:
+        share = np.asarray(pair[j].arrays[0])
+        return np.ascontiguousarray(share if active == 0 else share.T)
+
+    return oriented(active), oriented(passive)
+
+
+def lwe_one_vs_many(many: np.ndarray, one: np.ndarray, *, seed: bytes | int | None = None,
+                    wrap: Callable[[Transport], Transport] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """LWE of one code ``one`` (``(L,)``, the evaluator's) against ``many`` (``(n, L)``, encrypted):
+    the encryptor's and the evaluator's ``(n,)`` uint16 shares of ``HD(many[i], one)``."""
+    one = np.asarray(one)
+    if one.ndim != 1:
+        raise InputError("one", one, "must be a single (L,) code")
+    encrypted, evaluated = lwe_pair(many, one[None, :], seed=seed, wrap=wrap)
+    return encrypted[:, 0], evaluated[:, 0]
+
+
+def lwe_distance(x: np.ndarray, y: np.ndarray, *, seed: bytes | int | None = None) -> tuple[int, int]:
+    """LWE for one pair of ``(L,)`` codes: the two parties' shares of ``HD(x, y)`` mod 2^16."""
+    x = np.asarray(x)
+    if x.ndim != 1:
+        raise InputError("x", x, "must be a single (L,) code")
+    encrypted, evaluated = lwe_one_vs_many(x[None, :], y, seed=seed)
+    return int(encrypted[0]), int(evaluated[0])
