@@ -34,13 +34,13 @@ from securefl.output import atomic_write, format_bytes, format_seconds, jsonable
 
 
 def add_workers_argument(parser: argparse.ArgumentParser) -> None:
-    """``--workers``: threads sharing each SHADE pair's OT work (default: the cores available)."""
+    """``--workers``: threads of the LWE backends' products (default: the cores available)."""
     parser.add_argument(
         "--workers",
         type=int,
         default=len(os.sched_getaffinity(0)),
-        help="threads sharing each SHADE pair's OT work (default: the CPU cores available, "
-        "%(default)s here)",
+        help="threads of the lwe/rlwe products; SHADE runs each client's hops on one thread, as "
+        "deployed (default: the CPU cores available, %(default)s here)",
     )
 
 

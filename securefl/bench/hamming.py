@@ -18,8 +18,8 @@ SHADE also records the AES throughput of this machine measured in the same run
 by that throughput; ``seconds_over_lower_bound_per_worker`` compares against that work
 spread over ``--workers`` threads.  SHADE's pairs keep their OT setups across rounds
 (:class:`~securefl.crypto.ot.OTSetups`), so the fixed cost is reported apart:
-``setup_seconds`` (every pair's setup step: 128 X25519 base OTs each in the first round,
-``fresh_setups`` of them), ``pair_seconds`` (each pair after its setup step),
+``setup_seconds`` (every pair's setup hops, CPU of both parties: 128 X25519 base OTs each in
+the first round, ``fresh_setups`` of them), ``pair_seconds`` (each pair's stream hops),
 ``seconds_after_setup`` = ``seconds - setup_seconds`` (what every later round costs) and its
 ratio to the AES bound; ``--rounds R`` runs ``R - 1`` more rounds on fresh codes with the
 same setups (``later_rounds``: seconds, setup seconds, fresh setups, verified).  LWE also
@@ -39,10 +39,11 @@ import numpy as np
 
 from securefl.bench.common import add_workers_argument, peak_memory_mb
 from securefl.crypto import linalg, lwe, prg
-from securefl.crypto.hamming import BACKENDS, SHARE_BITS, pair_roles, secure_hamming_matrix
+from securefl.crypto.hamming import BACKENDS, SHARE_BITS, pair_roles
 from securefl.crypto.ot import OTSetups
 from securefl.crypto.projection import busiest_link_bytes, seconds_at_bandwidth
 from securefl.errors import InputError
+from securefl.protocols.hamming.matrix import secure_hamming_matrix, total_ots
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -121,13 +122,6 @@ def lwe_cost_model_bytes(sizes: list[int], length: int) -> int:
     total += sum(lwe.HINT_BYTES * lwe.LWE_DIMENSION * sizes[b] for b in evaluators)
     total += sum(sizes[a] * sizes[b] * (3 + 4) + 16 for a, b in pairs)
     return total
-
-
-def total_ots(sizes: list[int], length: int) -> int:
-    """OTs of all pairs: ``L`` per point of each pair's OT receiver."""
-    return sum(
-        sizes[pair_roles(a, b)[1]] * length for a in range(len(sizes)) for b in range(a + 1, len(sizes))
-    )
 
 
 def _progress_total(backend: str, sizes: list[int], length: int) -> int:

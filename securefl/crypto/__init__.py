@@ -4,9 +4,10 @@
 Public names are resolved lazily from the modules of this room so that importing one
 primitive does not import them all.  Export rule (every room): no module of a room is named
 like a public name of that room, so a submodule import can never shadow a function
-(``securefl.crypto.secure_hamming_matrix`` is the function; its module is
-``securefl.crypto.hamming``).  The secure sum, which runs the deployed protocol steps on a
-transport, is :func:`securefl.runtime.secure_sum`, in the room above.
+(``securefl.crypto.plaintext_hamming_matrix`` is the function; its module is
+``securefl.crypto.hamming``).  The secure sum and the secure Hamming matrix, which run the
+deployed protocol steps on a transport, are :func:`securefl.runtime.secure_sum` and
+:func:`securefl.protocols.secure_hamming_matrix`, in the rooms above.
 """
 
 from __future__ import annotations
@@ -22,15 +23,11 @@ _EXPORTS: dict[str, str] = {
     "random_seeds": "prg",
     "expand": "prg",
     "expand_many": "prg",
-    "secure_hamming_matrix": "hamming",
     "HammingResult": "hamming",
     "plaintext_hamming_matrix": "hamming",
     "shade_pair": "shade",
     "shade_one_vs_many": "shade",
     "shade_distance": "shade",
-    "lwe_pair": "lwe_hops",
-    "lwe_one_vs_many": "lwe_hops",
-    "lwe_distance": "lwe_hops",
     "seconds_at_bandwidth": "projection",
     "random_ot": "ot",
     "OTSetups": "ot",

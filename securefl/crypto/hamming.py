@@ -1,7 +1,10 @@
-"""The secure Hamming matrix FedProp's server receives: one entry point, three backends.
+"""The secure Hamming matrix FedProp's server receives: its three backends' cost models.
 
-:func:`secure_hamming_matrix` takes per-party ``(n_j, L)`` 0/1 codes and returns the
-``N x N`` matrix ``H[i, j] = HD(code_i, code_j)`` as the server reconstructs it:
+:func:`securefl.protocols.secure_hamming_matrix` (the room above: it drives the deployed
+protocol on a transport) takes per-party ``(n_j, L)`` 0/1 codes and returns the ``N x N``
+matrix ``H[i, j] = HD(code_i, code_j)`` as the server reconstructs it; this module holds
+what the crypto room knows of its backends (names, byte and time models, the choice of
+``"auto"``, the plaintext oracle):
 
 * ``"shade"`` (:mod:`securefl.crypto.shade`): SHADE over IKNP OT extension; traffic
   ``n_a n_b L 16`` bits per pair of parties.
@@ -26,12 +29,12 @@ Which party of a pair plays which role (OT sender or encryptor) alternates by
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
 from securefl.crypto import rlwe
-from securefl.crypto.channel import SERVER, Network
+from securefl.crypto.channel import SERVER
 from securefl.crypto.hamming_plain import hamming_matrix, pack_codes
 from securefl.crypto.hamming_shares import (
     SHARE_BITS,
@@ -42,15 +45,11 @@ from securefl.crypto.hamming_shares import (
     server_reconstruct,
 )
 from securefl.crypto.lwe import ELEMENT_BYTES, HINT_BYTES, LWE_DIMENSION, RERANDOMISATION
-from securefl.crypto.lwe_hops import lwe_hamming_matrix
-from securefl.crypto.ot import OTSetups
-from securefl.crypto.rand import random_source
-from securefl.crypto.shade import shade_hamming_matrix
 from securefl.errors import InputError
 
 __all__ = ["BACKENDS", "SHARE_BITS", "HammingResult", "check_codes", "choose_backend",
            "link_bytes_model", "modelled_seconds", "own_block", "pair_roles",
-           "plaintext_hamming_matrix", "secure_hamming_matrix", "server_reconstruct"]
+           "plaintext_hamming_matrix", "server_reconstruct"]
 
 BACKENDS = ("shade", "lwe", "rlwe", "plaintext")
 
@@ -161,7 +160,8 @@ def choose_backend(sizes: Sequence[int], length: int,
 
 
 def plaintext_hamming_matrix(codes: Sequence[np.ndarray]) -> HammingResult:
-    """The same matrix as :func:`secure_hamming_matrix` computed in the clear (no crypto)."""
+    """The same matrix as :func:`securefl.protocols.secure_hamming_matrix` computed in the clear
+    (no crypto)."""
     parties = check_codes(codes)
     start = time.perf_counter()
     packed = pack_codes(np.concatenate(parties, axis=0))
@@ -174,78 +174,3 @@ def plaintext_hamming_matrix(codes: Sequence[np.ndarray]) -> HammingResult:
         seconds=time.perf_counter() - start,
         offsets=tuple(np.cumsum([0, *sizes])[:-1].tolist()),
     )
-
-
-def secure_hamming_matrix(
-    codes: Sequence[np.ndarray],
-    *,
-    backend: str = "shade",
-    seed: bytes | int | None = None,
-    workers: int = 1,
-    network: Network | None = None,
-    progress: Callable[[int], None] | None = None,
-    setups: OTSetups | None = None,
-    identities: Sequence[int] | None = None,
-    device: str = "cpu",
-) -> HammingResult:
-    """The N x N Hamming matrix of all parties' codes, as the FedProp server receives it.
-
-    ``codes`` is a sequence of per-party ``(n_j, L)`` 0/1 arrays (bool or integer dtype,
-    ``L < 2^16``).  ``backend`` is ``"shade"`` (SHADE over OT), ``"lwe"`` (LWE
-    encryption, linear communication), ``"rlwe"`` (the same with a ring-structured public
-    matrix) or ``"plaintext"`` (no cryptography); all return the identical matrix.  ``seed`` fixes all cryptographic randomness
-    (deterministic tests, ``--secure both``); ``None`` draws it from the OS CSPRNG.
-    ``workers`` threads share the work (SHADE: OT chunks of each pair; LWE: BLAS
-    threads).  ``network`` lets tests observe or tamper with the messages (any tampering
-    raises :class:`~securefl.errors.ProtocolError`).  ``progress(k)`` is called as work
-    completes (SHADE: OTs; LWE: see :func:`securefl.crypto.lwe.progress_total`).
-    ``setups`` (SHADE only) keeps every pair's IKNP setup from one call to the next
-    (:class:`~securefl.crypto.ot.OTSetups`: base OTs once per pair, later calls are fresh
-    sessions of the same extension); ``identities`` names the parties in it (stable ids,
-    default ``0 .. P-1``), so a party keeps its setups when its position changes.
-    ``device`` is the torch device of the LWE backends' products (``"cpu"``, ``"cuda"``,
-    ``"cuda:<k>"``); the other backends run on the CPU only.  ``backend="auto"`` runs
-    :func:`choose_backend`'s pick for these point counts and ``L`` (the result names it;
-    ``setups`` serve only if it picks SHADE).
-    """
-    requested = backend
-    if backend == "auto":
-        parties = check_codes(codes)
-        backend = choose_backend([p.shape[0] for p in parties], parties[0].shape[1])
-    if backend not in BACKENDS:
-        raise InputError("backend", backend, f"must be 'auto' or one of {BACKENDS}")
-    if device != "cpu" and backend not in ("lwe", "rlwe"):
-        raise InputError("device", device, f"backend {backend!r} runs on the CPU only (device='cpu')")
-    if setups is not None and backend != "shade":
-        if requested != "auto":
-            raise InputError(
-                "setups", setups, f"only the shade backend keeps OT setups, not {backend!r}"
-            )
-        setups = None
-    if identities is not None:
-        identities = list(identities)
-        if len(identities) != len(codes) or len(set(identities)) != len(identities) or not all(
-            isinstance(i, (int, np.integer)) and not isinstance(i, bool) for i in identities
-        ):
-            raise InputError(
-                "identities", identities, f"must be {len(codes)} distinct integers, one per party"
-            )
-    if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)) or workers < 1:
-        raise InputError("workers", workers, "must be a positive integer")
-    if backend == "plaintext":
-        return plaintext_hamming_matrix(codes)
-    parties = check_codes(codes)
-    rng = random_source(seed)
-    network = network if network is not None else Network()
-    if backend == "shade":
-        return shade_hamming_matrix(
-            parties,
-            rng=rng,
-            workers=int(workers),
-            network=network,
-            progress=progress,
-            setups=setups,
-            identities=identities,
-        )
-    return lwe_hamming_matrix(parties, rng=rng, workers=int(workers), network=network, progress=progress,
-                              ring=backend == "rlwe", device=device)

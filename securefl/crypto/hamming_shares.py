@@ -1,6 +1,6 @@
 """What the secure Hamming backends share: code checks, pair roles, the result, the server's step.
 
-:func:`securefl.crypto.secure_hamming_matrix` (:mod:`securefl.crypto.hamming`) runs one of
+:func:`securefl.protocols.secure_hamming_matrix` (:mod:`securefl.protocols.hamming`) runs one of
 the backends (:mod:`securefl.crypto.shade`, :mod:`securefl.crypto.lwe`); each of them, and
 the hops that cut them for relayed transports, needs the pieces below and nothing of the
 entry point, so this module sits under all of them (no import circle).
@@ -37,9 +37,10 @@ class HammingResult:
     ``bytes_received`` map a party index (``SERVER`` = -1 for the server) to bytes.
     ``cpu_seconds_by_party`` (where the backend measures it) is the process CPU time of
     each party's own steps, BLAS threads included; ``bytes_by_message`` the bytes sent
-    per message kind.  SHADE also reports ``setup_seconds`` (all pairs' IKNP setup steps:
-    base OTs where a pair had no setup yet, ``fresh_setups`` of them), ``pair_seconds``
-    (``"a-b"`` -> the pair's seconds after its setup step); ``cpu_seconds_by_phase`` (LWE
+    per message kind.  SHADE also reports ``setup_seconds`` (the CPU seconds both parties of
+    every pair spent on its IKNP setup hops, the hello to the first ``U``: base OTs where a
+    pair had no setup yet, ``fresh_setups`` of them), ``pair_seconds`` (``"a-b"`` -> the two
+    parties' CPU seconds on the pair's stream hops); ``cpu_seconds_by_phase`` (LWE
     backends) the CPU time of the products with the public matrix (``fixed``, once per
     party) and of the per-pair work (``per_pair``).
     """

@@ -382,7 +382,7 @@ def _blocks(length: int) -> list[tuple[int, int]]:
 
 
 def progress_total(parties: int, length: int) -> int:
-    """Units of work the in-process session (:func:`securefl.crypto.lwe_hops.lwe_hamming_matrix`)
+    """Units of work the all-pairs session (:func:`securefl.protocols.secure_hamming_matrix`)
     reports through ``progress``: one per broadcast
     (each block of ``C``, each hint) and one per pair's answer."""
     pairs = [pair_roles(a, b) for a in range(parties) for b in range(a + 1, parties)]

@@ -1,15 +1,12 @@
-"""The LWE secure Hamming session in a fixed number of hops, and the in-process session
-that runs them.
+"""The LWE secure Hamming session in a fixed number of hops.
 
 The protocol (:mod:`securefl.crypto.lwe`: the sans-I/O parties
 :class:`~securefl.crypto.lwe.LWEParty` and the relay :class:`~securefl.crypto.lwe.LWEServer`)
 is written here once, cut into four hops; at each, every party does its part for all its
-pairs at once.  A transport runs one hop per message round (FedProp's clients,
-:mod:`securefl.protocols.crossclient.client_steps`); :func:`lwe_hamming_matrix` (the ``"lwe"`` and
-``"rlwe"`` backends of :func:`securefl.crypto.secure_hamming_matrix`, which ``bench
-hamming`` times) runs the same hops for every party in this process, the frames over a
-metered :class:`~securefl.crypto.channel.Network`, so the simulator and the benchmarks run
-the code a deployed client runs:
+pairs at once.  A transport runs one hop per message round (:mod:`securefl.protocols.hamming`:
+FedProp's clients, and the all-pairs matrix :func:`securefl.protocols.secure_hamming_matrix`
+that ``bench hamming`` times, and its two-party form :func:`securefl.protocols.lwe_pair`, so
+the benchmarks and the tests run the code a deployed client runs):
 
 0. :func:`start`: the party's X25519 public key ``lwe/key/<j>`` for the server to relay,
    signed with the client's roster identity for this session and cohort
@@ -50,29 +47,20 @@ frame raises :class:`~securefl.errors.ProtocolError` at the receiving party.
 
 from __future__ import annotations
 
-import secrets
-import time
-from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
-from threadpoolctl import threadpool_limits
 
-from securefl.crypto import linalg
-from securefl.crypto.channel import SERVER, Message, Network
+from securefl.crypto.channel import SERVER, Message
 from securefl.crypto.hamming_shares import (
-    HammingResult,
-    check_codes,
-    own_block,
     pair_roles,
-    server_reconstruct,
 )
-from securefl.crypto.identity import Credentials, Identity, Roster
+from securefl.crypto.identity import Credentials
 from securefl.crypto.lwe import LWEParty, LWEServer, check_exact_products, check_session
 from securefl.crypto.lwe_keys import KeyBinding
 from securefl.crypto.rand import RandomSource
-from securefl.errors import InputError, ProtocolError
+from securefl.errors import ProtocolError
 
 HOPS = 3
 """Hops after the key (hop 0): broadcasts, answers, decryption."""
@@ -130,23 +118,18 @@ def session_pairs(parties: Sequence[int]) -> tuple[tuple[int, int], ...]:
     return tuple(pair_roles(a, b) for i, a in enumerate(ordered) for b in ordered[i + 1:])
 
 
-Pairs = Sequence[tuple[int, int]] | None
-"""``(encryptor, evaluator)`` of every pair of a session; ``None``: :func:`session_pairs`."""
-
-
-def relay(parties: Sequence[int], message: Message, pairs: Pairs = None) -> list[Message]:
+def relay(parties: Sequence[int], message: Message) -> list[Message]:
     """The server's forwards of one broadcast (key, ``C`` block or ``H'``) of a session
     among ``parties`` (:meth:`LWEServer.relay <securefl.crypto.lwe.LWEServer.relay>`)."""
-    pairs = session_pairs(parties) if pairs is None else tuple(pairs)
-    server = LWEServer(pairs=tuple(pairs), parties=tuple(sorted(int(p) for p in parties)))
+    server = LWEServer(pairs=session_pairs(parties), parties=tuple(sorted(int(p) for p in parties)))
     return server.relay(message)
 
 
 def _party(index: int, codes: np.ndarray, sizes: Mapping[int, int], alive: Sequence[int],
-           session: bytes, ring: bool, binding: KeyBinding | None = None, pairs: Pairs = None,
+           session: bytes, ring: bool, binding: KeyBinding | None = None,
            device: str = "cpu") -> LWEParty:
     live = {int(p) for p in alive} | {index}
-    pairs = [p for p in (session_pairs(sizes) if pairs is None else pairs) if set(p) <= live]
+    pairs = [p for p in session_pairs(sizes) if set(p) <= live]
     return LWEParty(index=index, codes=codes,
                     encrypts_for=tuple(sorted(b for a, b in pairs if a == index)),
                     evaluates_for=tuple(sorted(a for a, b in pairs if b == index)),
@@ -174,19 +157,18 @@ def start(state: dict[str, np.ndarray], *, index: int, codes: np.ndarray, sessio
 
 def broadcast(state: dict[str, np.ndarray], keys: Sequence[Message], *, index: int,
               codes: np.ndarray, sizes: Mapping[int, int], session: bytes,
-              credentials: Credentials, ring: bool = False, pairs: Pairs = None,
+              credentials: Credentials, ring: bool = False,
               device: str = "cpu") -> list[Message]:
     """Hop 1: the relayed public keys of the session's other parties (``sizes``: every
     party's point count), each verified against ``credentials``' roster; every block of
     ``C`` and the hint ``H'`` for the server to relay.  A session whose statistical bound
     exceeds 2^-40 is refused before any work (:func:`~securefl.crypto.lwe.check_session`,
     ``InputError``).  ``ring`` selects the ring-structured public matrix (the ``"rlwe"``
-    backend, :mod:`securefl.crypto.rlwe`); it must be the same at every hop and every party,
-    and so must ``pairs``; ``device`` is the torch device of the products."""
+    backend, :mod:`securefl.crypto.rlwe`); it must be the same at every hop and every party;
+    ``device`` is the torch device of the products."""
     held = HopState.load(state, index, 1)
     check_session([int(n) for n in sizes.values()], codes.shape[1], ring=ring)
-    party = _party(index, codes, sizes, list(sizes), session, ring, held.binding(credentials), pairs,
-                   device)
+    party = _party(index, codes, sizes, list(sizes), session, ring, held.binding(credentials), device)
     party.restore(held.saved, keys=False)
     party.receive_keys(list(keys))
     held.hop, held.saved = 1, party.saved()
@@ -198,13 +180,13 @@ def broadcast(state: dict[str, np.ndarray], keys: Sequence[Message], *, index: i
 
 def evaluate(state: dict[str, np.ndarray], relayed: Sequence[Message], *, index: int,
              codes: np.ndarray, sizes: Mapping[int, int], alive: Sequence[int],
-             session: bytes, ring: bool = False, pairs: Pairs = None,
+             session: bytes, ring: bool = False,
              device: str = "cpu") -> tuple[list[Message], dict[int, np.ndarray]]:
     """Hop 2 (evaluator of its live pairs): absorb the relayed ``C`` blocks; the sealed
     answers ``D`` (one per live encryptor) and this party's shares by peer.  Runs once:
     a second call on the state raises ProtocolError."""
     held = HopState.load(state, index, 2)
-    party = _party(index, codes, sizes, alive, session, ring, pairs=pairs, device=device)
+    party = _party(index, codes, sizes, alive, session, ring, device=device)
     party.restore(held.saved, stage="evaluate")
     held.hop = 2
     held.store(state)
@@ -219,13 +201,13 @@ def evaluate(state: dict[str, np.ndarray], relayed: Sequence[Message], *, index:
 
 def finish(state: dict[str, np.ndarray], hints: Sequence[Message], answers: Sequence[Message], *,
            index: int, codes: np.ndarray, sizes: Mapping[int, int], alive: Sequence[int],
-           session: bytes, ring: bool = False, pairs: Pairs = None,
+           session: bytes, ring: bool = False,
            device: str = "cpu") -> dict[int, np.ndarray]:
     """Hop 3 (encryptor of its live pairs): the relayed hints and the answers ``D``; this
     party's shares by peer.  The state is cleared (the session is over)."""
     held = HopState.load(state, index, 3)
     state.clear()
-    party = _party(index, codes, sizes, alive, session, ring, pairs=pairs, device=device)
+    party = _party(index, codes, sizes, alive, session, ring, device=device)
     party.restore(held.saved, stage="decrypt")
     for message in hints:
         if not message.tag.startswith("lwe/H/"):
@@ -245,203 +227,3 @@ def share_messages(index: int, shares: Mapping[int, np.ndarray]) -> list[Message
         oriented = share if encryptor == a else share.T
         out.append(Message(index, SERVER, f"lwe/share/{a}-{b}", (np.ascontiguousarray(oriented),)))
     return out
-
-
-@dataclass
-class _Meter:
-    """CPU seconds per party and per phase, and bytes per message kind, of one session.
-
-    Phases: ``fixed`` (each party's keys, ``C`` and hint: the products with ``M``, once
-    per session whatever the pairs) and ``per_pair`` (the evaluation hop, ``C Y'^T`` and
-    the answers, and the decryption hop, ``D - S H'``)."""
-
-    network: Network
-    cpu: dict[int, float] = field(default_factory=lambda: defaultdict(float))
-    phases: dict[str, float] = field(default_factory=lambda: defaultdict(float))
-    kinds: dict[str, int] = field(default_factory=lambda: defaultdict(int))
-
-    def run(self, party: int, step: Callable, *args, phase: str | None = None, **kwargs):
-        start = time.process_time()
-        try:
-            return step(*args, **kwargs)
-        finally:
-            spent = time.process_time() - start
-            self.cpu[party] += spent
-            if phase is not None:
-                self.phases[phase] += spent
-
-    def send(self, message: Message) -> None:
-        kind = message.tag.split("/")[1]
-        self.kinds[kind if message.sender != SERVER else f"relay/{kind}"] += self.network.send(message)
-
-
-def _throwaway_credentials(parties: Sequence[int]) -> dict[int, Credentials]:
-    """Each party's credentials in a federation made for one in-process session (roster
-    client id = party index), so the simulator signs and checks keys as a deployment does."""
-    identities = {p: Identity.generate(p) for p in parties}
-    roster = Roster(f"lwe-session-{secrets.token_hex(4)}", {p: i.public for p, i in identities.items()})
-    return {p: Credentials(i, roster) for p, i in identities.items()}
-
-
-def _in_process(codes: dict[int, np.ndarray], pairs: Sequence[tuple[int, int]], *, rng: RandomSource,
-                network: Network, progress: Callable[[int], None] | None, ring: bool,
-                device: str) -> tuple[dict[int, dict[int, np.ndarray]], _Meter]:
-    """Hops 0-3 of every party in this process, the frames over ``network`` (broadcasts
-    through the relay, answers party to party); returns each party's shares by peer."""
-    meter = _Meter(network)
-    order = sorted(codes)
-    sizes = {p: codes[p].shape[0] for p in order}
-    credentials = _throwaway_credentials(order)
-    states: dict[int, dict[str, np.ndarray]] = {p: {} for p in order}
-    common = {"sizes": sizes, "session": network.session, "ring": ring, "pairs": pairs, "device": device}
-
-    def relayed(message: Message) -> list[Message]:
-        meter.send(message)
-        received = network.receive(SERVER, message.sender, message.tag)
-        forwards = meter.run(SERVER, relay, order, received, pairs)
-        for forward in forwards:
-            meter.send(forward)
-        return [network.receive(f.receiver, SERVER, f.tag) for f in forwards]
-
-    keys: dict[int, list[Message]] = {p: [] for p in order}
-    for p in order:
-        key = meter.run(p, start, states[p], index=p, codes=codes[p], session=network.session,
-                        rng=rng.child(f"party{p}"), credentials=credentials[p],
-                        clients={q: q for q in order}, context=network.session)
-        for delivered in relayed(key):
-            keys[delivered.receiver].append(delivered)
-    blocks: dict[int, list[Message]] = {p: [] for p in order}
-    hints: dict[int, list[Message]] = {p: [] for p in order}
-    for p in order:
-        for message in meter.run(p, broadcast, states[p], keys[p], index=p, codes=codes[p],
-                                 credentials=credentials[p], phase="fixed", **common):
-            for delivered in relayed(message):
-                (blocks if delivered.tag.startswith("lwe/C/") else hints)[delivered.receiver].append(delivered)
-            if progress is not None:
-                progress(1)
-    answers: dict[int, list[Message]] = {p: [] for p in order}
-    shares: dict[int, dict[int, np.ndarray]] = {p: {} for p in order}
-    for p in order:
-        sent, own = meter.run(p, evaluate, states[p], blocks.pop(p), index=p, codes=codes[p],
-                              alive=order, phase="per_pair", **common)
-        shares[p].update(own)
-        for message in sent:
-            meter.send(message)
-            answers[message.receiver].append(network.receive(message.receiver, p, message.tag))
-            if progress is not None:
-                progress(1)
-    for p in order:
-        shares[p].update(meter.run(p, finish, states[p], hints.pop(p), answers.pop(p), index=p,
-                                   codes=codes[p], alive=order, phase="per_pair", **common))
-    return shares, meter
-
-
-def lwe_hamming_matrix(
-    parties: list[np.ndarray],
-    *,
-    rng: RandomSource,
-    workers: int,
-    network: Network,
-    progress: Callable[[int], None] | None = None,
-    ring: bool = False,
-    device: str = "cpu",
-) -> HammingResult:
-    """All-pairs LWE Hamming matrix on checked codes (the ``"lwe"`` backend of
-    :func:`securefl.crypto.secure_hamming_matrix`, which validates the arguments; with
-    ``ring`` the ``"rlwe"`` backend, :mod:`securefl.crypto.rlwe`), in this process: every
-    party runs the hops above (the code a deployed client runs), the server relays.
-
-    For every pair ``a < b`` the encryptor is given by
-    :func:`~securefl.crypto.hamming_shares.pair_roles`; each party broadcasts its ``C`` and
-    its hint once, answers each of its encryptors once, and sends its shares and own block
-    to the server, which reconstructs.  ``workers`` threads run the products on the torch
-    ``device`` (``"cpu"``, ``"cuda"``, ...), after the exactness self-test on that device
-    (:func:`~securefl.crypto.lwe.check_exact_products`).
-    """
-    begin = time.perf_counter()
-    sizes = [p.shape[0] for p in parties]
-    length = parties[0].shape[1]
-    check_session(sizes, length, ring=ring)
-    linalg.resolve_device(device)
-    pairs = session_pairs(range(len(parties)))
-    with threadpool_limits(limits=workers, user_api="blas"), linalg.torch_threads(workers):
-        if pairs:
-            check_exact_products(ring=ring, device=device)
-        shares, meter = _in_process(dict(enumerate(parties)), pairs, rng=rng, network=network,
-                                    progress=progress, ring=ring, device=device)
-        for a in range(len(parties)):
-            for b in range(a + 1, len(parties)):
-                for party in pair_roles(a, b):
-                    (message,) = share_messages(party, {a + b - party: shares[party].pop(a + b - party)})
-                    meter.send(message)
-        for index, codes in enumerate(parties):
-            meter.send(Message(index, SERVER, f"lwe/own/{index}", (meter.run(index, own_block, codes),)))
-        matrix = meter.run(SERVER, server_reconstruct, network, sizes, length, prefix="lwe")
-    return HammingResult(
-        matrix=matrix,
-        bytes_sent={**{p: 0 for p in range(len(parties))}, SERVER: 0, **network.bytes_sent()},
-        bytes_received={party: s.bytes_received for party, s in network.stats.items()},
-        backend="rlwe" if ring else "lwe",
-        seconds=time.perf_counter() - begin,
-        offsets=tuple(np.cumsum([0, *sizes])[:-1].tolist()),
-        cpu_seconds_by_party=dict(meter.cpu),
-        bytes_by_message=dict(meter.kinds),
-        cpu_seconds_by_phase={"fixed": meter.phases["fixed"], "per_pair": meter.phases["per_pair"]},
-    )
-
-
-def lwe_pair(
-    x: np.ndarray,
-    y: np.ndarray,
-    *,
-    network: Network | None = None,
-    encryptor: int = 0,
-    evaluator: int = 1,
-    rng: RandomSource | None = None,
-    workers: int = 1,
-    ring: bool = False,
-    device: str = "cpu",
-) -> tuple[np.ndarray, np.ndarray]:
-    """LWE between ``encryptor`` (holds ``x``, ``(n_a, L)``) and ``evaluator`` (holds ``y``, ``(n_b, L)``).
-
-    Returns the encryptor's and the evaluator's ``(n_a, n_b)`` uint16 shares; their sum
-    mod 2^16 is ``HD(x_i, y_j)``.  The broadcasts go through the server's relay on
-    ``network`` as in a full session.  ``ring`` selects the ring-structured ``M``
-    (:mod:`securefl.crypto.rlwe`), ``device`` the torch device of the products.
-    """
-    x, y = check_codes([x, y])
-    if encryptor == evaluator or SERVER in (encryptor, evaluator):
-        raise InputError("evaluator", evaluator, f"must differ from encryptor={encryptor} and the server")
-    check_session([x.shape[0], y.shape[0]], x.shape[1], ring=ring)
-    network = network if network is not None else Network()
-    with threadpool_limits(limits=workers, user_api="blas"), linalg.torch_threads(workers):
-        check_exact_products(ring=ring, device=device)
-        shares, _ = _in_process({encryptor: x, evaluator: y}, [(encryptor, evaluator)],
-                                rng=rng if rng is not None else RandomSource(), network=network,
-                                progress=None, ring=ring, device=device)
-    return shares[encryptor][evaluator], shares[evaluator][encryptor]
-
-
-def lwe_one_vs_many(
-    many: np.ndarray, one: np.ndarray, *, network: Network | None = None, rng: RandomSource | None = None
-) -> tuple[np.ndarray, np.ndarray]:
-    """LWE of one code ``one`` (``(L,)``, the evaluator's) against ``many`` (``(n, L)``, encrypted).
-
-    Returns the encryptor's and the evaluator's ``(n,)`` uint16 shares of ``HD(many[i], one)``.
-    """
-    one = np.asarray(one)
-    if one.ndim != 1:
-        raise InputError("one", one, "must be a single (L,) code")
-    encrypted, evaluated = lwe_pair(many, one[None, :], network=network, rng=rng)
-    return encrypted[:, 0], evaluated[:, 0]
-
-
-def lwe_distance(
-    x: np.ndarray, y: np.ndarray, *, network: Network | None = None, rng: RandomSource | None = None
-) -> tuple[int, int]:
-    """LWE for one pair of ``(L,)`` codes: the two parties' shares of ``HD(x, y)`` mod 2^16."""
-    x = np.asarray(x)
-    if x.ndim != 1:
-        raise InputError("x", x, "must be a single (L,) code")
-    encrypted, evaluated = lwe_one_vs_many(x[None, :], y, network=network, rng=rng)
-    return int(encrypted[0]), int(evaluated[0])

@@ -22,7 +22,7 @@ by the sender, one by the receiver), and ``16 ceil(n_a / 8)`` bytes of correctio
 16 bytes of IKNP matrix per OT on the wire: about ``n_a n_b L 16`` bits per pair of
 parties — 51 GB for n = 5000 split in two, so nothing holds a pair's corrections.
 
-**One session, written once, two drivers.**  A pair's session is cut into IKNP chunks of
+**One session, written once; the pair-level driver and the hops.**  A pair's session is cut into IKNP chunks of
 whole receiver points (:func:`chunks`, ~``CHUNK_OTS`` OTs), each chunk into correction
 frames of whole cache-sized tiles (:func:`framing`).  :class:`ReceiverSession` and
 :class:`SenderSession` are the two parties' I/O-free steps over one chunk: the receiver's
@@ -34,10 +34,12 @@ interleaves the steps chunk by chunk in memory, each frame crossing an authentic
 :class:`~securefl.crypto.channel.Network` link and absorbed before the next is made (one
 frame buffer per thread: memory bounded whatever ``n_a n_b``); the transport hops
 (:mod:`securefl.crypto.shade_hops`) run the same steps frame by frame in exchanges of at
-most ``chunk_bytes``, one batch per message round.  Same tags, shapes and frame sizes either way, so the same bytes.
+most ``chunk_bytes``, one batch per message round.  Same tags, shapes and frame sizes either
+way, so the same bytes.  :func:`shade_pair` serves the pair-level properties (shares,
+streaming memory); the all-pairs matrix, which FedProp and ``bench hamming`` run, is the hops
+driven on a transport (:func:`securefl.protocols.secure_hamming_matrix`).
 
-**All pairs** (:func:`shade_hamming_matrix`, the ``"shade"`` backend of
-:func:`securefl.crypto.secure_hamming_matrix`).  For every pair ``a < b`` one party is
+**All pairs** (the ``"shade"`` backend of :func:`securefl.protocols.secure_hamming_matrix`).  For every pair ``a < b`` one party is
 the OT sender, alternating by parity (:func:`~securefl.crypto.hamming.pair_roles`) so the traffic is spread evenly
 over the parties; afterwards each of the two sends its share of the ``(a, b)`` block to
 the server, and every party sends its own in-party block (computed locally in the
@@ -89,21 +91,17 @@ loop per bit, OT or lane.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from securefl.crypto import kernels
-from securefl.crypto.channel import SERVER, Message, Network
+from securefl.crypto.channel import Message, Network
 from securefl.crypto.fixed_key import FixedKeyAES, block_buffer
 from securefl.crypto.hamming_shares import (
-    HammingResult,
     check_codes,
-    own_block,
-    pair_roles,
-    server_reconstruct,
 )
 from securefl.crypto.ot import (
     BASE_POINTS,
@@ -199,7 +197,10 @@ class ShadeSender:
         self.blocks = -(-count // 8)
         lanes = 8 * self.blocks
         self.correlation = np.zeros((length, lanes), dtype=np.uint16)
-        self.correlation[:, :count] = (1 - 2 * self.codes.T.astype(np.int32)).astype(np.uint16)
+        correlation = self.correlation[:, :count]
+        correlation[...] = self.codes.T  # 1 - 2 x mod 2^16 in place (each stream exchange builds it)
+        correlation *= np.uint16(0xFFFE)
+        correlation += np.uint16(1)
         self.sums = np.zeros((self.receivers, lanes), dtype=np.uint16)
 
     def tile(
@@ -500,8 +501,7 @@ def shade_pair(
     the two parties' stable ids in it (default ``(sender, receiver)``).  Without
     ``setups`` every call runs fresh base OTs.  ``workers > 1`` splits the OT chunks
     over that many threads, each with its own authenticated link (AES and numpy release
-    the GIL); the bytes of those links are added to ``network``'s parties in the result
-    of :func:`shade_hamming_matrix`, here they are returned via ``PairCost`` only.
+    the GIL); the bytes of those links are not added to ``network``'s parties.
     """
     started = time.perf_counter()
     x, y = check_codes([x, y])
@@ -584,73 +584,3 @@ def shade_distance(
         raise InputError("x", x, "must be a single (L,) code")
     sender_share, receiver_share = shade_one_vs_many(x[None, :], y, network=network, rng=rng)
     return int(sender_share[0]), int(receiver_share[0])
-
-
-def shade_hamming_matrix(
-    parties: list[np.ndarray],
-    *,
-    rng: RandomSource,
-    workers: int,
-    network: Network,
-    progress: Callable[[int], None] | None = None,
-    setups: OTSetups | None = None,
-    identities: Sequence[int] | None = None,
-) -> HammingResult:
-    """All-pairs SHADE on checked codes (the ``"shade"`` backend of
-    :func:`securefl.crypto.secure_hamming_matrix`, which validates the arguments).
-
-    For every pair ``a < b`` SHADE runs with the OT sender given by
-    :func:`~securefl.crypto.hamming.pair_roles`; each of the two sends its share of the
-    ``(a, b)`` block and every party its own block to the server, which reconstructs.
-    ``setups`` and ``identities`` (the parties' stable ids, default their positions) keep
-    the pairs' IKNP setups across calls (:func:`shade_pair`).
-    """
-    start = time.perf_counter()
-    sizes = [p.shape[0] for p in parties]
-    offsets = np.cumsum([0, *sizes]).tolist()
-    identities = list(range(len(parties))) if identities is None else [int(i) for i in identities]
-    if setups is None:
-        setups = OTSetups(federation=rng.child("federation").bytes(16))
-    total = PairCost()
-    pair_seconds: dict[str, float] = {}
-    fresh = 0
-    for a in range(len(parties)):
-        for b in range(a + 1, len(parties)):
-            sender, receiver = pair_roles(a, b)
-            share_s, share_r, cost = shade_pair(
-                parties[sender],
-                parties[receiver],
-                network=network,
-                sender=sender,
-                receiver=receiver,
-                rng=rng.child(f"pair{a}-{b}"),
-                workers=workers,
-                progress=progress,
-                setups=setups,
-                identities=(identities[sender], identities[receiver]),
-            )
-            total.ots += cost.ots
-            total.prg_bytes += cost.prg_bytes
-            total.setup_seconds += cost.setup_seconds
-            pair_seconds[f"{a}-{b}"] = cost.seconds - cost.setup_seconds
-            fresh += cost.fresh_setup
-            if sender != a:
-                share_s, share_r = share_s.T, share_r.T
-            network.send(Message(sender, SERVER, f"shade/share/{a}-{b}", (share_s,)))
-            network.send(Message(receiver, SERVER, f"shade/share/{a}-{b}", (share_r,)))
-    for index, party in enumerate(parties):
-        network.send(Message(index, SERVER, f"shade/own/{index}", (own_block(party),)))
-    matrix = server_reconstruct(network, sizes, parties[0].shape[1], prefix="shade")
-    return HammingResult(
-        matrix=matrix,
-        bytes_sent={**{p: 0 for p in range(len(parties))}, SERVER: 0, **network.bytes_sent()},
-        bytes_received={party: s.bytes_received for party, s in network.stats.items()},
-        backend="shade",
-        seconds=time.perf_counter() - start,
-        ots=total.ots,
-        prg_bytes=total.prg_bytes,
-        offsets=tuple(offsets[:-1]),
-        setup_seconds=total.setup_seconds,
-        pair_seconds=pair_seconds,
-        fresh_setups=fresh,
-    )

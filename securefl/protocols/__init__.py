@@ -7,6 +7,9 @@ below cannot be shadowed by a submodule import (:func:`label_propagation` lives 
 
 - :func:`label_propagation`: FedProp Algorithm 1 (dense or sparse solver).
 - :func:`cross_client_lp`: FedProp Algorithm 3, real crypto or plaintext, dropouts.
+- :func:`secure_hamming_matrix`: the all-pairs secure Hamming matrix (SHADE, LWE, ring-LWE),
+  the deployed SecureHamming protocol driven in process (:mod:`securefl.protocols.hamming`);
+  :func:`lwe_pair`, :func:`lwe_one_vs_many`, :func:`lwe_distance`: its two-party LWE session.
 - :mod:`securefl.protocols.lsh`: shared-seed random-hyperplane LSH.
 - :mod:`securefl.protocols.prototype_sharing`: ProtoFSSL prototype exchange (loaded on
   first use: it pulls in ``dp_accounting``, which takes seconds to import).
@@ -34,16 +37,23 @@ __all__ = [
     "hyperplanes",
     "label_propagation",
     "lsh_codes",
+    "lwe_distance",
+    "lwe_one_vs_many",
+    "lwe_pair",
     "prototype_sharing",
+    "secure_hamming_matrix",
 ]
 
 
+_MATRIX = ("secure_hamming_matrix", "lwe_pair", "lwe_one_vs_many", "lwe_distance")
 _CROSSCLIENT = ("CrossClientLPResult", "Dropouts", "cross_client_lp")
 
 
 def __getattr__(name: str) -> Any:
     if name == "prototype_sharing":
         return importlib.import_module("securefl.protocols.prototype_sharing")
+    if name in _MATRIX:
+        return getattr(importlib.import_module("securefl.protocols.hamming.matrix"), name)
     if name in _CROSSCLIENT:
         return getattr(importlib.import_module("securefl.protocols.crossclient"), name)
     raise AttributeError(f"module 'securefl.protocols' has no attribute {name!r}")

@@ -8,11 +8,10 @@ from scipy import stats
 
 import securefl.crypto.linalg as linalg
 import securefl.crypto.lwe as lwe
-from securefl.crypto import lwe_distance, lwe_one_vs_many, lwe_pair, secure_hamming_matrix
-from securefl.crypto.channel import SERVER, Message, Network
+from securefl.crypto.channel import SERVER, Message
 from securefl.crypto.hamming import pair_roles
-from securefl.crypto.rand import random_source
 from securefl.errors import InputError, PlatformError, ProtocolError
+from securefl.protocols import lwe_distance, lwe_one_vs_many, lwe_pair, secure_hamming_matrix
 
 
 def plain(codes):
@@ -46,7 +45,7 @@ def test_uneven_splits_and_single_points(sizes):
 def test_pair_one_vs_many_and_distance_forms():
     rng = np.random.default_rng(2)
     x, y = rng.integers(0, 2, (5, 40)), rng.integers(0, 2, (3, 40))
-    share_x, share_y = lwe_pair(x, y, rng=random_source(3), encryptor=4, evaluator=7)
+    share_x, share_y = lwe_pair(x, y, seed=3, encryptor=4, evaluator=7)
     assert share_x.shape == share_y.shape == (5, 3) and share_x.dtype == np.uint16
     np.testing.assert_array_equal((share_x + share_y).astype(np.int64), plain([x, y])[:5, 5:])
     a, b = lwe_one_vs_many(x, y[0])
@@ -65,9 +64,9 @@ def test_pair_one_vs_many_and_distance_forms():
 def test_seed_makes_runs_reproducible_and_workers_do_not_matter():
     rng = np.random.default_rng(5)
     x, y = rng.integers(0, 2, (4, 65)), rng.integers(0, 2, (3, 65))
-    first = lwe_pair(x, y, rng=random_source(1))
-    again = lwe_pair(x, y, rng=random_source(1), workers=2)
-    other = lwe_pair(x, y, rng=random_source(2))
+    first = lwe_pair(x, y, seed=1)
+    again = lwe_pair(x, y, seed=1, workers=2)
+    other = lwe_pair(x, y, seed=2)
     np.testing.assert_array_equal(first[0], again[0])
     assert not np.array_equal(first[0], other[0])
 
@@ -82,7 +81,7 @@ def test_each_share_alone_is_uniform(side):
     """Encryptor's and evaluator's shares of HD are each uniform mod 2^16 for structured codes."""
     rng = np.random.default_rng(6)
     x, y = np.zeros((64, 9), dtype=np.uint8), rng.integers(0, 2, (80, 9))
-    share = lwe_pair(x, y, rng=random_source(7 + side))[side]
+    share = lwe_pair(x, y, seed=7 + side)[side]
     assert _chi2_low_byte(share) > 1e-5
     assert stats.binomtest(int((share >> 15).sum()), share.size).pvalue > 1e-5
 
@@ -93,14 +92,33 @@ def test_uniformity_check_rejects_the_distances_themselves():
     assert _chi2_low_byte(plain([x, y])[:64, 64:]) < 1e-5
 
 
-class RecordingNetwork(Network):
-    """Keeps what every party receives (its view), by tag prefix."""
+class Recording:
+    """Between the server and the clients: keeps what every party receives from the relay (its
+    view of the relayed keys, ``C`` blocks and hints), as ``(tag, arrays)``."""
 
-    def receive(self, receiver, sender, tag):
-        message = super().receive(receiver, sender, tag)
-        if receiver != SERVER:
-            self.__dict__.setdefault("seen", []).append((tag, [np.array(a) for a in message.arrays]))
-        return message
+    def __init__(self, inner):
+        self.inner, self.seen = inner, []
+
+    def exchange(self, step, requests, timeout=None):
+        for request in requests.values():
+            for i in range(int(request.config.get("cclp/lwe/in/n", 0))):
+                tag = request.config[f"cclp/lwe/in/{i}/tag"]
+                count = int(request.config[f"cclp/lwe/in/{i}/count"])
+                self.seen.append((tag, [np.array(request.arrays[f"cclp/lwe/in/{i}/{k}"])
+                                        for k in range(count)]))
+        return self.inner.exchange(step, requests, timeout=timeout)
+
+
+def _recorded(x, y, seed):
+    """The views of one LWE pair's parties (a :class:`Recording`)."""
+    views = []
+
+    def wrap(transport):
+        views.append(Recording(transport))
+        return views[-1]
+
+    lwe_pair(x, y, seed=seed, wrap=wrap)
+    return views[0]
 
 
 def _ciphertext_low_words(network, kind):
@@ -110,9 +128,7 @@ def _ciphertext_low_words(network, kind):
 def test_evaluator_view_of_the_ciphertext_is_uniform_and_the_check_can_fail(monkeypatch):
     """C hides all-zero codes behind uniform bytes; with the secrets forced to 0 it does not."""
     x, y = np.zeros((2, 9), dtype=np.uint8), np.ones((1, 9), dtype=np.uint8)
-    network = RecordingNetwork()
-    lwe_pair(x, y, network=network, rng=random_source(4))
-    seen = _ciphertext_low_words(network, "C")
+    seen = _ciphertext_low_words(_recorded(x, y, 4), "C")
     assert seen.size == 2 * (9 + lwe.RERANDOMISATION) and seen.dtype == np.uint64
     assert _chi2_low_byte(seen) > 1e-5
     assert _chi2_low_byte(seen >> np.uint64(56)) > 1e-5
@@ -122,9 +138,7 @@ def test_evaluator_view_of_the_ciphertext_is_uniform_and_the_check_can_fail(monk
         return np.zeros(shape) if label == "S" else secret_free(seed, label, shape)
 
     monkeypatch.setattr(lwe, "_ternary", zero_secret)
-    network = RecordingNetwork()
-    lwe_pair(x, y, network=network, rng=random_source(4))
-    assert _chi2_low_byte(_ciphertext_low_words(network, "C")) < 1e-5
+    assert _chi2_low_byte(_ciphertext_low_words(_recorded(x, y, 4), "C")) < 1e-5
 
 
 def _hint_attack(hint_top):
@@ -137,9 +151,7 @@ def test_hint_hides_the_codes_only_because_of_the_rerandomisers(monkeypatch):
     """An attack script: without R the hint reveals every code bit; with R it guesses at chance."""
     y = np.array([[0], [1]] * 16, dtype=np.uint8)
     x = np.zeros((1, 1), dtype=np.uint8)
-    network = RecordingNetwork()
-    lwe_pair(x, y, network=network, rng=random_source(9))
-    (hint,) = [arrays[0] for tag, arrays in network.seen if tag.startswith("lwe/H/")]
+    (hint,) = [arrays[0] for tag, arrays in _recorded(x, y, 9).seen if tag.startswith("lwe/H/")]
     guesses = _hint_attack(hint)
     assert np.all(guesses)  # every hint looks "large": the guess carries no information
     secret_free = lwe._ternary
@@ -148,9 +160,7 @@ def test_hint_hides_the_codes_only_because_of_the_rerandomisers(monkeypatch):
         return np.zeros(shape) if label == "R" else secret_free(seed, label, shape)
 
     monkeypatch.setattr(lwe, "_ternary", no_rerandomiser)
-    network = RecordingNetwork()
-    lwe_pair(x, y, network=network, rng=random_source(9))
-    (hint,) = [arrays[0] for tag, arrays in network.seen if tag.startswith("lwe/H/")]
+    (hint,) = [arrays[0] for tag, arrays in _recorded(x, y, 9).seen if tag.startswith("lwe/H/")]
     np.testing.assert_array_equal(_hint_attack(hint), y[:, 0].astype(bool))
 
 
@@ -189,13 +199,15 @@ def test_statistical_bound_formula_and_value_at_the_shapes_in_use():
     assert (length + lwe.RERANDOMISATION) * 2**max(lwe.LIMB_BITS) < 2**53
 
 
+def _no_transport(transport):
+    raise AssertionError("the session was refused after its transport was opened")
+
+
 def test_a_session_beyond_the_bound_is_refused_before_any_work():
-    network = Network()
     codes = [np.zeros((32_000, 1), dtype=np.uint8), np.zeros((32_000, 1), dtype=np.uint8)]
     with pytest.raises(InputError) as info:
-        secure_hamming_matrix(codes, backend="lwe", network=network)
+        secure_hamming_matrix(codes, backend="lwe", wrap=_no_transport)
     assert info.value.parameter == "codes" and "statistical bound" in str(info.value)
-    assert network.bytes_total() == 0
 
 
 @pytest.mark.parametrize(
@@ -233,60 +245,9 @@ def test_inexact_float_products_are_refused_before_any_message(monkeypatch):
     monkeypatch.setattr(
         linalg, "gemm", lambda a, b, *, device, out=None: (a.astype(np.float32) @ b.astype(np.float32)).astype(np.float64)
     )
-    network = Network()
     with pytest.raises(PlatformError, match="not exact"):
-        secure_hamming_matrix([np.zeros((2, 5), int), np.ones((1, 5), int)], backend="lwe", network=network)
-    assert network.bytes_total() == 0
-
-
-class TamperingNetwork(Network):
-    """Corrupts, truncates or duplicates (replays) the first frame with a given tag."""
-
-    def send(self, message):
-        size = super().send(message)
-        plan, state = self.__dict__.get("plan"), self.__dict__.setdefault("state", {})
-        if not plan or message.tag != plan[0] or state.get("done") or message.sender != plan[2]:
-            return size
-        queue = self.queue(message.sender, message.receiver)
-        frame = queue[-1]
-        if plan[1] == "flip":
-            raw = bytearray(bytes(frame.body[0]))
-            raw[len(raw) // 2] ^= 0x01
-            frame.body = [memoryview(bytes(raw))]
-        elif plan[1] == "truncate":
-            frame.body = [memoryview(bytes(frame.body[0]))[:-2]]
-        elif plan[1] == "replay":
-            queue.append(frame)
-        state["done"] = True
-        return size
-
-
-# Two parties: party 1 encrypts (pair_roles(0, 1) == (1, 0)), party 0 evaluates.
-@pytest.mark.parametrize(
-    "tag, action, sender",
-    [
-        ("lwe/key/0", "flip", 0),
-        ("lwe/C/1/0", "flip", 1),
-        ("lwe/C/1/0", "flip", SERVER),
-        ("lwe/C/1/0", "truncate", 1),
-        ("lwe/C/1/0", "replay", 1),
-        ("lwe/C/1/1", "replay", SERVER),
-        ("lwe/H/0", "flip", SERVER),
-        ("lwe/D", "flip", 0),
-        ("lwe/D", "truncate", 0),
-        ("lwe/share/0-1", "flip", 1),
-        ("lwe/own/1", "truncate", 1),
-    ],
-)
-def test_tampering_raises_protocol_error_never_a_wrong_matrix(tag, action, sender):
-    assert pair_roles(0, 1) == (1, 0)
-    rng = np.random.default_rng(11)
-    codes = [rng.integers(0, 2, (3, 20)), rng.integers(0, 2, (2, 20))]
-    network = TamperingNetwork()
-    network.__dict__["plan"] = (tag, action, sender)
-    with pytest.raises(ProtocolError):
-        secure_hamming_matrix(codes, backend="lwe", network=network)
-    assert network.__dict__["state"].get("done")
+        secure_hamming_matrix([np.zeros((2, 5), int), np.ones((1, 5), int)], backend="lwe",
+                              wrap=_no_transport)
 
 
 def _relay_with(monkeypatch, change):

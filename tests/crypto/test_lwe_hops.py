@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
-from securefl.crypto import lwe, lwe_hops, secure_hamming_matrix
+from securefl.crypto import lwe, lwe_hops
 from securefl.crypto.channel import SERVER, Message, frame_size
 from securefl.crypto.hamming import own_block
 from securefl.crypto.hamming_plain import hamming_matrix, pack_codes
@@ -15,6 +15,7 @@ from securefl.crypto.identity import Credentials, Identity, Roster, new_federati
 from securefl.crypto.lwe_keys import KeyBinding
 from securefl.crypto.rand import RandomSource
 from securefl.errors import InputError, ProtocolError
+from securefl.protocols import secure_hamming_matrix
 
 SESSION = b"lwe-hops"
 CONTEXT = b"transport-session|lwe-hops"

@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 import securefl.crypto.linalg as linalg
 import securefl.crypto.lwe as lwe
 import securefl.crypto.rlwe as rlwe
-from securefl.crypto import kernels, lwe_pair, prg, secure_hamming_matrix
-from securefl.errors import InputError, PlatformError
+from securefl.crypto import kernels, prg
+from securefl.errors import InputError, PlatformError, ProtocolError
+from securefl.protocols import lwe_pair, secure_hamming_matrix
 
 CPU = torch.device("cpu")
 
@@ -165,11 +166,12 @@ def test_the_known_answer_test_detects_a_corrupted_product(monkeypatch):
 
 def test_every_product_is_checked_before_use(monkeypatch):
     """With the session's known-answer test passing, a corrupted product inside the session
-    (one coefficient off by one, in a batch of at least 3 rows) is still refused: no share."""
+    (one coefficient off by one, in a batch of at least 3 rows) is still refused at the client
+    that ran it (its step fails with the PlatformError): no share."""
     _corrupt_one_coefficient(monkeypatch, rows_at_least=3)
     linalg.check_exact_ring(rlwe.RING_DIMENSION, rlwe.FFT_LIMB_BITS, CPU)
     codes = [np.ones((3, 40), np.uint8), np.zeros((3, 40), np.uint8)]
-    with pytest.raises(PlatformError, match="exactness check"):
+    with pytest.raises(ProtocolError, match="PlatformError: .*exactness check"):
         secure_hamming_matrix(codes, backend="rlwe")
 
 

@@ -6,14 +6,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from securefl.crypto import HammingResult, secure_hamming_matrix
-from securefl.crypto.channel import SERVER, Frame, Network
+from securefl.crypto import HammingResult
+from securefl.crypto.channel import SERVER, Network
 from securefl.crypto.hamming import pair_roles
 from securefl.crypto.hamming_plain import hamming_matrix, pack_codes
 from securefl.crypto.ot import OTSetups
 from securefl.crypto.rand import random_source
 from securefl.crypto.shade import shade_distance, shade_one_vs_many, shade_pair
-from securefl.errors import InputError, ProtocolError
+from securefl.errors import InputError
+from securefl.protocols import secure_hamming_matrix
 
 
 def plain(codes):
@@ -138,60 +139,6 @@ def test_receiver_view_of_corrections_is_uniform():
     assert _chi2_low_byte(seen >> 8) > 1e-5
 
 
-class TamperingNetwork(Network):
-    """Corrupts, truncates or replays a frame with a given tag (plan = (tag, action))."""
-
-    def send(self, message):
-        size = super().send(message)
-        plan, state = self.__dict__.get("plan"), self.__dict__.setdefault("state", {})
-        if not plan or message.tag != plan[0] or state.get("done"):
-            return size
-        queue = self.queue(message.sender, message.receiver)
-        frame = queue[-1]
-        if plan[1] == "flip":
-            raw = bytearray(bytes(frame.body[0]))
-            raw[len(raw) // 2] ^= 0x01
-            frame.body = [memoryview(bytes(raw))]
-            state["done"] = True
-        elif plan[1] == "truncate":
-            frame.body = [memoryview(bytes(frame.body[0]))[:-2]]
-            state["done"] = True
-        elif plan[1] == "replay":
-            if "wire" not in state:
-                state["wire"] = bytes(frame)
-            else:
-                queue[-1] = Frame.from_bytes(state["wire"])
-                state["done"] = True
-        return size
-
-
-@pytest.mark.parametrize(
-    "tag, action",
-    [
-        ("shade/u", "flip"),
-        ("shade/u", "truncate"),
-        ("shade/u", "replay"),
-        ("iknp/U/0/0", "flip"),
-        ("iknp/hello", "flip"),
-        ("baseot/B", "flip"),
-        ("shade/share/0-1", "flip"),
-        ("shade/own/1", "truncate"),
-    ],
-)
-def test_tampering_raises_protocol_error_never_a_wrong_matrix(tag, action, monkeypatch):
-    from securefl.crypto import shade
-
-    monkeypatch.setattr(shade, "TILE_BYTES", 16)
-    monkeypatch.setattr(shade, "FRAME_BYTES", 16)
-    rng = np.random.default_rng(11)
-    codes = [rng.integers(0, 2, (5, 40)), rng.integers(0, 2, (4, 40))]
-    network = TamperingNetwork()
-    network.__dict__["plan"] = (tag, action)
-    with pytest.raises(ProtocolError):
-        secure_hamming_matrix(codes, network=network)
-    assert network.__dict__["state"].get("done")
-
-
 def test_plaintext_kernel_pads_codes_to_words():
     bits = np.random.default_rng(13).integers(0, 2, (6, 70))
     packed = pack_codes(bits)
@@ -255,44 +202,6 @@ def test_all_pairs_traffic_is_spread_over_the_parties():
     assert max(sent) < 1.2 * min(sent), sent
 
 
-class RelayNetwork(Network):
-    """The server as the relay of client-to-client frames: it alters one correction frame
-    and re-MACs it under every key it holds (its own links' keys), keeping the best try."""
-
-    def send(self, message):
-        from securefl.crypto.channel import frame_key, frame_mac
-
-        size = super().send(message)
-        state = self.__dict__.setdefault("state", {"client_frames": 0})
-        if SERVER in (message.sender, message.receiver):
-            return size
-        state["client_frames"] += 1
-        frame = self.queue(message.sender, message.receiver)[-1]
-        seq = self._next_send[(message.sender, message.receiver)] - 1
-        server = self.keys.party(SERVER)
-        held = [server.link_key(SERVER, p) for p in (message.sender, message.receiver)]
-        for key in held:  # none of the server's keys verifies the honest frame
-            one_time = frame_key(key, self.session, seq, message.sender, message.receiver)
-            assert frame_mac(one_time, frame.header, frame.body) != frame.mac
-        if message.tag == "shade/u" and not state.get("done"):
-            raw = bytearray(bytes(frame.body[0]))
-            raw[0] ^= 0x01
-            frame.body = [memoryview(bytes(raw))]
-            one_time = frame_key(held[0], self.session, seq, message.sender, message.receiver)
-            frame.mac = frame_mac(one_time, frame.header, frame.body)
-            state["done"] = True
-        return size
-
-
-def test_relaying_server_cannot_verify_or_forge_client_frames_with_its_own_keys():
-    rng = np.random.default_rng(12)
-    codes = [rng.integers(0, 2, (3, 24)), rng.integers(0, 2, (4, 24))]
-    network = RelayNetwork()
-    with pytest.raises(ProtocolError, match="MAC"):
-        secure_hamming_matrix(codes, network=network)
-    assert network.__dict__["state"]["done"] and network.__dict__["state"]["client_frames"] > 1
-
-
 def test_setups_carry_across_rounds_and_positions_and_the_matrix_stays_exact():
     """Four rounds of the all-pairs matrix with one OTSetups: parties change positions and one
     sits a round out; every matrix equals the plaintext one, and base OTs run only for pairs
@@ -303,8 +212,7 @@ def test_setups_carry_across_rounds_and_positions_and_the_matrix_stays_exact():
     fresh = []
     for ids in plan:
         codes = [rng.integers(0, 2, (int(rng.integers(2, 9)), 96)) for _ in ids]
-        network = Network()
-        result = secure_hamming_matrix(codes, setups=setups, identities=ids, network=network)
+        result = secure_hamming_matrix(codes, setups=setups, identities=ids)
         np.testing.assert_array_equal(result.matrix, secure_hamming_matrix(codes, backend="plaintext").matrix)
         assert len(result.pair_seconds) == len(ids) * (len(ids) - 1) // 2
         fresh.append(result.fresh_setups)

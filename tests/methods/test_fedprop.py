@@ -196,3 +196,18 @@ def test_label_coverage_names_the_classes_no_sampled_client_labelled(tiny_digits
     assert coverage["uncovered_classes"] == sorted(set(range(10)) - held)
     assert coverage["uncovered_count"] == len(coverage["uncovered_classes"])
     assert coverage["label_mass_median_uncovered"] < coverage["label_mass_median_covered"]
+
+
+def test_chunk_bytes_reaches_the_round(tiny_digits, tiny_hyper, monkeypatch):
+    """``hyper.fedprop.chunk_bytes`` bounds the SHADE bytes of a pair's message: with frames
+    smaller than the bound, the corrections stream over several ``cclp/shade/3`` exchanges
+    (at the default bound, one); the round's outputs are checked against the ideal
+    functionality at any bound in ``tests/methods/test_feature_client.py``."""
+    from securefl.crypto import shade
+
+    monkeypatch.setattr(shade, "FRAME_BYTES", 1 << 14)
+    monkeypatch.setattr(shade, "TILE_BYTES", 1 << 12)
+    hyper = {**tiny_hyper, **FAST, "warmup_rounds": 0, "L": 64, "hamming_backend": "shade"}
+    method, _, _ = run("fedprop", tiny_digits, {**hyper, "chunk_bytes": 1 << 15}, "real", rounds=1)
+    stream = [e.step for e in method.last_cross_client.exchanges if e.step == "cclp/shade/3"]
+    assert method.chunk_bytes == 1 << 15 and len(stream) > 1

@@ -97,6 +97,7 @@ import numpy as np
 from torch import nn
 
 from securefl.crypto.projection import seconds_at_bandwidth
+from securefl.crypto.shade_hops import DEFAULT_CHUNK_BYTES
 from securefl.errors import InputError
 from securefl.fl import model_vector
 from securefl.methods.base import RoundResult
@@ -118,7 +119,8 @@ class FedProp(PseudoLabelMethod):
     client_half = FedPropClient
 
     def __init__(self, *, k: int = 10, alpha: float = 0.99, L: int = 4096,
-                 hamming_backend: str = "auto", min_label_mass: float = 0.0,
+                 hamming_backend: str = "auto", chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+                 min_label_mass: float = 0.0,
                  mass_weighting: bool = False, warmup_in_budget: bool = False,
                  **keywords: Any) -> None:
         super().__init__(**keywords)
@@ -126,6 +128,7 @@ class FedProp(PseudoLabelMethod):
         self.alpha = alpha
         self.L = L
         self.hamming_backend = hamming_backend
+        self.chunk_bytes = chunk_bytes
         self.min_label_mass = min_label_mass
         self.mass_weighting = mass_weighting
         self.warmup_in_budget = warmup_in_budget
@@ -171,7 +174,8 @@ class FedProp(PseudoLabelMethod):
         done = cross_client_round(
             self.transport, members, feature_model=model_vector(self._feature_model()),
             round_index=self.rounds_done, secure=self.secure, k=self.k, alpha=self.alpha,
-            L=self.L, num_classes=self.federation.num_classes, hamming_backend=self.hamming_backend)
+            L=self.L, num_classes=self.federation.num_classes, hamming_backend=self.hamming_backend,
+            chunk_bytes=self.chunk_bytes)
         meter.add(done.exchanges)
         self.last_cross_client = done
         self._round_link_bytes = done.link_bytes

@@ -98,16 +98,17 @@ from typing import ClassVar, Protocol
 
 import numpy as np
 
-from securefl.crypto import lwe_hops, shade_hops
-from securefl.crypto.channel import SERVER, Message, frame_size
-from securefl.crypto.hamming import own_block, pair_roles
-from securefl.crypto.lwe import statistical_distance
-from securefl.crypto.ot import ReceiverSetup, SenderSetup, setup_context
+from securefl.crypto.channel import SERVER, Message
 from securefl.crypto.prg import random_seed
-from securefl.crypto.rand import RandomSource
 from securefl.crypto.secagg import SecAggConfig
 from securefl.errors import ConfigError, InputError, ProtocolError
 from securefl.protocols.crossclient.parties import TAG_ROWS, CrossClientLPClient
+from securefl.protocols.hamming import client as hamming
+from securefl.protocols.hamming.client import (
+    LWE,
+    SHADE,
+)
+from securefl.protocols.hamming.client import Party as HammingParty
 from securefl.protocols.lsh import SeedAgreementClient, common_seed
 from securefl.protocols.propagation import LabelPropagationResult, check_labels
 from securefl.runtime import links, secure_sum_steps, state_codec
@@ -119,9 +120,6 @@ from securefl.runtime.transport import NodeContext, Record, put_message, take_me
 ADVERTISE = "cclp/advertise"
 SHARES = "cclp/shares"
 CODES = "cclp/codes"
-SHADE = tuple(f"cclp/shade/{hop}" for hop in range(1, shade_hops.HOPS + 1))
-LWE = tuple(f"cclp/lwe/{hop}" for hop in range(1, lwe_hops.HOPS + 1))
-"""The LWE backend's hops after ``cclp/codes`` (``hamming_backend="lwe"``)."""
 COLUMNS = "cclp/columns"
 SUM = "cclp/sum"
 SUM_NAME = "cclp"
@@ -129,37 +127,10 @@ SUM_NAME = "cclp"
 PREFIX = "cclp/"
 PARTY = "cclp/party/"
 """State prefix of the client's typed state (:class:`CrossClientLPClient`)."""
-OT_PREFIX = "ot/"
-"""State prefix of the IKNP setups kept with each peer across rounds (``ot/<peer id>/<role>/``)."""
 
 SLOT_LSH = "cclp/lsh"
-SLOT_OWN = "cclp/own"
-SLOT_LWE_KEY = "cclp/lwe/key"
-SLOT_LWE_IN = "cclp/lwe/in"
-SLOT_LWE_OUT = "cclp/lwe/out"
 SLOT_COLUMNS = "cclp/columns"
 SLOT_S_L = "cclp/s-l"
-LINK_SENT = "cclp/link-sent"
-LINK_RECEIVED = "cclp/link-received"
-CHUNK_BYTES = "cclp/chunk-bytes"
-"""Request config of the SHADE hops: the bound on one message's SHADE bytes per peer."""
-
-
-def share_slot(a: int, b: int) -> str:
-    """Reply slot of a client's share of the SHADE block of the pair ``a < b``."""
-    return f"cclp/share/{a}-{b}"
-
-
-def put_messages(record: Record, slot: str, messages: list[Message]) -> None:
-    """Several protocol messages under ``slot/<i>`` (their count in config ``slot/n``)."""
-    for i, message in enumerate(messages):
-        put_message(record, f"{slot}/{i}", message)
-    record.config[f"{slot}/n"] = len(messages)
-
-
-def take_messages(record: Record, slot: str) -> list[Message]:
-    """The messages :func:`put_messages` stored (none: an empty list)."""
-    return [take_message(record, f"{slot}/{i}") for i in range(int(record.config.get(f"{slot}/n", 0)))]
 
 
 def clear(state: Record) -> None:
@@ -312,182 +283,30 @@ class CrossClientSteps:
 
     def _codes(self, request: Record, state: Record, reply: Record) -> None:
         client = load_party(state)
-        party = client.party
-        codes = client.hash_features(
+        client.hash_features(
             client.agreement().receive_shares(take_message(request, SLOT_LSH)), int(self.cclp.L))
         sizes = np.asarray(request.arrays.get("cclp/sizes", np.zeros(0, np.int64)))
         alive = np.asarray(request.arrays.get("cclp/alive", np.zeros(0, np.int64)))
         client.hamming_backend = self._node.policy().hamming_backend(  # the node's policy, never the request
             self.cclp.hamming_backend, [int(sizes[p]) for p in alive], int(self.cclp.L))
         keep_party(state, client)
-        backend = "lwe" if client.hamming_backend in ("lwe", "rlwe") else "shade"
-        put_message(reply, SLOT_OWN, Message(party, SERVER, f"{backend}/own/{party}", (own_block(codes),)))
-        if backend == "lwe":
-            self._lwe(0, request, state, reply)
-        else:
-            self._shade(0, request, state, reply)
+        hamming.open_session(self._hamming_party(client), request, state, reply, self._node)
 
     @staticmethod
-    def _pairs(request: Record, me: int) -> list[tuple[int, int, int, int]]:
-        """``(peer, a, b, sender)`` of every live pair of client ``me`` (``a < b``)."""
-        alive = np.asarray(request.arrays.get("cclp/alive", np.zeros(0, np.int64)))
-        pairs = []
-        for peer in sorted(int(p) for p in alive):
-            if peer == me:
-                continue
-            a, b = min(me, peer), max(me, peer)
-            pairs.append((peer, a, b, pair_roles(a, b)[0]))
-        return pairs
+    def _hamming_party(client: CrossClientLPClient) -> HammingParty:
+        """The client's part in this round's SecureHamming session (after ``cclp/codes``)."""
+        if client.codes is None:
+            raise ProtocolError(f"client {client.party}: a SecureHamming step before its codes")
+        return HammingParty(client.party, client.codes, tuple(int(m) for m in client.members),
+                            client.session, client.hamming_backend)
 
     def _shade(self, hop: int, request: Record, state: Record, reply: Record) -> None:
-        """SHADE hop ``hop + 1`` of every live pair (hop 0 rides on ``cclp/codes``)."""
-        client = load_party(state)
-        me, codes = client.party, client.codes
-        if codes is None:
-            raise ProtocolError(f"client {me}: SHADE step before its codes")
-        sizes = np.asarray(request.arrays.get("cclp/sizes", np.zeros(0, np.int64)))
-        members = [int(m) for m in client.members]
-        chunk_bytes = request.config.get(CHUNK_BYTES, shade_hops.DEFAULT_CHUNK_BYTES)
-        if isinstance(chunk_bytes, bool) or not isinstance(chunk_bytes, (int, np.integer)) \
-                or chunk_bytes < 1:
-            raise ProtocolError(f"client {me}: {CHUNK_BYTES} must be a positive integer, "
-                                f"got {chunk_bytes!r}")
-        sent = received = 0
-        for peer, a, b, sender in self._pairs(request, me):
-            receiver = b if sender == a else a
-            i_send = sender == me
-            acting = (hop == 1) == i_send  # hops 0 and 2: the receiver; hop 1: the sender
-            prefix = f"cclp/shade/{peer}/"
-            pair = {k[len(prefix):]: v for k, v in state.arrays.items() if k.startswith(prefix)}
-            if not 0 <= peer < len(members):
-                raise ProtocolError(f"client {me}: SHADE peer {peer} is not among the round's members")
-            setup = self._setup(state, members[peer], "sender" if i_send else "receiver")
-            context = setup_context(transport_session(state), members[sender], members[receiver])
-            taken: list[Message] = []
-
-            def incoming(peer: int = peer, taken: list[Message] = taken) -> list[Message]:
-                """The peer's sealed batch in this request, opened (only when the hop needs it)."""
-                taken[:] = links.receive_batch(request, state, me=me, peer=peer)
-                return taken
-
-            outgoing: list[Message] = []
-            share = None
-            if hop == 0 and acting:
-                outgoing = [shade_hops.receiver_base(pair, setup=setup, context=context, sender=sender,
-                                                     receiver=receiver, rng=RandomSource())]
-            elif hop == 1 and acting:
-                answer, setup = shade_hops.sender_base(pair, _one(incoming()), setup=setup, context=context,
-                                                       rng=RandomSource())
-                outgoing = [answer]
-            elif hop == 2 and acting:
-                outgoing, setup = shade_hops.receiver_extend(
-                    pair, _one(incoming()), codes, setup=setup, context=context, sender=sender,
-                    receiver=receiver, senders=int(sizes[sender]), chunk_bytes=chunk_bytes)
-            elif hop == 3 and i_send:
-                outgoing, share = shade_hops.sender_stream(
-                    pair, incoming, codes, setup=setup, receivers=int(sizes[receiver]), sender=sender,
-                    receiver=receiver, chunk_bytes=chunk_bytes)
-            elif hop == 3:
-                outgoing, share = shade_hops.receiver_stream(
-                    pair, incoming, codes, setup=setup, senders=int(sizes[sender]), sender=sender,
-                    receiver=receiver)
-            received += sum(frame_size(m) for m in taken)
-            if hop <= 2 and acting and setup is not None:  # hops 1-3 advance or replace it
-                self._keep_setup(state, members[peer], setup)
-            for key in [k for k in state.arrays if k.startswith(prefix)]:
-                del state.arrays[key]
-            state.arrays.update({prefix + k: v for k, v in pair.items()})
-            if outgoing:
-                links.send_batch(reply, state, outgoing, me=me, peer=peer)
-                sent += sum(frame_size(m) for m in outgoing)
-            if share is not None:
-                oriented = share if sender == a else share.T
-                put_message(reply, share_slot(a, b), Message(
-                    me, SERVER, f"shade/share/{a}-{b}", (np.ascontiguousarray(oriented),)))
-        reply.config[LINK_SENT] = sent
-        reply.config[LINK_RECEIVED] = received
-
-    @staticmethod
-    def _setup(state: Record, peer: int, role: str) -> SenderSetup | ReceiverSetup | None:
-        """This client's IKNP setup with client ``peer`` in ``role``, if it holds one."""
-        prefix = f"{OT_PREFIX}{peer}/{role}/"
-        arrays = {k[len(prefix):]: v for k, v in state.arrays.items() if k.startswith(prefix)}
-        if not arrays:
-            return None
-        return (SenderSetup if role == "sender" else ReceiverSetup).from_arrays(arrays)
-
-    @staticmethod
-    def _keep_setup(state: Record, peer: int, setup: SenderSetup | ReceiverSetup) -> None:
-        """Store (replace) this client's IKNP setup with client ``peer``."""
-        role = "sender" if isinstance(setup, SenderSetup) else "receiver"
-        prefix = f"{OT_PREFIX}{peer}/{role}/"
-        for key in [k for k in state.arrays if k.startswith(prefix)]:
-            del state.arrays[key]
-        state.arrays.update({prefix + k: v for k, v in setup.to_arrays().items()})
+        """SHADE hop ``hop`` of every live pair (:func:`securefl.protocols.hamming.client.shade_hop`)."""
+        hamming.shade_hop(hop, self._hamming_party(load_party(state)), request, state, reply)
 
     def _lwe(self, hop: int, request: Record, state: Record, reply: Record) -> None:
-        """LWE hop ``hop`` of the session (:mod:`securefl.crypto.lwe_hops`; hop 0 rides on
-        ``cclp/codes``): keys, broadcasts and hints relayed by the server with their
-        per-recipient tags (slots ``cclp/lwe/in``, ``cclp/lwe/out``), the answers ``D``
-        in sealed batches (:mod:`securefl.runtime.links`), the shares up."""
-        client = load_party(state)
-        me, codes, session = client.party, client.codes, client.session
-        if codes is None:
-            raise ProtocolError(f"client {me}: LWE step before its codes")
-        if hop and client.hamming_backend not in ("lwe", "rlwe"):
-            raise ProtocolError(f"client {me}: an LWE hop in a session this client runs with "
-                                f"{client.hamming_backend!r} (its policy's choice)")
-        prefix = "cclp/lwe/state/"
-        saved = {k[len(prefix):]: v for k, v in state.arrays.items() if k.startswith(prefix)}
-        sizes = np.asarray(request.arrays.get("cclp/sizes", np.zeros(0, np.int64)))
-        alive = [int(p) for p in np.asarray(request.arrays.get("cclp/alive", np.zeros(0, np.int64)))]
-        if any(not 0 <= p < len(sizes) for p in alive) or me not in alive:
-            raise ProtocolError(f"client {me}: LWE hop {hop} with alive parties {alive}")
-        members = alive if hop <= 1 else [int(p) for p in saved.get("ids", ())]
-        in_session = {p: int(sizes[p]) for p in members}
-        sent = received = 0
-        ring = client.hamming_backend == "rlwe"
-        if hop == 0:
-            roster = [int(m) for m in client.members]
-            put_message(reply, SLOT_LWE_KEY, lwe_hops.start(
-                saved, index=me, codes=codes, session=session, rng=RandomSource(),
-                credentials=self._node.credentials(), clients={p: roster[p] for p in alive},
-                context=transport_session(state) + b"|" + session))
-        elif hop == 1:
-            put_messages(reply, SLOT_LWE_OUT, lwe_hops.broadcast(
-                saved, take_messages(request, SLOT_LWE_IN), index=me, codes=codes,
-                sizes=in_session, session=session, credentials=self._node.credentials(),
-                ring=ring))
-        elif hop == 2:  # the flooded answers leave here: counted against the node's cap first
-            lwe_hops.HopState.load(saved, me, 2)  # a hop that ran already is refused before the ledger
-            self._node.ledger().serve_lwe(
-                session=transport_session(state) + session,
-                distance=statistical_distance(list(in_session.values()), int(self.cclp.L)),
-                cap=self._node.policy().lwe_max_distance)
-            answers, shares = lwe_hops.evaluate(saved, take_messages(request, SLOT_LWE_IN), index=me,
-                                                codes=codes, sizes=in_session, alive=alive,
-                                                session=session, ring=ring)
-            for answer in answers:
-                links.send_batch(reply, state, [answer], me=me, peer=answer.receiver)
-                sent += frame_size(answer)
-        else:
-            answers = []
-            for encryptor, evaluator in lwe_hops.session_pairs(alive):
-                if encryptor == me:
-                    batch = links.receive_batch(request, state, me=me, peer=evaluator)
-                    received += sum(frame_size(m) for m in batch)
-                    answers += batch
-            shares = lwe_hops.finish(saved, take_messages(request, SLOT_LWE_IN), answers, index=me,
-                                     codes=codes, sizes=in_session, alive=alive, session=session,
-                                     ring=ring)
-        if hop >= 2:
-            for message in lwe_hops.share_messages(me, shares):
-                put_message(reply, f"cclp/share/{message.tag[len('lwe/share/'):]}", message)
-        for key in [k for k in state.arrays if k.startswith(prefix)]:
-            del state.arrays[key]
-        state.arrays.update({prefix + k: v for k, v in saved.items()})
-        reply.config[LINK_SENT] = sent
-        reply.config[LINK_RECEIVED] = received
+        """LWE hop ``hop`` of the session (:func:`securefl.protocols.hamming.client.lwe_hop`)."""
+        hamming.lwe_hop(hop, self._hamming_party(load_party(state)), request, state, reply, self._node)
 
     def _columns(self, request: Record, state: Record, reply: Record) -> None:
         put_message(reply, SLOT_COLUMNS, load_party(state).request_columns(self._labels()))
@@ -532,12 +351,6 @@ CLIENT_STEPS: dict[str, ClientStep] = {
 """CrossClientLP's client step table: step name -> handler (the module docstring lists them)."""
 STEPS = tuple(CLIENT_STEPS)
 """CrossClientLP's steps before the secure sum's (``secure_sum_steps.STEPS``)."""
-
-
-def _one(messages: list[Message]) -> Message:
-    if len(messages) != 1:
-        raise ProtocolError(f"SHADE: expected one message in the batch, got {len(messages)}")
-    return messages[0]
 
 
 @dataclass(frozen=True)

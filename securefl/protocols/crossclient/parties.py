@@ -15,7 +15,7 @@ compute.  Rounds:
    and derives pairwise keys; the clients agree on a common LSH seed from AES-GCM
    sealed shares (:mod:`securefl.protocols.lsh`).
 2. **LSH (lines 3-4).**  Each client hashes its features with the same L hyperplanes.
-3. **SecureHamming (line 5).**  :func:`securefl.crypto.secure_hamming_matrix` (SHADE or
+3. **SecureHamming (line 5).**  :func:`securefl.protocols.secure_hamming_matrix` (SHADE or
    LWE, ``hamming_backend``); the server obtains H (N x N), nothing else.
 4. **Server graph (lines 6-10).**  A = cos(pi H / L), k-NN sparsification, W = B + B^T,
    W_n = D^-1/2 W D^-1/2 (:mod:`securefl.protocols.propagation`).

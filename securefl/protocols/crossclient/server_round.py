@@ -10,8 +10,8 @@ exchange per step, which :func:`cross_client_round` runs with the one driver
 2. the setup and SecureHamming, by mode (:data:`SETUPS`): real mode relays the LSH seed
    agreement (:class:`~securefl.protocols.lsh.SeedAgreementServer`) and the links' public
    keys, collects the own blocks and runs the Hamming backend the clients resolved
-   (:data:`HAMMING`: :class:`ShadeRelay` relays the sealed SHADE batches between clients,
-   which it cannot read or alter, :mod:`securefl.runtime.links`; :class:`LweRelay` the LWE and
+   (:data:`~securefl.protocols.hamming.relay.HAMMING`: :class:`~securefl.protocols.hamming.relay.ShadeRelay` relays the sealed SHADE batches between clients,
+   which it cannot read or alter, :mod:`securefl.runtime.links`; :class:`~securefl.protocols.hamming.relay.LweRelay` the LWE and
    ring-LWE broadcasts and answers), adds the two shares of every pair's block and places
    the own blocks into the Hamming matrix H; the plaintext placeholder
    (:class:`Placeholder`) hands out the seed shares and computes H from the codes;
@@ -59,49 +59,44 @@ from __future__ import annotations
 
 import re
 import secrets
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar, Protocol
+from typing import Protocol
 
 import numpy as np
 
-from securefl.crypto import lwe_hops, shade_hops
-from securefl.crypto.channel import SERVER, Message, frame_size
+from securefl.crypto import shade_hops
+from securefl.crypto.channel import Message, frame_size
 from securefl.crypto.hamming import check_codes, choose_backend
 from securefl.crypto.hamming_plain import hamming_matrix, pack_codes
-from securefl.crypto.lwe import check_session
 from securefl.crypto.projection import busiest_link_bytes
 from securefl.crypto.secagg import SecAggConfig
 from securefl.errors import DropoutError, ProtocolError
 from securefl.protocols.crossclient.client_steps import (
     ADVERTISE,
-    CHUNK_BYTES,
     CODES,
     COLUMNS,
-    LINK_RECEIVED,
-    LINK_SENT,
-    LWE,
-    SHADE,
     SHARES,
     SLOT_COLUMNS,
     SLOT_LSH,
-    SLOT_LWE_IN,
-    SLOT_LWE_KEY,
-    SLOT_LWE_OUT,
-    SLOT_OWN,
     SLOT_S_L,
     SUM,
     SUM_NAME,
-    put_messages,
-    take_messages,
 )
 from securefl.protocols.crossclient.parties import TAG_COLUMNS, CrossClientLPServer
+from securefl.protocols.hamming.relay import (
+    HAMMING,
+    HammingState,
+    assemble,
+    collect_own,
+    timed_step,
+)
 from securefl.protocols.lsh import SeedAgreementServer
 from securefl.runtime import links, secure_sum_steps
 from securefl.runtime.costs import COMPUTE, CRYPTO
 from securefl.runtime.engine import Step, drive, within
-from securefl.runtime.secure_sum_steps import Aggregation, ServerClock
-from securefl.runtime.transport import Exchange, Record, Transport, put_message, take_message
+from securefl.runtime.secure_sum_steps import Aggregation
+from securefl.runtime.transport import Exchange, Record, Transport
 
 _SHARE = re.compile(r"cclp/share/(\d+)-(\d+)/count\Z")
 
@@ -158,17 +153,14 @@ class CrossClientRound:
 
 
 @dataclass
-class RoundState:
-    """The server's state of one round, threaded through :func:`round_steps` by the driver.
-
-    Parties are indices into ``members`` (the round's client ids in party order); ``live``
-    the parties still in the protocol (those that answered the last step), ``last`` that
-    step's exchange.  ``sent`` / ``received``: nominal bytes per party (module docstring);
-    ``clock``: the server's own CPU time.  The fields after ``session`` are not arguments:
-    the stages fill them.
+class RoundState(HammingState):
+    """The server's state of one round, threaded through :func:`round_steps` by the driver:
+    a Hamming session's state (:class:`~securefl.protocols.hamming.relay.HammingState`: the
+    members in party order, the live parties, the nominal bytes, the server's clock, the
+    shares) and the round's own.  The fields after ``session`` are not arguments: the
+    stages fill them.
     """
 
-    members: list[int]
     feature_model: np.ndarray
     round_index: int
     real: bool
@@ -181,20 +173,8 @@ class RoundState:
     solver: str = "sparse"
     chunk_bytes: int = shade_hops.DEFAULT_CHUNK_BYTES
     session: bytes = field(default_factory=lambda: secrets.token_bytes(8))
-    live: list[int] = field(init=False)
-    sizes: np.ndarray = field(init=False)
-    sent: dict[int, int] = field(init=False)
-    received: dict[int, int] = field(init=False)
-    last: Exchange | None = field(default=None, init=False)
-    failed: dict[int, str] = field(default_factory=dict, init=False)
-    dropped: dict[str, list[int]] = field(default_factory=dict, init=False)
-    exchanges: list[Exchange] = field(default_factory=list, init=False)
-    clock: ServerClock = field(default_factory=ServerClock, init=False)
     agreement: SeedAgreementServer = field(default_factory=SeedAgreementServer, init=False)
     cost_model: str = field(default="shade", init=False)
-    own: dict[int, Message] = field(default_factory=dict, init=False)
-    shares: dict[tuple[int, int], dict[int, Message]] = field(default_factory=dict, init=False)
-    lwe: LweSession | None = field(default=None, init=False)
     graph: list[int] = field(default_factory=list, init=False)
     server: CrossClientLPServer | None = field(default=None, init=False)
     in_sum: list[int] = field(default_factory=list, init=False)
@@ -203,53 +183,7 @@ class RoundState:
 
     def __post_init__(self) -> None:
         self.chunk_bytes = shade_hops.check_chunk_bytes(self.chunk_bytes)
-        self.live = list(range(len(self.members)))
-        self.sizes = np.zeros(len(self.members), dtype=np.int64)
-        self.sent = dict.fromkeys(self.live, 0)
-        self.received = dict.fromkeys(self.live, 0)
-
-    def addressed(self, requests: Mapping[int, Record]) -> dict[int, Record]:
-        """``requests`` by party, addressed to the live parties' client ids."""
-        return {self.members[j]: requests[j] for j in self.live}
-
-    def absorb(self, exchange: Exchange) -> None:
-        """Record ``exchange``; the live parties that did not answer leave the protocol."""
-        self.exchanges.append(exchange)
-        self.failed.update(exchange.failed)
-        left = [j for j in self.live if self.members[j] not in exchange.replies]
-        if left:
-            self.dropped.setdefault(exchange.step, []).extend(self.members[j] for j in left)
-        self.live = [j for j in self.live if self.members[j] in exchange.replies]
-        self.last = exchange
-
-    def reply(self, j: int) -> Record:
-        """Party ``j``'s reply to the last step."""
-        return self.last.replies[self.members[j]]
-
-    def message_from(self, j: int, slot: str) -> Message:
-        """The protocol message party ``j`` put in ``slot`` of its last reply (metered)."""
-        message = take_message(self.reply(j), slot)
-        if message.sender != j or message.receiver != SERVER:
-            raise ProtocolError(f"client {self.members[j]} sent {slot} as party {message.sender}")
-        self.sent[j] += frame_size(message)
-        return message
-
-    def to_client(self, record: Record, slot: str, message: Message) -> Record:
-        """``record`` with ``message`` in ``slot`` (metered for its receiver)."""
-        put_message(record, slot, message)
-        self.received[message.receiver] += frame_size(message)
-        return record
-
-    def layout(self) -> Record:
-        """The live parties and every party's block size (the Hamming hops' requests)."""
-        return Record({"cclp/alive": np.array(self.live, dtype=np.int64), "cclp/sizes": self.sizes})
-
-
-def _step(name: str, requests: Callable[[RoundState], dict[int, Record]],
-          collect: Callable[[RoundState, Exchange], None]) -> Step[RoundState]:
-    """A step whose two halves run on the server's clock."""
-    return Step(name, lambda state: state.clock.run(requests, state),
-                lambda state, exchange: state.clock.run(collect, state, exchange))
+        super().__post_init__()
 
 
 def _absorb(state: RoundState, exchange: Exchange) -> None:
@@ -283,26 +217,17 @@ class Setup(Protocol):
     def steps(self, state: RoundState) -> Iterator[Step[RoundState]]: ...
 
 
-class HammingRelay(Protocol):
-    """The server's side of one SecureHamming backend after ``cclp/codes``: its hops, whose
-    replies leave the pair shares (tags ``<prefix>/share/<a>-<b>``) in ``state.shares``."""
-
-    prefix: str
-
-    def steps(self, state: RoundState) -> Iterator[Step[RoundState]]: ...
-
-
 class Secure:
     """Real mode's setup: seed agreement and links, own blocks, the clients' Hamming backend."""
 
     def steps(self, state: RoundState) -> Iterator[Step[RoundState]]:
-        yield _step(SHARES, _relay_keys, _absorb)
-        yield _step(CODES, _relay_shares, _own_blocks)
+        yield timed_step(SHARES, _relay_keys, _absorb)
+        yield timed_step(CODES, _relay_shares, _own_blocks)
         relay = HAMMING[state.hamming_backend]
         yield from relay.steps(state)
         if not state.live:
             raise DropoutError("every client dropped out before SecureHamming")
-        state.clock.run(lambda: _receive_hamming(state, _assemble(
+        state.clock.run(lambda: _receive_hamming(state, assemble(
             state.live, state.sizes, state.own, state.shares, state.L, prefix=relay.prefix)))
 
 
@@ -315,143 +240,16 @@ def _relay_keys(state: RoundState) -> dict[int, Record]:
 
 def _relay_shares(state: RoundState) -> dict[int, Record]:
     relayed = state.agreement.relay_shares([state.message_from(j, SLOT_LSH) for j in state.live])
-    requests = {m.receiver: state.to_client(
-        Record({"cclp/alive": np.array(state.live, dtype=np.int64), "cclp/sizes": state.sizes}),
-        SLOT_LSH, m) for m in relayed if m.receiver in state.live}
+    requests = {m.receiver: state.to_client(state.layout(), SLOT_LSH, m) for m in relayed if m.receiver in state.live}
     state.cost_model = choose_backend([int(state.sizes[j]) for j in state.live], int(state.L))
     return state.addressed(requests)
 
 
 def _own_blocks(state: RoundState, exchange: Exchange) -> None:
     state.absorb(exchange)
-    state.own = {j: state.message_from(j, SLOT_OWN) for j in state.live}
+    collect_own(state)
     if state.hamming_backend == "auto":
         state.hamming_backend = _agreed_backend(state.own, state.cost_model)
-    for j in state.live:
-        state.sent[j] += int(state.reply(j).config.get(LINK_SENT, 0))
-
-
-def _collect_shares(state: RoundState, exchange: Exchange) -> None:
-    """Absorb a hop: the links' metered bytes and every finished pair's share."""
-    state.absorb(exchange)
-    for j in state.live:
-        answer = state.reply(j)
-        state.sent[j] += int(answer.config.get(LINK_SENT, 0))
-        state.received[j] += int(answer.config.get(LINK_RECEIVED, 0))
-        for key in list(answer.config):
-            match = _SHARE.match(key)
-            if match:
-                pair = (int(match.group(1)), int(match.group(2)))
-                state.shares.setdefault(pair, {})[j] = state.message_from(j, key[: -len("/count")])
-
-
-class ShadeRelay:
-    """SHADE (:mod:`securefl.crypto.shade_hops`): the sealed batches of every pair relayed
-    from each hop's replies into the next hop's requests.  ``cclp/shade/1`` (the base-OT
-    answers) and ``cclp/shade/2`` (the first ``U``) once, then the bounded stream:
-    ``cclp/shade/3`` for stream exchanges ``0 .. G - 1`` and ``cclp/shade/4`` for exchange
-    ``G``, where ``G`` is the most exchanges of any live pair
-    (:func:`~securefl.crypto.shade_hops.schedule` at the round's ``chunk_bytes``).  In
-    exchange ``x`` the sender sends the correction frames of its exchange ``x`` (they need the
-    ``U`` that came at ``x - 1``) while the receiver absorbs those of ``x - 1`` and sends the
-    ``U`` that exchange ``x + 1`` starts: ``G + 1`` stream exchanges, as few as the
-    dependency ``U -> u -> absorb`` allows; ``G = 1`` (every pair within ``chunk_bytes``)
-    gives today's four hops.  Sender shares come with its last frames, receiver shares one
-    exchange later.  Once forwarded, the sealed batches leave the replies the round keeps
-    (``exchanges``), so the server holds one exchange's batches at a time."""
-
-    prefix: ClassVar[str] = "shade"
-
-    def steps(self, state: RoundState) -> Iterator[Step[RoundState]]:
-        for hop in SHADE[:2]:
-            yield _step(hop, _shade_hop, _collect_shares)
-        last = _stream_exchanges(state)
-        for exchange in range(last + 1):
-            yield _step(SHADE[2] if exchange < last else SHADE[3], _shade_hop, _collect_shares)
-
-
-def _stream_exchanges(state: RoundState) -> int:
-    """``G``: the most stream exchanges of a live pair (sizes, ``L`` and ``chunk_bytes`` are public)."""
-    return max((len(shade_hops.schedule(int(state.sizes[a]), int(state.sizes[b]), int(state.L),
-                                        state.chunk_bytes))
-                for a in state.live for b in state.live if a != b), default=1)
-
-
-def _shade_hop(state: RoundState) -> dict[int, Record]:
-    requests = {j: state.layout() for j in state.live}
-    for request in requests.values():
-        request.config[CHUNK_BYTES] = state.chunk_bytes
-    replies = {j: state.reply(j) for j in state.live}
-    _forward_links(replies, requests)
-    for answer in replies.values():  # forwarded: the kept exchange lets go of the sealed batches
-        answer.arrays = {k: v for k, v in answer.arrays.items() if not k.startswith(links.TO)}
-    return state.addressed(requests)
-
-
-@dataclass
-class LweSession:
-    """The relay's state of one LWE session: its parties, and the forwards (origin, message)
-    each party gets in the next request (``inbox``) and the one after (``hints``)."""
-
-    parties: list[int]
-    inbox: dict[int, list[tuple[int, Message]]] = field(default_factory=dict)
-    hints: dict[int, list[tuple[int, Message]]] = field(default_factory=dict)
-
-    def relay(self, origin: int, message: Message, target: dict[int, list[tuple[int, Message]]]
-              ) -> None:
-        """Every forward of ``message`` (:func:`securefl.crypto.lwe_hops.relay`) into ``target``."""
-        for forward in lwe_hops.relay(self.parties, message):
-            target.setdefault(forward.receiver, []).append((origin, forward))
-
-
-@dataclass(frozen=True)
-class LweRelay:
-    """LWE or ring-LWE (:mod:`securefl.crypto.lwe_hops`): keys relayed (hop 1), each ``C``
-    block to its evaluators (hop 2), each hint to its encryptors (hop 3), every forward
-    with its recipient's own tag; the answers ``D`` client to client in sealed batches;
-    shares at hops 2 and 3."""
-
-    ring: bool
-    prefix: ClassVar[str] = "lwe"
-
-    def steps(self, state: RoundState) -> Iterator[Step[RoundState]]:
-        state.clock.run(self._open, state)
-        for step in LWE:
-            yield _step(step, _lwe_hop, _lwe_collect)
-
-    def _open(self, state: RoundState) -> None:
-        check_session([int(state.sizes[j]) for j in state.live], int(state.L), ring=self.ring)
-        state.lwe = LweSession(list(state.live))
-        for j in state.live:
-            state.lwe.relay(j, state.message_from(j, SLOT_LWE_KEY), state.lwe.inbox)
-
-
-def _lwe_hop(state: RoundState) -> dict[int, Record]:
-    requests = {}
-    for j in state.live:
-        delivered = [m for origin, m in state.lwe.inbox.get(j, []) if origin in state.live]
-        requests[j] = state.layout()
-        put_messages(requests[j], SLOT_LWE_IN, delivered)
-        state.received[j] += sum(frame_size(m) for m in delivered)
-    _forward_links({j: state.reply(j) for j in state.live}, requests)
-    return state.addressed(requests)
-
-
-def _lwe_collect(state: RoundState, exchange: Exchange) -> None:
-    _collect_shares(state, exchange)
-    session = state.lwe
-    broadcasts = exchange.step == LWE[0]
-    session.inbox = session.hints if exchange.step == LWE[1] else {}
-    if not broadcasts:
-        return
-    for j in state.live:
-        for message in take_messages(state.reply(j), SLOT_LWE_OUT):
-            if message.sender != j or message.receiver != SERVER:
-                raise ProtocolError(f"client {state.members[j]} sent an LWE broadcast as party "
-                                    f"{message.sender}")
-            state.sent[j] += frame_size(message)
-            session.relay(j, message, session.inbox if message.tag.startswith("lwe/C/")
-                          else session.hints)
 
 
 class Placeholder:
@@ -459,7 +257,7 @@ class Placeholder:
     H computed directly (the same H as the real backends)."""
 
     def steps(self, state: RoundState) -> Iterator[Step[RoundState]]:
-        yield _step(SHARES, _all_shares, _codes)
+        yield timed_step(SHARES, _all_shares, _codes)
 
 
 def _all_shares(state: RoundState) -> dict[int, Record]:
@@ -490,9 +288,6 @@ def _receive_hamming(state: RoundState, matrix: np.ndarray) -> None:
 
 SETUPS: dict[bool, Setup] = {True: Secure(), False: Placeholder()}
 """Stage 2 by mode (``real``)."""
-HAMMING: dict[str, HammingRelay] = {"shade": ShadeRelay(), "lwe": LweRelay(ring=False),
-                                    "rlwe": LweRelay(ring=True)}
-"""The server's side of each SecureHamming backend a client may resolve to."""
 
 
 # ----------------------------------------------------------------------------- stages 3-4
@@ -634,10 +429,10 @@ ROW_SUMS: dict[bool, RowSum] = {True: SecAggRows(), False: PlainRows()}
 
 def round_steps(state: RoundState) -> Iterator[Step]:
     """The server's steps of one round, in order; later steps depend on the replies."""
-    yield _step(ADVERTISE, _advertise, _sizes)
+    yield timed_step(ADVERTISE, _advertise, _sizes)
     yield from SETUPS[state.real].steps(state)
-    yield _step(COLUMNS, _ask_columns, _columns)
-    yield _step(SUM, _serve_columns, _absorb)
+    yield timed_step(COLUMNS, _ask_columns, _columns)
+    yield timed_step(SUM, _serve_columns, _absorb)
     yield from ROW_SUMS[state.real].steps(state)
 
 
@@ -682,7 +477,7 @@ def cross_client_round(transport: Transport, members: Sequence[int], *, round_in
     the server follows what they resolved, :func:`_agreed_backend`), as the clients run it;
     ``threshold``: the secure sum's t (default a majority of the clients entering it);
     ``solver``: the server's solver for S_L (:data:`securefl.protocols.propagation.SOLVERS`);
-    ``chunk_bytes``: the most SHADE bytes a pair's message carries per peer (:class:`ShadeRelay`;
+    ``chunk_bytes``: the most SHADE bytes a pair's message carries per peer (:class:`~securefl.protocols.hamming.relay.ShadeRelay`;
     a positive int, else :class:`~securefl.errors.InputError`)."""
     model = np.zeros(0) if feature_model is None else feature_model
     state = RoundState([int(c) for c in members], model, int(round_index), secure == "real",
@@ -705,50 +500,3 @@ def _agreed_backend(own: dict[int, Message], model: str) -> str:
         return model
     raise ProtocolError(f"clients resolved hamming_backend='auto' to {sorted(families)} "
                         f"where the cost model chose {model!r}")
-
-
-def _forward_links(replies: dict[int, Record], requests: dict[int, Record]) -> None:
-    """Move every sealed batch ``relay/to/<k>`` of party j's reply into party k's request
-    as ``relay/from/<j>`` (:mod:`securefl.runtime.links`; parties by index)."""
-    for j, answer in replies.items():
-        for name, blob in answer.arrays.items():
-            if name.startswith(links.TO):
-                peer = int(name[len(links.TO):])
-                if peer in requests:
-                    requests[peer].arrays[f"{links.FROM}{j}"] = blob
-
-
-def _assemble(graph: list[int], sizes: np.ndarray, own: dict[int, Message],
-              shares: dict[tuple[int, int], dict[int, Message]], length: int, *,
-              prefix: str = "shade") -> np.ndarray:
-    """H over ``graph``: the sum of the two shares of every pair's block, the own blocks
-    on the diagonal (:func:`securefl.crypto.hamming.server_reconstruct` over a transport)."""
-    offsets = np.concatenate([[0], np.cumsum([sizes[j] for j in graph])]).astype(np.int64)
-    where = {j: i for i, j in enumerate(graph)}
-    matrix = np.empty((offsets[-1], offsets[-1]), dtype=np.int32)
-
-    def block(message: Message, tag: str, shape: tuple[int, int]) -> np.ndarray:
-        if message.tag != tag or len(message.arrays) != 1 or message.arrays[0].shape != shape \
-                or message.arrays[0].dtype != np.uint16:
-            raise ProtocolError(f"{tag} from party {message.sender}: expected one {shape} uint16 array")
-        return message.arrays[0]
-
-    for a in graph:
-        for b in graph:
-            if b <= a:
-                continue
-            tag, shape = f"{prefix}/share/{a}-{b}", (int(sizes[a]), int(sizes[b]))
-            pair = shares.get((a, b), {})
-            if a not in pair or b not in pair:
-                raise ProtocolError(f"{prefix.upper()} pair {a}-{b}: a share is missing")
-            total = (block(pair[a], tag, shape) + block(pair[b], tag, shape)).astype(np.int32)
-            ia, ib = where[a], where[b]
-            matrix[offsets[ia]: offsets[ia + 1], offsets[ib]: offsets[ib + 1]] = total
-            matrix[offsets[ib]: offsets[ib + 1], offsets[ia]: offsets[ia + 1]] = total.T
-    for j in graph:
-        i = where[j]
-        matrix[offsets[i]: offsets[i + 1], offsets[i]: offsets[i + 1]] = block(
-            own[j], f"{prefix}/own/{j}", (int(sizes[j]), int(sizes[j])))
-    if matrix.size and matrix.max() > length:
-        raise ProtocolError(f"reconstructed distance {matrix.max()} exceeds L={length}: shares corrupted")
-    return matrix
