@@ -74,6 +74,26 @@ class Record:
             arrays[name] = copied
         return Record(arrays, dict(self.config))
 
+    def frozen(self, *, take_over: bool = False) -> Record:
+        """This record with every array read-only, copying only what someone could still
+        write: an array is shared when it and every array it views are read-only; with
+        ``take_over``, a writable array that owns its data is made read-only in place (use
+        it only on what an I/O-free handler has just returned: its producer keeps no
+        reference); anything else is copied.  Same content as :meth:`copy`."""
+        arrays = {}
+        for name, array in self.arrays.items():
+            if (take_over and array.flags.writeable and array.flags.owndata
+                    and array.flags.c_contiguous):
+                array.setflags(write=False)
+            arrays[name] = array if _read_only(array) else self._frozen_copy(array)
+        return Record(arrays, dict(self.config))
+
+    @staticmethod
+    def _frozen_copy(array: np.ndarray) -> np.ndarray:
+        copied = np.array(array, copy=True, order="C")
+        copied.setflags(write=False)
+        return copied
+
     @property
     def nbytes(self) -> int:
         """Payload bytes: array data plus config values (what a transport must move)."""
@@ -81,6 +101,18 @@ class Record:
         for name, value in self.config.items():
             total += len(name) + (len(value) if isinstance(value, (str, bytes)) else 8)
         return total
+
+
+def _read_only(array: np.ndarray) -> bool:
+    """Whether no one can write ``array``'s memory: it and every ndarray it views are
+    read-only and C-contiguous at the top (a view into ``bytes`` counts: bytes are immutable)."""
+    if not array.flags.c_contiguous:
+        return False
+    while isinstance(array, np.ndarray):
+        if array.flags.writeable:
+            return False
+        array = array.base
+    return array is None or isinstance(array, bytes)
 
 
 def put_message(record: Record, slot: str, message: Message) -> None:

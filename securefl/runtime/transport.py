@@ -27,9 +27,10 @@ process for every message; what a client must remember between messages (model, 
 party state, link keys and counters) is a :class:`Record` the client half reads and
 updates in place.  The transport stores it (``Context.state`` on Flower, a dict here) and
 keeps the update only if the handler returns: a handler that raises leaves the state as
-it was, on both transports.  :class:`InProcessTransport` copies every request, reply and
-state array on the way in and out, so a half that shares an object with its peer fails
-here the way it would fail on Flower.
+it was, on both transports.  :class:`InProcessTransport` hands every request, reply and
+state array on read-only (:meth:`Record.frozen`: it copies what its sender could still
+write and takes over what a handler has just returned), so a half that writes to an object
+it shares with its peer fails here the way it would fail on Flower.
 
 **One exchange = one message round.**  :meth:`Transport.exchange` sends one request to each
 addressed client and collects the replies: ``replies`` (client -> Record), ``dropped``
@@ -379,7 +380,7 @@ class InProcessTransport(Transport):
         for client in clients:
             if self.dropouts.get(client) == (step, occurrence):
                 self._gone.add(client)
-            request = requests[client].copy()
+            request = requests[client].frozen()
             if self.intercept is not None:
                 request = self.intercept(client, request)
             self.stats.add(client, request.nbytes, 0)
@@ -392,8 +393,8 @@ class InProcessTransport(Transport):
             except Exception as exc:  # noqa: BLE001 -- reported like a Flower error reply
                 result.failed[client] = f"{type(exc).__name__}: {exc}"
                 continue
-            self.states[client] = state.copy()
-            reply = reply.copy()
+            self.states[client] = state.frozen(take_over=True)
+            reply = reply.frozen(take_over=True)
             self.stats.add(client, 0, reply.nbytes)
             result.replies[client] = reply
             result.client_seconds[client] = seconds

@@ -115,6 +115,35 @@ def test_a_raising_handler_leaves_the_state_unchanged():
     assert transport.exchange("tick", {0: Record()}).replies[0].config["count"] == 2
 
 
+class Echo(ClientHalf):
+    """Replies with the array it got (step 'echo'), keeps it in its state; on 'scribble'
+    writes into the request's array and then into the one its state kept."""
+
+    program = "echo"
+
+    def handle(self, step, request, state, node):
+        if step == "scribble":
+            target = request.arrays["x"] if "x" in request.arrays else state.arrays["kept"]
+            target[0] = -1
+            return Record()
+        state.arrays["kept"] = request.arrays["x"]
+        return Record({"x": request.arrays["x"]})
+
+
+def test_a_half_cannot_write_into_memory_it_shares_with_the_server():
+    sent = np.arange(4)
+    transport = InProcessTransport(Echo(), nodes(1))
+    reply = transport.exchange("echo", {0: Record({"x": sent})}).replies[0]
+    sent[1] = 42  # the server reuses its buffer: what the client got and kept is unchanged
+    assert reply.arrays["x"].tolist() == [0, 1, 2, 3]
+    assert not reply.arrays["x"].flags.writeable
+    failed = transport.exchange("scribble", {0: Record({"x": reply.arrays["x"]})}).failed
+    assert "read-only" in failed[0]
+    failed = transport.exchange("scribble", {0: Record()}).failed  # its own saved copy is writable
+    assert failed == {}
+    assert reply.arrays["x"].tolist() == [0, 1, 2, 3]
+
+
 def test_dropouts_are_replies_that_never_come():
     transport = InProcessTransport(Counter(), nodes(3), dropouts={1: "second"})
     assert transport.exchange("first", {c: Record() for c in range(3)}).answered == (0, 1, 2)
@@ -400,7 +429,7 @@ def test_several_sums_share_the_exchanges_and_count_bytes_as_the_in_process_prot
     assert list(outcome.sums["large"].total) == list(10 * sum(values[c] for c in survivors))
     assert outcome.dropped == {"advertise": (), "share": (), "masked_input": (2,), "unmask": ()}
     with pytest.raises(InputError, match="several"):
-        outcome.total
+        _ = outcome.total
     # the frames each client sent in a sum: the bytes secure_sum's own network meters
     reference = secure_sum(values, threshold=3, backend="secagg", dropouts={2: "masked_input"})
     for client in members:
