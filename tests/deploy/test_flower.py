@@ -240,11 +240,12 @@ SuperLink with identical digests in ``benchmarks/results/flower_methods_digits_3
 @SHARED
 def test_the_converted_methods_equal_in_process_on_a_superlink(federation):
     """FedSemi-MT and ProtoFSSL with --secure real through a SuperLink and three
-    SuperNodes (the digits default over three clients, 2 rounds each, so that the clients'
-    state carries over a round in Flower's ``Context.state``) give the in-process run,
-    round for round."""
+    SuperNodes (the digits default over three clients, 120 points each, 2 rounds each, so
+    that the clients' state carries over a round in Flower's ``Context.state``) give the
+    in-process run, round for round."""
     path = Path(__file__).parent.parent.parent / "experiments" / "digits-3-nodes.toml"
-    runs = {m: program_config(load_config(str(path), methods=[m], rounds=2), m, secure="real", timeout=300.0)
+    runs = {m: program_config(load_config(str(path), settings=["partition.samples_per_client=120"],
+                                          methods=[m], rounds=2), m, secure="real", timeout=300.0)
             for m in CONVERTED}
     # the operator waives the DP floor (:func:`federation`): the paper's ProtoFSSL shares
     # prototypes without noise
