@@ -18,9 +18,9 @@
 
 The runs that leave their federation intact (fedavg-labeled and the tampering ServerApp,
 FedProp, the converted methods) share one federation, :func:`federation`, started once
-per module (its start-up is the expensive part) and pinned to one xdist worker (group
-``flower-federation``); the dropout and the orphan tests kill processes, so each starts
-its own.  Every process a federation starts (and every process those start) is stopped by
+per module (its start-up is the expensive part); under xdist one worker runs the whole
+module (``ONE_WORKER`` in ``tests/conftest.py``), so it starts once.  The dropout and the
+orphan tests kill processes, so each starts its own.  Every process a federation starts (and every process those start) is stopped by
 PID when its tests end, pass or fail (:meth:`LocalFederation.stop`, which finds them by
 session and descent); the tests check that none is left.  These are the suite's slowest
 tests (about a minute each on the 2-core project machine), hence ``slow``; CI runs them.
@@ -86,10 +86,6 @@ def stopped(federation: LocalFederation) -> list[int]:
     return [p for p in pids if _alive(p)]
 
 
-SHARED = pytest.mark.xdist_group("flower-federation")
-"""The tests on :func:`federation`: one xdist worker runs them all, so it starts once."""
-
-
 @pytest.fixture(scope="module")
 def federation():
     """A SuperLink and three SuperNodes shared by the module's runs that leave it intact.
@@ -108,7 +104,6 @@ def federation():
         assert not stopped(shared)
 
 
-@SHARED
 def test_fedavg_labeled_equals_in_process_and_a_modified_server_app_is_caught(federation):
     """The honest app and a tampering ServerApp, one after the other on the federation."""
     from tests.runtime.tampering import method_failures, tamper_method_traffic
@@ -147,7 +142,6 @@ FEDPROP = ["partition.num_clients=3", "partition.samples_per_client=60", "crypto
 crypto seed is configured (public) so that both runs hash with the same hyperplanes."""
 
 
-@SHARED
 def test_fedprop_crossclient_lp_over_flower_equals_in_process(federation):
     """FedProp ``--secure real``: CrossClientLP's client parties (embedding, LSH seed
     agreement, SHADE with sealed batches relayed by the ServerApp, padded secure sum) run
@@ -237,7 +231,6 @@ SuperLink with identical digests in ``benchmarks/results/flower_methods_digits_3
 (``securefl bench flower-methods``)."""
 
 
-@SHARED
 def test_the_converted_methods_equal_in_process_on_a_superlink(federation):
     """FedSemi-MT and ProtoFSSL with --secure real through a SuperLink and three
     SuperNodes (the digits default over three clients, 120 points each, 2 rounds each, so
