@@ -19,7 +19,10 @@ def pytest_xdist_make_scheduler(config, log):
     scope reordering), so those modules start at once instead of trailing the run.
 
     (``--dist loadgroup`` with ``xdist_group`` marks would say the same, but xdist 3.8
-    groups by rewriting ``item._nodeid``, which pytest 9 no longer reads.)"""
+    groups by rewriting ``item._nodeid``, which pytest 9 no longer reads.)  Any other
+    ``--dist`` given on the command line is left to xdist."""
+    if config.getvalue("dist") != "load":
+        return None
     from xdist.scheduler import LoadScopeScheduling
 
     class OneWorkerModules(LoadScopeScheduling):
