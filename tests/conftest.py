@@ -6,6 +6,32 @@ import sys
 
 import pytest
 
+ONE_WORKER = ("tests/deploy/test_flower.py",)
+"""Modules whose tests share a module-scoped resource too costly to create twice (a Flower
+federation): under xdist one worker runs all of a module's tests, so the resource is
+created once (:func:`pytest_xdist_make_scheduler`)."""
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """xdist's scheduling, one test per work unit as ``--dist load`` balances, except that
+    each module of :data:`ONE_WORKER` is a single unit; larger units go out first (xdist's
+    scope reordering), so those modules start at once instead of trailing the run.
+
+    (``--dist loadgroup`` with ``xdist_group`` marks would say the same, but xdist 3.8
+    groups by rewriting ``item._nodeid``, which pytest 9 no longer reads.)  Any other
+    ``--dist`` given on the command line is left to xdist."""
+    if config.getvalue("dist") != "load":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class OneWorkerModules(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return module if module in ONE_WORKER else nodeid
+
+    return OneWorkerModules(config, log)
+
 
 @pytest.fixture(autouse=True)
 def _one_torch_thread():

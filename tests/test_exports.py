@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import itertools
+import json
 import pkgutil
 import subprocess
 import sys
@@ -80,8 +81,67 @@ def run_fresh(code: str) -> None:
     assert result.returncode == 0, result.stderr[-2000:]
 
 
+PRELOADED = ("numpy", "scipy.linalg", "scipy.sparse", "torch", "numba", "faiss", "tenseal",
+             "cryptography.hazmat.primitives.asymmetric.x25519", "Crypto.Cipher.AES")
+"""Third-party modules securefl's rooms import (what makes an interpreter slow to start)."""
+
+FORK_SERVER = f"""
+import importlib, json, os, sys, traceback
+for name in {PRELOADED!r}:
+    try:
+        importlib.import_module(name)
+    except ImportError:
+        pass
+loaded = [m for m in sys.modules if m.split(".")[0] in ("securefl", "tests")]
+assert not loaded, loaded
+for line in sys.stdin:
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        os.dup2(2, 1)
+        try:
+            exec(compile(json.loads(line), "<fresh>", "exec"), {{"__name__": "__main__"}})
+            status, message = 0, ""
+        except BaseException:
+            status, message = 1, traceback.format_exc()
+        os.write(write, message.encode())
+        os._exit(status)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        message = pipe.read()
+    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    print(json.dumps({{"status": code, "error": message}}), flush=True)
+"""
+"""One interpreter that imports :data:`PRELOADED` and no securefl module, then forks a child
+per case: each child starts with none of securefl imported (a fresh interpreter as far as
+securefl's import order goes) without paying the third-party imports again."""
+
+
+@pytest.fixture(scope="module")
+def fresh():
+    """``fresh(code)``: run ``code`` in a forked child of :data:`FORK_SERVER` (module
+    docstring: no securefl module is imported before ``code``); assert it succeeded."""
+    server = subprocess.Popen([sys.executable, "-c", FORK_SERVER], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+
+    def run(code: str) -> None:
+        server.stdin.write(json.dumps(code) + "\n")
+        server.stdin.flush()
+        line = server.stdout.readline()
+        assert line, f"the fork server exited ({server.wait(timeout=10)})"
+        reply = json.loads(line)
+        assert reply["status"] == 0, reply["error"][-2000:]
+
+    try:
+        yield run
+    finally:
+        server.stdin.close()
+        server.wait(timeout=60)
+
+
 @pytest.mark.parametrize("order", list(itertools.permutations(range(3))))
-def test_entry_points_in_fresh_interpreters_and_orders(order: tuple[int, ...]) -> None:
+def test_entry_points_in_fresh_interpreters_and_orders(fresh, order: tuple[int, ...]) -> None:
     lines = ["import numpy as np"]
     lines += [SHADOWING_IMPORTS[i] for i in order]
     for import_line, call in ENTRY_POINTS.values():
@@ -93,13 +153,13 @@ def test_entry_points_in_fresh_interpreters_and_orders(order: tuple[int, ...]) -
               "assert not hasattr(c, 'secure_sum')",
               "assert callable(p.label_propagation) and callable(p.cross_client_lp)",
               "from securefl.data import partition; assert callable(partition)"]
-    run_fresh("\n".join(lines))
+    fresh("\n".join(lines))
 
 
 @pytest.mark.parametrize("name", sorted(ENTRY_POINTS))
-def test_each_entry_point_first_thing_in_a_fresh_interpreter(name: str) -> None:
+def test_each_entry_point_first_thing_in_a_fresh_interpreter(fresh, name: str) -> None:
     import_line, call = ENTRY_POINTS[name]
-    run_fresh(textwrap.dedent(f"""
+    fresh(textwrap.dedent(f"""
         import numpy as np
         {import_line}
         {call}

@@ -21,7 +21,7 @@ def test_device_check_on_the_cpu_writes_every_field(tmp_path, capsys):
     out = tmp_path / "device_check_cpu.json"
     status = _module().main([
         "--device", "cpu", "--out", str(out), "--methods", "fedavg-labeled",
-        "--model", "cnn", "--clients", "2", "--rounds", "2", "--train-images", "80",
+        "--model", "cnn", "--clients", "2", "--rounds", "1", "--train-images", "80",
         "--test-images", "40", "--threads", "1", "--throughput-batch", "2",
         "--throughput-steps", "1", "--throughput-warmup", "0", "--hamming-n", "8",
         "--hamming-L", "16",

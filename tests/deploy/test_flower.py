@@ -16,11 +16,14 @@
 * Nothing survives a failure: a test body that raises, with a node's executor orphaned
   (its node killed) and hung, still leaves no process of the federation behind.
 
-Every process a test starts (and every process those start) is stopped by PID when the
-test ends, pass or fail (:class:`LocalFederation` as a context manager, which finds them
-by session and descent); the tests check that none is left.  These are the suite's
-slowest tests (about a minute each on the 2-core project machine), hence ``slow``; CI
-runs them.
+The runs that leave their federation intact (fedavg-labeled and the tampering ServerApp,
+FedProp, the converted methods) share one federation, :func:`federation`, started once
+per module (its start-up is the expensive part); under xdist one worker runs the whole
+module (``ONE_WORKER`` in ``tests/conftest.py``), so it starts once.  The dropout and the
+orphan tests kill processes, so each starts its own.  Every process a federation starts (and every process those start) is stopped by
+PID when its tests end, pass or fail (:meth:`LocalFederation.stop`, which finds them by
+session and descent); the tests check that none is left.  These are the suite's slowest
+tests (about a minute each on the 2-core project machine), hence ``slow``; CI runs them.
 """
 
 from __future__ import annotations
@@ -83,23 +86,36 @@ def stopped(federation: LocalFederation) -> list[int]:
     return [p for p in pids if _alive(p)]
 
 
-def test_fedavg_labeled_equals_in_process_and_a_modified_server_app_is_caught():
-    """One federation (its start-up is the expensive part) for both checks."""
+@pytest.fixture(scope="module")
+def federation():
+    """A SuperLink and three SuperNodes shared by the module's runs that leave it intact.
+
+    The operator lets the nodes take a configured (public) crypto seed (FedProp's run
+    hashes with the same hyperplanes as its in-process reference) and waives the DP floor
+    (the paper's ProtoFSSL shares prototypes without noise); the runs that configure
+    neither are unaffected.  Stopped when the module's tests are done: nothing survives."""
+    shared = LocalFederation(nodes=3, mode="fast", poll=0.1,
+                             node_config={"policy-allow-crypto-seed": True,
+                                          "policy-dp-min-noise": 0})
+    try:
+        shared.start()
+        yield shared
+    finally:
+        assert not stopped(shared)
+
+
+def test_fedavg_labeled_equals_in_process_and_a_modified_server_app_is_caught(federation):
+    """The honest app and a tampering ServerApp, one after the other on the federation."""
     from tests.runtime.tampering import method_failures, tamper_method_traffic
 
-    federation = LocalFederation(nodes=3, mode="fast", poll=0.1)
     files = {"tampering.py": (Path(__file__).parent.parent / "runtime" / "tampering.py").read_text(),
              "tamper_app.py": TAMPER_APP}
     run, attacked = job(rounds=2), job(rounds=3)
-    try:
-        federation.start()
-        started = time.monotonic()
-        result = federation.run(run, name="fedavg-labeled", timeout=600)
-        identity_seconds = time.monotonic() - started
-        tampered = federation.run(attacked, name="tamper", server_app="tamper_app:app",
-                                  extra_files=files, timeout=600)
-    finally:
-        assert not stopped(federation)
+    started = time.monotonic()
+    result = federation.run(run, name="fedavg-labeled", timeout=600)
+    identity_seconds = time.monotonic() - started
+    tampered = federation.run(attacked, name="tamper", server_app="tamper_app:app",
+                              extra_files=files, timeout=600)
     # fedavg-labeled: round for round identical to the in-process run of the same job
     same_rounds(result, in_process(run))
     assert result["final_accuracy"] > 0.2 and identity_seconds > 0
@@ -126,21 +142,15 @@ FEDPROP = ["partition.num_clients=3", "partition.samples_per_client=60", "crypto
 crypto seed is configured (public) so that both runs hash with the same hyperplanes."""
 
 
-def test_fedprop_crossclient_lp_over_flower_equals_in_process():
+def test_fedprop_crossclient_lp_over_flower_equals_in_process(federation):
     """FedProp ``--secure real``: CrossClientLP's client parties (embedding, LSH seed
     agreement, SHADE with sealed batches relayed by the ServerApp, padded secure sum) run
     in the SuperNodes' ClientApps; accuracy, models, pseudo-label digests and accuracy,
     bytes and participation equal the in-process run of the same job."""
     config = load_config(None, settings=FEDPROP, methods=["fedprop"], rounds=2)
     run = program_config(config, "fedprop", secure="real", timeout=120.0)
-    # the operator lets the nodes take the configured (public) crypto seed
-    federation = LocalFederation(nodes=3, mode="fast", poll=0.1,
-                                 node_config={"policy-allow-crypto-seed": True})
-    try:
-        federation.start()
-        result = federation.run(run, name="fedprop", timeout=600)
-    finally:
-        assert not stopped(federation)
+    # the operator lets the nodes take the configured (public) crypto seed (:func:`federation`)
+    result = federation.run(run, name="fedprop", timeout=600)
     reference = in_process(run)
     same_rounds(result, reference)
     for ours, theirs in zip(result["rounds"], reference["rounds"]):
@@ -221,24 +231,18 @@ SuperLink with identical digests in ``benchmarks/results/flower_methods_digits_3
 (``securefl bench flower-methods``)."""
 
 
-def test_the_converted_methods_equal_in_process_on_a_superlink():
+def test_the_converted_methods_equal_in_process_on_a_superlink(federation):
     """FedSemi-MT and ProtoFSSL with --secure real through a SuperLink and three
-    SuperNodes (the digits default over three clients, 2 rounds each, so that the clients'
-    state carries over a round in Flower's ``Context.state``) give the in-process run,
-    round for round."""
+    SuperNodes (the digits default over three clients, 120 points each, 2 rounds each, so
+    that the clients' state carries over a round in Flower's ``Context.state``) give the
+    in-process run, round for round."""
     path = Path(__file__).parent.parent.parent / "experiments" / "digits-3-nodes.toml"
-    runs = {m: program_config(load_config(str(path), methods=[m], rounds=2), m, secure="real",
-                              timeout=300.0) for m in CONVERTED}
-    # the operator waives the DP floor: the paper's ProtoFSSL shares prototypes without noise
-    federation = LocalFederation(nodes=3, mode="fast", poll=0.1,
-                                 node_config={"policy-dp-min-noise": 0})
-    results = {}
-    try:
-        federation.start()
-        for method, run in runs.items():
-            results[method] = federation.run(run, name=method, timeout=600)
-    finally:
-        assert not stopped(federation)
+    runs = {m: program_config(load_config(str(path), settings=["partition.samples_per_client=120"],
+                                          methods=[m], rounds=2), m, secure="real", timeout=300.0)
+            for m in CONVERTED}
+    # the operator waives the DP floor (:func:`federation`): the paper's ProtoFSSL shares
+    # prototypes without noise
+    results = {method: federation.run(run, name=method, timeout=600) for method, run in runs.items()}
     for method, run in runs.items():
         same_rounds(results[method], in_process(run))
         assert all(r["participation"]["survivors"] == [0, 1, 2] for r in results[method]["rounds"])
