@@ -25,6 +25,9 @@ def pytest_xdist_make_scheduler(config, log):
         return None
     from xdist.scheduler import LoadScopeScheduling
 
+    if not callable(getattr(LoadScopeScheduling, "_split_scope", None)):
+        return None  # another xdist: its own load scheduling (correct, only slower)
+
     class OneWorkerModules(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             module = nodeid.split("::", 1)[0]
