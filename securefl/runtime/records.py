@@ -67,12 +67,8 @@ class Record:
 
     def copy(self, *, writable: bool = False) -> Record:
         """A deep copy (arrays copied, C-contiguous, read-only unless ``writable``)."""
-        arrays = {}
-        for name, array in self.arrays.items():
-            copied = np.array(array, copy=True, order="C")
-            copied.setflags(write=writable)
-            arrays[name] = copied
-        return Record(arrays, dict(self.config))
+        return Record({name: _copied(array, writable=writable) for name, array in self.arrays.items()},
+                      dict(self.config))
 
     def frozen(self, *, take_over: bool = False) -> Record:
         """This record with every array read-only, copying only what someone could still
@@ -85,14 +81,8 @@ class Record:
             if (take_over and array.flags.writeable and array.flags.owndata
                     and array.flags.c_contiguous):
                 array.setflags(write=False)
-            arrays[name] = array if _read_only(array) else self._frozen_copy(array)
+            arrays[name] = array if _read_only(array) else _copied(array, writable=False)
         return Record(arrays, dict(self.config))
-
-    @staticmethod
-    def _frozen_copy(array: np.ndarray) -> np.ndarray:
-        copied = np.array(array, copy=True, order="C")
-        copied.setflags(write=False)
-        return copied
 
     @property
     def nbytes(self) -> int:
@@ -101,6 +91,13 @@ class Record:
         for name, value in self.config.items():
             total += len(name) + (len(value) if isinstance(value, (str, bytes)) else 8)
         return total
+
+
+def _copied(array: np.ndarray, *, writable: bool) -> np.ndarray:
+    """A C-contiguous copy of ``array``, read-only unless ``writable``."""
+    copied = np.array(array, copy=True, order="C")
+    copied.setflags(write=writable)
+    return copied
 
 
 def _read_only(array: np.ndarray) -> bool:

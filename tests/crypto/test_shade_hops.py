@@ -191,15 +191,22 @@ def test_a_small_chunk_bytes_streams_the_same_shares_in_bounded_messages():
     assert [m.arrays[0].nbytes for m in many if m.tag == "shade/u"] == [per_chunk, per_chunk, 8 * 4096 * 16]
 
 
-def test_a_stream_refuses_a_changed_chunk_bytes_and_a_missing_batch():
-    x, y = _codes(12, 3, 40, 4096)
-    per_chunk = 16 * 4096 * 16
+def _extended(y, per_chunk):
+    """A fresh pair's base OTs and the receiver's first IKNP hop at ``per_chunk``: the
+    sender's setup and state and the receiver's matrices ``u``."""
     s_party, r_party, s_state, r_state = Party(), Party(), {}, {}
     a = shade_hops.receiver_base(r_state, setup=None, context=CONTEXT, sender=0, receiver=1, rng=RandomSource())
     b, s_party.setup = shade_hops.sender_base(s_state, a, setup=None, context=CONTEXT, rng=RandomSource())
     u, r_party.setup = shade_hops.receiver_extend(r_state, b, y, setup=None, context=CONTEXT, sender=0,
                                                   receiver=1, senders=3, chunk_bytes=per_chunk)
-    stream = {"setup": s_party.setup, "receivers": 40, "sender": 0, "receiver": 1, "chunk_bytes": per_chunk}
+    return s_party.setup, s_state, u
+
+
+def test_a_stream_refuses_a_changed_chunk_bytes_and_a_missing_batch():
+    x, y = _codes(12, 3, 40, 4096)
+    per_chunk = 16 * 4096 * 16
+    setup, s_state, u = _extended(y, per_chunk)
+    stream = {"setup": setup, "receivers": 40, "sender": 0, "receiver": 1, "chunk_bytes": per_chunk}
     shade_hops.sender_stream(s_state, lambda: u, x, **stream)
     with pytest.raises(ProtocolError, match="chunk_bytes"):
         shade_hops.sender_stream(dict(s_state), lambda: u, x, **{**stream, "chunk_bytes": 2 * per_chunk})
@@ -219,11 +226,7 @@ def test_sides_told_different_chunk_bytes_stop_with_a_protocol_error():
     schedule wants two matrices where one came."""
     x, y = _codes(13, 3, 40, 4096)
     per_chunk = 16 * 4096 * 16
-    s_party, r_party, s_state, r_state = Party(), Party(), {}, {}
-    a = shade_hops.receiver_base(r_state, setup=None, context=CONTEXT, sender=0, receiver=1, rng=RandomSource())
-    b, s_party.setup = shade_hops.sender_base(s_state, a, setup=None, context=CONTEXT, rng=RandomSource())
-    u, r_party.setup = shade_hops.receiver_extend(r_state, b, y, setup=None, context=CONTEXT, sender=0,
-                                                  receiver=1, senders=3, chunk_bytes=per_chunk)
+    setup, s_state, u = _extended(y, per_chunk)
     with pytest.raises(ProtocolError, match="1 IKNP matrices, expected 2"):
-        shade_hops.sender_stream(s_state, lambda: u, x, setup=s_party.setup, receivers=40, sender=0,
+        shade_hops.sender_stream(s_state, lambda: u, x, setup=setup, receivers=40, sender=0,
                                  receiver=1, chunk_bytes=2 * per_chunk)

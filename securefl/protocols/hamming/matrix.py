@@ -159,14 +159,24 @@ class MatrixState(HammingState):
     cpu: dict[int, float] = field(default_factory=dict, init=False)
 
 
-def _absorb(state: MatrixState, exchange: Exchange) -> None:
-    """Absorb ``exchange``: any client that failed or did not answer ends the session."""
-    state.absorb(exchange)
+def _require_all(exchange: Exchange) -> None:
+    """Any client that failed or did not answer ``exchange`` ends the session."""
     if exchange.failed or exchange.dropped:
         raise ProtocolError(f"Hamming matrix: at {exchange.step} clients failed: "
                             f"{dict(exchange.failed)}, dropped: {list(exchange.dropped)}")
+
+
+def _add_cpu(state: MatrixState) -> None:
+    """Add each live client's reported CPU seconds of the step just collected."""
     for j in state.live:
         state.cpu[j] = state.cpu.get(j, 0.0) + float(state.reply(j).config.get(CPU, 0.0))
+
+
+def _absorb(state: MatrixState, exchange: Exchange) -> None:
+    """Absorb a setup ``exchange`` that every client answered."""
+    _require_all(exchange)
+    state.absorb(exchange)
+    _add_cpu(state)
 
 
 def _sized(state: MatrixState, exchange: Exchange) -> None:
@@ -200,11 +210,9 @@ def _opened(state: MatrixState, exchange: Exchange) -> None:
 def _checked(step: Step[HammingState], progress: Callable[[MatrixState, Exchange], int]) -> Step[MatrixState]:
     """A relay step whose exchange must be complete, reporting the work it finished."""
     def collect(state: MatrixState, exchange: Exchange) -> None:
-        if exchange.failed or exchange.dropped:
-            _absorb(state, exchange)
+        _require_all(exchange)
         step.collect(state, exchange)
-        for j in state.live:
-            state.cpu[j] = state.cpu.get(j, 0.0) + float(state.reply(j).config.get(CPU, 0.0))
+        _add_cpu(state)
         if state.progress is not None:
             state.progress(progress(state, exchange))
     return Step(step.name, step.requests, collect)
@@ -263,6 +271,13 @@ def _prg_bytes(sizes: Sequence[int], length: int) -> int:
         for _, start, stop in shade.chunks(int(sizes[receiver]), length):
             total += shade.prg_bytes((stop - start) * length, int(sizes[sender]))
     return total
+
+
+def _check_workers(workers: int) -> int:
+    """``workers`` as an int, or :class:`~securefl.errors.InputError` naming it."""
+    if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)) or workers < 1:
+        raise InputError("workers", workers, "must be a positive integer")
+    return int(workers)
 
 
 def _adopt_setups(transport: InProcessTransport, setups: OTSetups, identities: Sequence[int]) -> None:
@@ -371,14 +386,13 @@ def secure_hamming_matrix(
         ):
             raise InputError("identities", identities, f"must be {len(codes)} distinct non-negative "
                                                        "integers, one per party")
-    if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)) or workers < 1:
-        raise InputError("workers", workers, "must be a positive integer")
+    workers = _check_workers(workers)
     chunk_bytes = shade_hops.check_chunk_bytes(chunk_bytes)
     if backend == "plaintext":
         return plaintext_hamming_matrix(codes)
     parties = check_codes(codes)
     begin = time.perf_counter()
-    state = _run(parties, backend=backend, rng=random_source(seed), workers=int(workers), wrap=wrap,
+    state = _run(parties, backend=backend, rng=random_source(seed), workers=workers, wrap=wrap,
                  progress=progress, setups=setups, identities=identities, device=device,
                  chunk_bytes=chunk_bytes)
     sizes = [p.shape[0] for p in parties]
@@ -431,13 +445,12 @@ def lwe_pair(
             raise InputError(name, value, "must be a non-negative int (a client id)")
     if encryptor == evaluator:
         raise InputError("evaluator", evaluator, f"must differ from encryptor={encryptor}")
-    if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)) or workers < 1:
-        raise InputError("workers", workers, "must be a positive integer")
+    workers = _check_workers(workers)
     active, passive = pair_roles(0, 1)
     parties, ids = [y, y], [0, 0]
     parties[active], ids[active], ids[passive] = x, int(encryptor), int(evaluator)
     state = _run(parties, backend="rlwe" if ring else "lwe", rng=random_source(seed),
-                 workers=int(workers), wrap=wrap, identities=ids, device=device)
+                 workers=workers, wrap=wrap, identities=ids, device=device)
     pair = state.shares.get((0, 1), {})
     if active not in pair or passive not in pair:
         raise ProtocolError("LWE pair: a share is missing")
