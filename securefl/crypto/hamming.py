@@ -21,7 +21,7 @@ back): for every pair of
 parties ``a < b`` each of the two sends the server its share of the ``(a, b)`` block
 (``n_a x n_b`` values in ``Z_(2^16)`` whose sum is ``HD``; each share alone is uniform),
 every party sends its own in-party block (its own data, computed in the clear), and the
-server adds the shares (:func:`server_reconstruct`).  The server learns exactly ``H``.
+server adds the shares (:func:`securefl.protocols.hamming.relay.assemble`).  The server learns exactly ``H``.
 Which party of a pair plays which role (OT sender or encryptor) alternates by
 :func:`pair_roles` so that work and traffic spread evenly over the parties.
 """
@@ -42,14 +42,13 @@ from securefl.crypto.hamming_shares import (
     check_codes,
     own_block,
     pair_roles,
-    server_reconstruct,
 )
 from securefl.crypto.lwe import ELEMENT_BYTES, HINT_BYTES, LWE_DIMENSION, RERANDOMISATION
 from securefl.errors import InputError
 
 __all__ = ["BACKENDS", "SHARE_BITS", "HammingResult", "check_codes", "choose_backend",
            "link_bytes_model", "modelled_seconds", "own_block", "pair_roles",
-           "plaintext_hamming_matrix", "server_reconstruct"]
+           "plaintext_hamming_matrix"]
 
 BACKENDS = ("shade", "lwe", "rlwe", "plaintext")
 

@@ -1,4 +1,4 @@
-"""What the secure Hamming backends share: code checks, pair roles, the result, the server's step.
+"""What the secure Hamming backends share: code checks, pair roles, the result.
 
 :func:`securefl.protocols.secure_hamming_matrix` (:mod:`securefl.protocols.hamming`) runs one of
 the backends (:mod:`securefl.crypto.shade`, :mod:`securefl.crypto.lwe`); each of them, and
@@ -10,8 +10,8 @@ entry point, so this module sits under all of them (no import circle).
 * the end both backends share: for every pair ``a < b`` each of the two sends the server
   its share of the ``(a, b)`` block (``n_a x n_b`` values in ``Z_(2^16)`` summing to
   ``HD``; each alone uniform), every party its own block (:func:`own_block`, its own data
-  in the clear), and the server adds them (:func:`server_reconstruct`) into a
-  :class:`HammingResult`.
+  in the clear), and the server adds them
+  (:func:`securefl.protocols.hamming.relay.assemble`) into a :class:`HammingResult`.
 """
 
 from __future__ import annotations
@@ -21,9 +21,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from securefl.crypto.channel import SERVER, Network
 from securefl.crypto.hamming_plain import hamming_matrix, pack_codes
-from securefl.errors import InputError, ProtocolError
+from securefl.errors import InputError
 
 SHARE_BITS = 16
 """Shares live in Z_(2^16): the code length L must be below 2^16."""
@@ -116,35 +115,3 @@ def pair_roles(a: int, b: int) -> tuple[int, int]:
 def own_block(codes: np.ndarray) -> np.ndarray:
     """A party's in-party block of distances (its own data, in the clear), as uint16."""
     return hamming_matrix(pack_codes(codes)).astype(np.uint16)
-
-
-def server_reconstruct(network: Network, sizes: list[int], length: int, *, prefix: str) -> np.ndarray:
-    """The server's step: add the two shares of each cross block, place the own blocks.
-
-    Expects on ``network``, from each party, ``{prefix}/share/{a}-{b}`` (its uint16
-    ``(n_a, n_b)`` share of the block of the pair ``a < b``) and ``{prefix}/own/{j}``.
-    Any missing, malformed or tampered share raises :class:`ProtocolError`, and so does a
-    reconstructed distance above ``L`` (shares that do not belong together).
-    """
-    offsets = np.cumsum([0, *sizes])
-    matrix = np.empty((offsets[-1], offsets[-1]), dtype=np.int32)
-
-    def receive(party: int, tag: str, shape: tuple[int, int]) -> np.ndarray:
-        message = network.receive(SERVER, party, tag)
-        if len(message.arrays) != 1 or message.arrays[0].shape != shape or message.arrays[0].dtype != np.uint16:
-            raise ProtocolError(f"{tag} from party {party}: expected one {shape} uint16 array")
-        return message.arrays[0]
-
-    for a in range(len(sizes)):
-        for b in range(a + 1, len(sizes)):
-            tag, shape = f"{prefix}/share/{a}-{b}", (sizes[a], sizes[b])
-            block = (receive(a, tag, shape) + receive(b, tag, shape)).astype(np.int32)
-            matrix[offsets[a] : offsets[a + 1], offsets[b] : offsets[b + 1]] = block
-            matrix[offsets[b] : offsets[b + 1], offsets[a] : offsets[a + 1]] = block.T
-    for index, size in enumerate(sizes):
-        matrix[offsets[index] : offsets[index + 1], offsets[index] : offsets[index + 1]] = receive(
-            index, f"{prefix}/own/{index}", (size, size)
-        )
-    if matrix.size and matrix.max() > length:
-        raise ProtocolError(f"reconstructed distance {matrix.max()} exceeds L={length}: shares corrupted")
-    return matrix

@@ -44,7 +44,7 @@ the relay, all frames over the metered, MACed :class:`~securefl.crypto.channel.N
    ``theta = 2^87 + 2^80 + 2^84 + 2^72``, and ``z = floor(t / Delta)`` mod ``p``; its share
    is ``s_a = z + |x_i|``.
 5. Both send their ``n_a x n_b`` shares to the server, which adds them
-   (:func:`~securefl.crypto.hamming.server_reconstruct`).
+   (:func:`securefl.protocols.hamming.relay.assemble`).
 
 *Correctness, exact.*  ``D' - S H' = Delta (-2 X Y^T - U_hi) + N - U_lo - r`` with
 ``N = E Y'^T - S G``.  Every entry of ``E``, ``G`` is at most ``eta`` in absolute value,
@@ -171,8 +171,8 @@ from __future__ import annotations
 
 import hashlib
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
 
 import numpy as np
 from cryptography.exceptions import InvalidTag

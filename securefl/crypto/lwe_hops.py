@@ -24,7 +24,7 @@ the benchmarks and the tests run the code a deployed client runs):
 3. :func:`finish` (encryptor): the relayed hints and the answers in; its shares out.
 
 Shares go to the server as ``lwe/share/<a>-<b>`` (:func:`share_messages`, oriented as
-:func:`~securefl.crypto.hamming.server_reconstruct` expects) with each party's own block
+:func:`securefl.protocols.hamming.relay.assemble` expects) with each party's own block
 ``lwe/own/<j>``.  A pair whose peer is not in ``alive`` any more is abandoned (its
 relayed messages are ignored by the relay and never asked for).
 
