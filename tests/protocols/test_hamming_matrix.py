@@ -133,3 +133,21 @@ def test_the_server_learns_only_shares_and_own_blocks_and_reconstructs_exactly()
     plain = {name for name in seen if not name.startswith("relay/to/")}
     assert plain and all(name.startswith(("cclp/own", "cclp/share/", "hamming/link-key"))
                          for name in plain), sorted(plain)
+
+
+def test_a_client_runs_its_own_backend_not_the_one_the_server_asks_for():
+    """The server's setup request names the backend; a client configured for SHADE refuses
+    a request that asks it to run LWE (its backend is its node's, checked by its policy)."""
+
+    class Downgrade:
+        def __init__(self, inner):
+            self.inner = inner
+
+        def exchange(self, step, requests, timeout=None):
+            if step == "hamming/keys":
+                for record in requests.values():
+                    record.config["hamming/backend"] = "lwe"
+            return self.inner.exchange(step, requests, timeout=timeout)
+
+    with pytest.raises(ProtocolError, match="asks for backend 'lwe'"):
+        secure_hamming_matrix(_codes([3, 2], 20), backend="shade", wrap=Downgrade)

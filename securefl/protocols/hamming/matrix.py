@@ -72,11 +72,13 @@ CPU = "hamming/cpu"
 @dataclass(frozen=True)
 class MatrixData:
     """What a :class:`MatrixClient` node holds: its ``(n, L)`` 0/1 codes, the source of its
-    cryptographic randomness and the torch device of its LWE products."""
+    cryptographic randomness, the torch device of its LWE products and the backend it is
+    configured to run (its own choice, checked against its policy; never the server's)."""
 
     codes: np.ndarray
     rng: RandomSource
     device: str = "cpu"
+    backend: str = "shade"
 
 
 def _party(state: Record, node: NodeContext) -> Party:
@@ -110,8 +112,12 @@ def _keys(request: Record, state: Record, node: NodeContext, reply: Record) -> N
     members = np.asarray(request.arrays["hamming/members"], dtype=np.int64)
     if not 0 <= index < len(members) or int(members[index]) != int(node.partition):
         raise ProtocolError(f"client {node.partition}: not party {index} of {members.tolist()}")
+    backend = node.policy().hamming_backend(node.data.backend, (), 0)
+    if request.config.get("hamming/backend") != backend:
+        raise ProtocolError(f"client {node.partition}: the server asks for backend "
+                            f"{request.config.get('hamming/backend')!r}, this node runs {backend!r}")
     state.config.update({f"{_PARTY}index": index, f"{_PARTY}session": session,
-                         f"{_PARTY}backend": str(request.config["hamming/backend"])})
+                         f"{_PARTY}backend": backend})
     state.arrays[f"{_PARTY}members"] = members
     reply.config["hamming/points"] = int(node.data.codes.shape[0])
     reply.arrays["hamming/link-key"] = links.advertise(state, node.credentials(), me=index,
@@ -317,7 +323,8 @@ def _run(parties: list[np.ndarray], *, backend: str, rng: RandomSource, workers:
         check_session(sizes, length, ring=ring)
         linalg.resolve_device(device)
     ids = [int(i) for i in identities] if identities is not None else list(range(len(parties)))
-    nodes = [NodeContext(ids[j], {}, {}, MatrixData(parties[j], rng.child(f"party{j}"), device))
+    nodes = [NodeContext(ids[j], {}, {}, MatrixData(parties[j], rng.child(f"party{j}"), device,
+                                                    backend))
              for j in range(len(parties))]
     federation = setups.federation if setups is not None else rng.child("federation").bytes(16)
     transport = InProcessTransport(MatrixClient(), nodes, session=federation)
