@@ -68,10 +68,14 @@ def test_one_pair_and_one_vs_many():
         shade_pair(many, many, sender=-1)
 
 
-def test_uneven_parties_bool_and_uint8_inputs_and_two_workers():
+def test_uneven_parties_bool_and_uint8_inputs_and_one_thread_per_client():
+    """SHADE runs each client's hops on one thread, as deployed: workers above 1 are refused."""
     rng = np.random.default_rng(3)
     codes = [rng.integers(0, 2, (1, 300)).astype(bool), rng.integers(0, 2, (40, 300), dtype=np.uint8), rng.integers(0, 2, (3, 300))]
-    result = secure_hamming_matrix(codes, seed=1, workers=2)
+    with pytest.raises(InputError, match="one thread") as info:
+        secure_hamming_matrix(codes, seed=1, workers=2)
+    assert info.value.parameter == "workers"
+    result = secure_hamming_matrix(codes, seed=1)
     np.testing.assert_array_equal(result.matrix, plain(codes))
     assert result.offsets == (0, 1, 41)
     assert set(result.bytes_sent) == {0, 1, 2, SERVER}
@@ -84,8 +88,7 @@ def test_long_codes_use_several_chunks_and_frames(monkeypatch):
     monkeypatch.setattr(shade, "FRAME_BYTES", 1 << 12)
     rng = np.random.default_rng(4)
     codes = [rng.integers(0, 2, (17, 999)), rng.integers(0, 2, (6, 999))]
-    for workers in (1, 3):
-        np.testing.assert_array_equal(secure_hamming_matrix(codes, workers=workers).matrix, plain(codes))
+    np.testing.assert_array_equal(secure_hamming_matrix(codes).matrix, plain(codes))
 
 
 def test_seed_makes_runs_reproducible():

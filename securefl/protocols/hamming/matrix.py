@@ -364,7 +364,9 @@ def secure_hamming_matrix(
     (the result names it; ``setups`` serve only if it picks SHADE).  The secure backends run
     the deployed protocol on an in-process transport (module docstring).  ``seed`` fixes the
     parties' protocol randomness (their link and signing keys are fresh); ``None`` draws it
-    from the OS CSPRNG.  ``workers`` threads run the LWE backends' products.  ``wrap(transport)``
+    from the OS CSPRNG.  ``workers`` threads run the LWE backends' products; SHADE runs each
+client's hops on one thread, as a deployed client does (its work per pair is one batch per
+exchange), so it takes ``workers=1`` only (``"auto"`` ignores ``workers`` if it picks SHADE).  ``wrap(transport)``
     returns the transport the server drives (tests: observe or tamper with the Records; any
     tampering raises :class:`~securefl.errors.ProtocolError`).  ``progress(k)`` is called as
     work completes (SHADE: OTs; LWE: :func:`securefl.crypto.lwe.progress_total`).  ``setups``
@@ -394,6 +396,11 @@ def secure_hamming_matrix(
             raise InputError("identities", identities, f"must be {len(codes)} distinct non-negative "
                                                        "integers, one per party")
     workers = _check_workers(workers)
+    if backend == "shade":
+        if workers != 1 and requested != "auto":
+            raise InputError("workers", workers, "SHADE runs each client's hops on one thread, as "
+                                                 "deployed: only 1 (threads are the LWE backends')")
+        workers = 1
     chunk_bytes = shade_hops.check_chunk_bytes(chunk_bytes)
     if backend == "plaintext":
         return plaintext_hamming_matrix(codes)
