@@ -261,7 +261,11 @@ def seal(state: Record, messages: Sequence[Message], *, me: int, peer: int,
         offset += 8
         for part in (frame.header, *frame.body, frame.mac):
             part = memoryview(part).cast("B")
-            if np.frombuffer(part, np.uint8).__array_interface__["data"][0] != start + offset:
+            at = np.frombuffer(part, np.uint8).__array_interface__["data"][0]
+            if at != start + offset:
+                if part.nbytes and start - part.nbytes < at < start + out.nbytes:
+                    raise InputError("messages", tag.decode(), "an array inside the outbox, "
+                                                               "not where its layout puts it")
                 view[offset: offset + part.nbytes] = part
             offset += part.nbytes
     state.config[counter] = batch + 1

@@ -212,6 +212,10 @@ def test_an_outbox_batch_is_the_batch_of_fresh_arrays_made_in_place():
     assert np.array_equal(links.open_batch(states[1], copied.blob, me=1, peer=0)[1].arrays[0], box.arrays[1])
     with pytest.raises(InputError, match="outbox"):
         links.seal(states[0], messages[:1], me=0, peer=1, outbox=box)
+    swapped = links.Outbox.layout(0, 1, "t/u", np.uint16, [(2, 8), (2, 8)])
+    with pytest.raises(InputError, match="not where its layout puts it"):
+        links.seal(states[0], [Message(0, 1, "t/u", (a,)) for a in swapped.arrays[::-1]], me=0, peer=1,
+                   outbox=swapped)
 
 
 @pytest.mark.parametrize("attack, match", [
