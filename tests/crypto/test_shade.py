@@ -258,3 +258,16 @@ def test_correction_frames_are_made_in_the_batch_that_carries_them(monkeypatch):
     sender_share, receiver_share = shade_pair(x, y, chunk_bytes=1 << 14)
     np.testing.assert_array_equal((sender_share + receiver_share).astype(np.int64), plain([x, y])[:17, 17:])
     assert len(placed) > 5 and all(placed)
+
+
+def test_a_pair_keeps_its_setup_across_calls():
+    """shade_pair with ``setups``: the base OTs run on the first call only; the second is the
+    next session of the same IKNP extension, and both are exact."""
+    rng = np.random.default_rng(12)
+    setups = OTSetups()
+    for _ in range(2):
+        x, y = rng.integers(0, 2, (5, 70)), rng.integers(0, 2, (4, 70))
+        a, b = shade_pair(x, y, sender=3, receiver=5, setups=setups)
+        np.testing.assert_array_equal((a + b).astype(np.int64), plain([x, y])[:5, 5:])
+    (kept,) = [s for (peer, role), s in setups.held[3].items() if role == "sender"]
+    assert kept.next_session == 2

@@ -20,6 +20,11 @@ client ``identities[j]`` (default ``j``); its SHADE setups are kept by peer clie
 the server learns exactly H.  Any failed client step raises
 :class:`~securefl.errors.ProtocolError` naming it; ``wrap`` lets tests put a tampering
 transport between the server and the clients.
+
+The two-party sessions are the same protocol with two parties: :func:`shade_pair` (with
+:func:`shade_one_vs_many`, :func:`shade_distance`) and :func:`lwe_pair` (with
+:func:`lwe_one_vs_many`, :func:`lwe_distance`) return the two clients' shares, oriented
+``(n_x, n_y)``; no second, pair-level driver exists.
 """
 
 from __future__ import annotations
