@@ -1,14 +1,14 @@
 """Griffe extension for the API reference: the docstrings' Sphinx roles become Markdown.
 
-securefl's docstrings name other objects with Sphinx roles (``:func:`shade_pair```,
+securefl's docstrings name other objects with Sphinx roles (``:func:`framing```,
 ``:class:`~securefl.crypto.ot.SenderSetup```, ``:mod:`securefl.fl.uploads```).  mkdocstrings
 renders docstrings as Markdown, where a role would show as raw text, so each role becomes:
 
-- a cross-reference, ``[`shade_pair`][securefl.crypto.shade.shade_pair]``, where the name
+- a cross-reference, ``[`framing`][securefl.crypto.shade.framing]``, where the name
   resolves (in the scope of the object whose docstring it is, as Python would resolve it
   there) to an object of the API reference that the reference renders: public, documented,
   inside documented parents.  The strict build then fails if the reference does not exist.
-- plain code, ``shade_pair``, otherwise (a private helper, a name of numpy or torch).
+- plain code, ``framing``, otherwise (a private helper, a name of numpy or torch).
 
 ``~`` shows the last component only, as in Sphinx.  Only docstrings change; the source does
 not.

@@ -34,14 +34,27 @@ from securefl.output import atomic_write, format_bytes, format_seconds, jsonable
 
 
 def add_workers_argument(parser: argparse.ArgumentParser) -> None:
-    """``--workers``: threads of the LWE backends' products (default: the cores available)."""
+    """``--workers``: threads of the LWE backends' products (default: the cores available;
+    SHADE's hops run on one thread per client, so its benchmarks take 1 only)."""
     parser.add_argument(
         "--workers",
         type=int,
-        default=len(os.sched_getaffinity(0)),
-        help="threads of the lwe/rlwe products; SHADE runs each client's hops on one thread, as "
-        "deployed (default: the CPU cores available, %(default)s here)",
+        default=None,
+        help="threads of the lwe/rlwe products (default: the CPU cores available, "
+        f"{len(os.sched_getaffinity(0))} here); SHADE runs each client's hops on one thread, "
+        "as deployed, so it takes 1 only (its default)",
     )
+
+
+def default_workers(args: argparse.Namespace, *, single_threaded: bool) -> None:
+    """Resolve ``--workers``: unset, the cores available (``1`` if ``single_threaded``); set
+    above 1 where the work is ``single_threaded``: :class:`InputError` naming the flag."""
+    if args.workers is None:
+        args.workers = 1 if single_threaded else len(os.sched_getaffinity(0))
+    elif single_threaded and not isinstance(args.workers, bool) and args.workers != 1:
+        raise InputError("--workers", args.workers, "SHADE runs each client's hops on one thread, "
+                                                    "as deployed: only 1 (threads are the lwe/rlwe "
+                                                    "products')")
 
 
 def _dest(flag: str) -> str:
@@ -98,7 +111,7 @@ def require_float(
 def validate_shared(args: argparse.Namespace) -> None:
     """Check the arguments the shared helpers add (``--workers``)."""
     if hasattr(args, "workers"):
-        require_int(args, "--workers", minimum=1)
+        require_int(args, "--workers", minimum=1, optional=True)
 
 
 def peak_memory_mb() -> float:
@@ -187,7 +200,7 @@ def _label(key: str) -> str:
     return key.replace("_", " ")
 
 
-__all__ = ["add_workers_argument", "atomic_write", "check_output_file", "format_bytes",
+__all__ = ["add_workers_argument", "atomic_write", "check_output_file", "default_workers", "format_bytes",
            "format_field", "format_seconds", "jsonable", "machine_info", "memory_bytes",
            "peak_memory_mb", "record_rows", "require_float", "require_int", "validate_shared",
            "write_json"]

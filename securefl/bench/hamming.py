@@ -16,7 +16,8 @@ server's forwards).
 SHADE also records the AES throughput of this machine measured in the same run
 (``prg_gbps``) and ``seconds_lower_bound``: the AES output bytes the run needed divided
 by that throughput; ``seconds_over_lower_bound_per_worker`` compares against that work
-spread over ``--workers`` threads.  SHADE's pairs keep their OT setups across rounds
+spread over ``--workers`` threads (SHADE: 1, each client's hops on one thread as deployed;
+``--workers`` above 1 with SHADE exits 2).  SHADE's pairs keep their OT setups across rounds
 (:class:`~securefl.crypto.ot.OTSetups`), so the fixed cost is reported apart:
 ``setup_seconds`` (every pair's setup hops, CPU of both parties: 128 X25519 base OTs each in
 the first round, ``fresh_setups`` of them), ``pair_seconds`` (each pair's stream hops),
@@ -37,7 +38,7 @@ import time
 
 import numpy as np
 
-from securefl.bench.common import add_workers_argument, peak_memory_mb
+from securefl.bench.common import add_workers_argument, default_workers, peak_memory_mb
 from securefl.crypto import linalg, lwe, prg
 from securefl.crypto.hamming import BACKENDS, SHARE_BITS, pair_roles
 from securefl.crypto.ot import OTSetups
@@ -69,8 +70,9 @@ def validate(args: argparse.Namespace) -> None:
         raise InputError("--L", args.L, f"must be a code length in [1, 2^{SHARE_BITS})")
     if args.n < args.parties:
         raise InputError("--n", args.n, f"must give every one of the --parties={args.parties} parties a point")
-    if args.workers < 1:
+    if args.workers is not None and args.workers < 1:
         raise InputError("--workers", args.workers, "must be a positive number of threads")
+    default_workers(args, single_threaded=args.backend == "shade")
     if args.seed < 0:
         raise InputError("--seed", args.seed, "must be non-negative")
     if args.rounds < 1:

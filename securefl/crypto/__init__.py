@@ -7,7 +7,8 @@ like a public name of that room, so a submodule import can never shadow a functi
 (``securefl.crypto.plaintext_hamming_matrix`` is the function; its module is
 ``securefl.crypto.hamming``).  The secure sum and the secure Hamming matrix, which run the
 deployed protocol steps on a transport, are :func:`securefl.runtime.secure_sum` and
-:func:`securefl.protocols.secure_hamming_matrix`, in the rooms above.
+:func:`securefl.protocols.secure_hamming_matrix` (with its two-party sessions
+:func:`securefl.protocols.shade_pair` and :func:`securefl.protocols.lwe_pair`), in the rooms above.
 """
 
 from __future__ import annotations
@@ -25,9 +26,6 @@ _EXPORTS: dict[str, str] = {
     "expand_many": "prg",
     "HammingResult": "hamming",
     "plaintext_hamming_matrix": "hamming",
-    "shade_pair": "shade",
-    "shade_one_vs_many": "shade",
-    "shade_distance": "shade",
     "seconds_at_bandwidth": "projection",
     "random_ot": "ot",
     "OTSetups": "ot",

@@ -565,7 +565,7 @@ class SenderSetup:
 
     The row PRG's 128 AES key schedules are made once per setup and shared by the
     extensions of its sessions (one at a time: a thread of its own takes a fresh
-    :class:`RowPRG`, as :func:`securefl.crypto.shade.shade_pair`'s workers do)."""
+    :class:`RowPRG`)."""
 
     setup_id: bytes
     delta: np.ndarray = field(repr=False)

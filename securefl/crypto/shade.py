@@ -12,7 +12,8 @@ Summing over ``l``::
     R + S = sum_l (x_i[l] XOR y_j[l]) = HD(x_i, y_j)   (mod 2^16, exact since L < 2^16)
 
 So an ``n_a x n_b`` block costs ``n_b * L`` OTs whatever ``n_a`` is (GSHADE batching):
-:func:`shade_pair` (blocks), :func:`shade_one_vs_many` (``L`` OTs), :func:`shade_distance`.
+:func:`securefl.protocols.shade_pair` (blocks), :func:`~securefl.protocols.shade_one_vs_many`
+(``L`` OTs), :func:`~securefl.protocols.shade_distance`.
 The correlated OTs come from IKNP random OTs (:mod:`securefl.crypto.ot`): the two
 128-bit outputs of OT ``(j, l)`` are expanded into ``n_a`` 16-bit lanes each,
 ``p0 = G(k0)``, ``p1 = G(k1)`` (fixed-key AES, :mod:`securefl.crypto.fixed_key`), and the
@@ -22,22 +23,19 @@ by the sender, one by the receiver), and ``16 ceil(n_a / 8)`` bytes of correctio
 16 bytes of IKNP matrix per OT on the wire: about ``n_a n_b L 16`` bits per pair of
 parties — 51 GB for n = 5000 split in two, so nothing holds a pair's corrections.
 
-**One session, written once; the pair-level driver and the hops.**  A pair's session is cut into IKNP chunks of
+**One session, written once, cut into hops.**  A pair's session is cut into IKNP chunks of
 whole receiver points (:func:`chunks`, ~``CHUNK_OTS`` OTs), each chunk into correction
 frames of whole cache-sized tiles (:func:`framing`).  :class:`ReceiverSession` and
 :class:`SenderSession` are the two parties' I/O-free steps over one chunk: the receiver's
 IKNP matrix ``U`` (:meth:`ReceiverSession.matrix`), the sender's correction frames for it
-(:meth:`SenderSession.corrections`, a generator) and the receiver absorbing them
-(:meth:`ReceiverSession.absorb`).  The setup negotiation before them is
-:mod:`securefl.crypto.ot`'s.  Two drivers move the same messages: :func:`shade_pair`
-interleaves the steps chunk by chunk in memory, each frame crossing an authenticated
-:class:`~securefl.crypto.channel.Network` link and absorbed before the next is made (one
-frame buffer per thread: memory bounded whatever ``n_a n_b``); the transport hops
-(:mod:`securefl.crypto.shade_hops`) run the same steps frame by frame in exchanges of at
-most ``chunk_bytes``, one batch per message round.  Same tags, shapes and frame sizes either
-way, so the same bytes.  :func:`shade_pair` serves the pair-level properties (shares,
-streaming memory); the all-pairs matrix, which FedProp and ``bench hamming`` run, is the hops
-driven on a transport (:func:`securefl.protocols.secure_hamming_matrix`).
+(:meth:`SenderSession.seeds`, :meth:`SenderSession.frame`, written where the caller asks:
+straight into the sealed batch of a transport) and the receiver absorbing them
+(:meth:`ReceiverSession.absorb_frame`).  The setup negotiation before them is
+:mod:`securefl.crypto.ot`'s.  The transport hops (:mod:`securefl.crypto.shade_hops`) run
+these steps frame by frame in exchanges of at most ``chunk_bytes``, one batch per message
+round; the one driver (:mod:`securefl.runtime.engine`) moves them, for one pair
+(:func:`securefl.protocols.shade_pair`) as for the all-pairs matrix
+(:func:`securefl.protocols.secure_hamming_matrix`), which FedProp and ``bench hamming`` run.
 
 **All pairs** (the ``"shade"`` backend of :func:`securefl.protocols.secure_hamming_matrix`).  For every pair ``a < b`` one party is
 the OT sender, alternating by parity (:func:`~securefl.crypto.hamming.pair_roles`) so the traffic is spread evenly
@@ -69,8 +67,7 @@ independent uniform noise; what is left of the server's view is the receiver's s
 ``R`` (uniform, masked by the ``p0`` of the first bit) and ``S = HD - R``.  A relay
 that alters frames is stopped by the per-frame MAC under the link's own key K_ab, which
 the two clients derive from their X25519 agreement and the server cannot compute
-(:class:`~securefl.crypto.channel.LinkKeys`; the worker threads' links share the
-parties' key pairs).
+(:mod:`securefl.runtime.links`).
 
 **Across rounds** (``setups``, :class:`~securefl.crypto.ot.OTSetups`): a pair runs its
 128 X25519 base OTs once per federation and direction and every later call is a new
@@ -90,31 +87,18 @@ loop per bit, OT or lane.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from securefl.crypto import kernels
-from securefl.crypto.channel import Message, Network
+from securefl.crypto.channel import Message
 from securefl.crypto.fixed_key import FixedKeyAES, block_buffer
-from securefl.crypto.hamming_shares import (
-    check_codes,
-)
 from securefl.crypto.ot import (
-    BASE_POINTS,
     KAPPA,
     IKNPReceiver,
     IKNPSender,
-    OTSetups,
-    receiver_complete,
-    receiver_hello,
-    sender_answer,
-    setup_context,
 )
-from securefl.crypto.rand import RandomSource
 from securefl.errors import InputError, ProtocolError
 
 CHUNK_OTS = 1 << 16
@@ -123,19 +107,6 @@ TILE_BYTES = 1 << 18
 """Bytes of expanded OT messages per tile: the few tile buffers stay in the L2 cache."""
 FRAME_BYTES = 1 << 22
 """Bytes of corrections per frame on the link (several tiles)."""
-
-
-@dataclass
-class PairCost:
-    """Work counters of one SHADE pair: OTs run, AES output bytes generated, the seconds
-    of its IKNP setup step (base OTs when ``fresh_setup``, else the resume messages) and of
-    the whole pair."""
-
-    ots: int = 0
-    prg_bytes: int = 0
-    setup_seconds: float = 0.0
-    seconds: float = 0.0
-    fresh_setup: bool = False
 
 
 @dataclass
@@ -278,18 +249,16 @@ def prg_bytes(count: int, senders: int) -> int:
 
 @dataclass
 class SenderWorker:
-    """One thread's means at the OT sender: its extension (own AES contexts), tile buffers,
-    and the frame buffer that every frame reuses (``None``: each frame a fresh array)."""
+    """The OT sender's means for one hop: its extension and its expansion tile buffers."""
 
     extension: IKNPSender
     expander: _Expander
-    frame: np.ndarray | None = field(default=None, repr=False)
 
 
 @dataclass
 class ReceiverWorker:
-    """One thread's means at the OT receiver: its extension (own AES contexts), tile buffers
-    (made at the first correction) and the ``t`` of the chunk whose ``U`` it sent last."""
+    """The OT receiver's means for one hop: its extension, its tile buffers (made at the
+    first correction) and the ``t`` of the chunk whose ``U`` it sent last."""
 
     extension: IKNPReceiver
     expander: _Expander | None = None
@@ -300,13 +269,10 @@ class ReceiverWorker:
 class SenderSession:
     """The OT sender's side of one SHADE session, I/O-free, one chunk at a time.
 
-    For chunk ``c`` it takes the receiver's IKNP matrix ``U`` and yields the correction
-    frames ``shade/u`` of that chunk (:func:`framing`); :meth:`share` is its share once
-    every chunk is done; :meth:`seeds` and :meth:`frame` are the same split per frame, which
-    the transport hops (:mod:`securefl.crypto.shade_hops`) spread over bounded exchanges;
-    :func:`shade_pair` interleaves chunks with the receiver's, so only one frame per thread
-    is alive.  Chunks touch disjoint receiver points: threads may run
-    different chunks at once, each with its own :meth:`worker`.
+    For chunk ``c`` :meth:`seeds` takes the receiver's IKNP matrix ``U`` and gives the chunk's
+    random-OT seeds, from which :meth:`frame` makes each correction frame ``shade/u``
+    (:func:`framing`); :meth:`share` is its share once every chunk is done.  The transport
+    hops (:mod:`securefl.crypto.shade_hops`) spread the frames over bounded exchanges.
     """
 
     codes: np.ndarray
@@ -320,17 +286,20 @@ class SenderSession:
         self.plan = chunks(self.receivers, self.codes.shape[1])
         self.tile_rows, self.frame_rows = framing(self.codes.shape[0])
 
-    def worker(self, *, own_thread: bool = False, reuse_frames: bool = False) -> SenderWorker:
-        """Means for one thread (``own_thread``: fresh AES contexts, not the setup's);
-        ``reuse_frames``: every frame is a view of one buffer, valid until the next frame."""
-        extension = replace(self.extension, hasher=FixedKeyAES(), _prg=None) if own_thread else self.extension
-        frame = np.empty((self.frame_rows, 8 * self.party.blocks), np.uint16) if reuse_frames else None
-        return SenderWorker(extension, _Expander(blocks=self.party.blocks, rows=self.tile_rows), frame)
+    def worker(self) -> SenderWorker:
+        """The means of one hop (the setup's AES contexts, fresh tile buffers)."""
+        return SenderWorker(self.extension, _Expander(blocks=self.party.blocks, rows=self.tile_rows))
 
     def frames(self, index: int) -> int:
         """How many correction frames chunk ``index`` has."""
         _, start, stop = self.plan[index]
         return -(-(stop - start) * self.codes.shape[1] // self.frame_rows)
+
+    def frame_shape(self, index: int, number: int) -> tuple[int, int]:
+        """``(rows, lanes)`` of correction frame ``number`` of chunk ``index`` (uint16)."""
+        _, start, stop = self.plan[index]
+        count = (stop - start) * self.codes.shape[1]
+        return min(self.frame_rows, count - number * self.frame_rows), 8 * self.party.blocks
 
     def seeds(self, index: int, message: Message, worker: SenderWorker) -> tuple[np.ndarray, np.ndarray]:
         """The two random-OT seeds of every OT of chunk ``index``, given its IKNP matrix ``message``."""
@@ -339,26 +308,24 @@ class SenderSession:
         return worker.extension.random_ot(q, chunk)
 
     def frame(self, index: int, number: int, seeds: tuple[np.ndarray, np.ndarray],
-              worker: SenderWorker) -> Message:
-        """Correction frame ``number`` of chunk ``index`` from the chunk's :meth:`seeds`."""
+              worker: SenderWorker, out: np.ndarray | None = None) -> Message:
+        """Correction frame ``number`` of chunk ``index`` from the chunk's :meth:`seeds`,
+        written into ``out`` (a uint16 array of :meth:`frame_shape`; ``None``: a fresh one)."""
         _, start, stop = self.plan[index]
         length = self.codes.shape[1]
         count, base = (stop - start) * length, start * length
         frame_start = number * self.frame_rows
-        rows = min(self.frame_rows, count - frame_start)
-        frame = np.empty((rows, 8 * self.party.blocks), np.uint16) if worker.frame is None else worker.frame[:rows]
+        shape = self.frame_shape(index, number)
+        if out is None:
+            out = np.empty(shape, np.uint16)
+        elif out.shape != shape or out.dtype != np.uint16:
+            raise InputError("out", out.shape, f"must be a {shape} uint16 array")
         seeds0, seeds1 = seeds
-        for offset in range(0, rows, self.tile_rows):
+        for offset in range(0, shape[0], self.tile_rows):
             lo, hi = frame_start + offset, min(frame_start + offset + self.tile_rows, count)
             self.party.tile(worker.expander, seeds0[lo:hi], seeds1[lo:hi], base + lo,
-                            out=frame[offset: offset + hi - lo])
-        return Message(self.sender, self.receiver, "shade/u", (frame,))
-
-    def corrections(self, index: int, message: Message, worker: SenderWorker) -> Iterator[Message]:
-        """The correction frames of chunk ``index``, given its IKNP matrix ``message``."""
-        seeds = self.seeds(index, message, worker)
-        for number in range(self.frames(index)):
-            yield self.frame(index, number, seeds, worker)
+                            out=out[offset: offset + hi - lo])
+        return Message(self.sender, self.receiver, "shade/u", (out,))
 
     def share(self) -> np.ndarray:
         """The sender's ``(n_a, n_b)`` uint16 share."""
@@ -370,10 +337,10 @@ class ReceiverSession:
     """The OT receiver's side of one SHADE session, I/O-free, one chunk at a time.
 
     :meth:`matrix` is chunk ``c``'s IKNP matrix ``U`` (it keeps ``t`` in the worker);
-    :meth:`absorb` takes that chunk's correction frames into a :class:`ShadeReceiver`, from
-    the kept ``t`` or, if the worker sent another chunk since, from ``t`` recomputed (the
-    row PRG is deterministic); :meth:`seeds` and :meth:`absorb_frame` are the same split per
-    frame, for the transport hops (:mod:`securefl.crypto.shade_hops`), which keep the seeds.
+    :meth:`seeds` the chunk's chosen random-OT seeds, from the kept ``t`` or, if the worker
+    sent another chunk since, from ``t`` recomputed (the row PRG is deterministic);
+    :meth:`absorb_frame` takes one correction frame into a :class:`ShadeReceiver`.  The
+    transport hops (:mod:`securefl.crypto.shade_hops`) keep the seeds between exchanges.
     """
 
     codes: np.ndarray
@@ -385,11 +352,9 @@ class ReceiverSession:
         self.choices = np.ascontiguousarray(self.codes.reshape(-1))
         self.plan = chunks(self.codes.shape[0], self.codes.shape[1])
 
-    def worker(self, *, own_thread: bool = False) -> ReceiverWorker:
-        """Means for one thread (``own_thread``: fresh AES contexts, not the setup's)."""
-        if not own_thread:
-            return ReceiverWorker(self.extension)
-        return ReceiverWorker(replace(self.extension, hasher=FixedKeyAES(), _prg0=None, _prg1=None))
+    def worker(self) -> ReceiverWorker:
+        """The means of one hop (the setup's AES contexts)."""
+        return ReceiverWorker(self.extension)
 
     def _extend(self, index: int, worker: ReceiverWorker) -> tuple[Message, np.ndarray]:
         chunk, start, stop = self.plan[index]
@@ -435,152 +400,3 @@ class ReceiverSession:
         for offset in range(0, rows, tile_rows):
             lo, hi = frame_start + offset, min(frame_start + offset + tile_rows, count)
             party.tile(worker.expander, seeds[lo:hi], received[offset: offset + hi - lo], base + lo)
-
-    def absorb(self, index: int, frames: Iterator[Message], party: ShadeReceiver, worker: ReceiverWorker) -> None:
-        """Take the correction frames of chunk ``index`` from ``frames`` (exactly as many as
-        the chunk has; a missing or malformed frame raises :class:`ProtocolError`)."""
-        _, start, stop = self.plan[index]
-        count = (stop - start) * self.codes.shape[1]
-        seeds = self.seeds(index, worker)
-        for number in range(-(-count // framing(party.senders)[1])):
-            message = next(frames, None)
-            if message is None:
-                raise ProtocolError("SHADE: fewer correction frames than OTs")
-            self.absorb_frame(index, number, seeds, message, party, worker)
-
-
-def _pair_worker(
-    indices: list[int],
-    *,
-    sender_session: SenderSession,
-    receiver_session: ReceiverSession,
-    receiver_party: ShadeReceiver,
-    own_thread: bool,
-    network: Network,
-    progress: Callable[[int], None] | None,
-) -> PairCost:
-    """Drive the chunks ``indices`` of one session in memory, interleaved: per chunk the
-    receiver's ``U``, then each correction frame across ``network`` and straight into the
-    receiver, so one frame at a time is alive (memory bounded whatever the pair's size)."""
-    sender_worker = sender_session.worker(own_thread=own_thread, reuse_frames=True)
-    receiver_worker = receiver_session.worker(own_thread=own_thread)
-    length = receiver_session.codes.shape[1]
-    cost = PairCost()
-    for index in indices:
-        _, start, stop = receiver_session.plan[index]
-        matrix = network.deliver(receiver_session.matrix(index, receiver_worker))
-        frames = (network.deliver(frame) for frame in sender_session.corrections(index, matrix, sender_worker))
-        receiver_session.absorb(index, frames, receiver_party, receiver_worker)
-        count = (stop - start) * length
-        cost.ots += count
-        cost.prg_bytes += prg_bytes(count, receiver_party.senders)
-        if progress is not None:
-            progress(count)
-    return cost
-
-
-def shade_pair(
-    x: np.ndarray,
-    y: np.ndarray,
-    *,
-    network: Network,
-    sender: int = 0,
-    receiver: int = 1,
-    rng: RandomSource | None = None,
-    workers: int = 1,
-    progress: Callable[[int], None] | None = None,
-    setups: OTSetups | None = None,
-    identities: tuple[int, int] | None = None,
-) -> tuple[np.ndarray, np.ndarray, PairCost]:
-    """SHADE between ``sender`` (holds ``x``, ``(n_a, L)``) and ``receiver`` (holds ``y``, ``(n_b, L)``).
-
-    Returns the sender's and the receiver's ``(n_a, n_b)`` uint16 shares (their sum mod
-    2^16 is ``HD(x_i, y_j)``) and the work done.  ``setups`` keeps the pair's IKNP setup
-    between calls (:class:`~securefl.crypto.ot.OTSetups`: the base OTs run on the first
-    call only, later calls are new sessions of the same extension); ``identities`` are
-    the two parties' stable ids in it (default ``(sender, receiver)``).  Without
-    ``setups`` every call runs fresh base OTs.  ``workers > 1`` splits the OT chunks
-    over that many threads, each with its own authenticated link (AES and numpy release
-    the GIL); the bytes of those links are not added to ``network``'s parties.
-    """
-    started = time.perf_counter()
-    x, y = check_codes([x, y])
-    rng = rng if rng is not None else RandomSource()
-    if setups is None:
-        setups = OTSetups(federation=rng.child("federation").bytes(16))
-    me, peer = identities if identities is not None else (sender, receiver)
-    context = setup_context(setups.federation, me, peer)
-    sender_rng, receiver_rng = rng.child(f"party{sender}"), rng.child(f"party{receiver}")
-    hello, pending = receiver_hello(
-        setups.receiver(peer, me), context=context, rng=receiver_rng, sender=sender, receiver=receiver
-    )
-    answer, sender_setup, session = sender_answer(
-        setups.sender(me, peer), network.deliver(hello), context=context, rng=sender_rng
-    )
-    setups.keep(me, peer, sender_setup)
-    receiver_setup, opened = receiver_complete(
-        pending, setups.receiver(peer, me), network.deliver(answer), context=context
-    )
-    setups.keep(peer, me, receiver_setup)
-    ot_sender, ot_receiver = sender_setup.extension(session), receiver_setup.extension(opened)
-    setup_seconds = time.perf_counter() - started
-    sender_session = SenderSession(codes=x, receivers=y.shape[0], extension=ot_sender, sender=sender,
-                                   receiver=receiver)
-    receiver_session = ReceiverSession(codes=y, extension=ot_receiver, sender=sender, receiver=receiver)
-    receiver_party = ShadeReceiver(codes=y, senders=x.shape[0])
-    indices = list(range(len(receiver_session.plan)))
-    workers = max(1, min(int(workers), len(indices)))
-    links = [network] if workers == 1 else [Network(keys=network.keys) for _ in range(workers)]
-    jobs = [
-        {"indices": indices[w::workers], "sender_session": sender_session, "receiver_session": receiver_session,
-         "receiver_party": receiver_party, "own_thread": workers > 1, "network": links[w], "progress": progress}
-        for w in range(workers)
-    ]
-    if workers == 1:
-        costs = [_pair_worker(**jobs[0])]
-    else:
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            costs = [f.result() for f in [pool.submit(_pair_worker, **job) for job in jobs]]
-        for link in links:
-            for party, stats in link.stats.items():
-                network.stats[party].bytes_sent += stats.bytes_sent
-                network.stats[party].bytes_received += stats.bytes_received
-                network.stats[party].messages_sent += stats.messages_sent
-                network.stats[party].messages_received += stats.messages_received
-    shares = sender_session.share(), receiver_party.share()
-    total = PairCost(
-        ots=sum(c.ots for c in costs),
-        prg_bytes=sum(c.prg_bytes for c in costs),
-        setup_seconds=setup_seconds,
-        seconds=time.perf_counter() - started,
-        fresh_setup=answer.tag == BASE_POINTS,
-    )
-    return *shares, total
-
-
-def shade_one_vs_many(
-    many: np.ndarray, one: np.ndarray, *, network: Network | None = None, rng: RandomSource | None = None
-) -> tuple[np.ndarray, np.ndarray]:
-    """SHADE of one code ``one`` (``(L,)``, the OT receiver's) against ``many`` (``(n, L)``, the sender's).
-
-    GSHADE batching makes this cost ``L`` OTs whatever ``n`` is.  Returns the sender's and
-    the receiver's ``(n,)`` uint16 shares of ``HD(many[i], one)``.
-    """
-    one = np.asarray(one)
-    if one.ndim != 1:
-        raise InputError("one", one, "must be a single (L,) code")
-    sender_share, receiver_share, _ = shade_pair(
-        many, one[None, :], network=network if network is not None else Network(), rng=rng
-    )
-    return sender_share[:, 0], receiver_share[:, 0]
-
-
-def shade_distance(
-    x: np.ndarray, y: np.ndarray, *, network: Network | None = None, rng: RandomSource | None = None
-) -> tuple[int, int]:
-    """SHADE for one pair of ``(L,)`` codes: the two parties' shares of ``HD(x, y)`` mod 2^16."""
-    x = np.asarray(x)
-    if x.ndim != 1:
-        raise InputError("x", x, "must be a single (L,) code")
-    sender_share, receiver_share = shade_one_vs_many(x[None, :], y, network=network, rng=rng)
-    return int(sender_share[0]), int(receiver_share[0])

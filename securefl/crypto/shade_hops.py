@@ -1,8 +1,8 @@
 """SHADE for one pair of parties in bounded hops (relayed transports).
 
-:func:`securefl.crypto.shade.shade_pair` drives a pair's session chunk by chunk.  Over a
-transport whose every hop is a message round (``docs/method-halves.md``, "SHADE over
-links") the same protocol is cut into hops, each a batch of messages from one party of the
+A pair's session (:mod:`securefl.crypto.shade`: I/O-free steps per IKNP chunk and frame)
+runs over a transport whose every hop is a message round (``docs/method-halves.md``, "SHADE
+over links"), so it is cut into hops, each a batch of messages from one party of the
 pair to the other, the sender ``s`` (holds ``x``, ``(n_a, L)``) and the receiver ``r``
 (holds ``y``, ``(n_b, L)``):
 
@@ -30,9 +30,8 @@ bytes, 1 MiB) that the next group only begins: a message carries at most ``chunk
 one frame) of corrections, or about that much ``U`` and 1 MiB more.  When the pair fits in ``chunk_bytes``, ``G = 1``: the four hops
    and the frames of the unbounded protocol.
 
-The messages, their tags and shapes are those of :func:`shade_pair` (the frames of
-:meth:`~securefl.crypto.shade.SenderSession.frame`), so the frame bytes are the same; only
-the link batches' headers grow with ``G``.  Two kinds of state: the *setup*
+The correction frames are those of :meth:`~securefl.crypto.shade.SenderSession.frame`
+whatever ``G``; only the link batches' headers grow with ``G``.  Two kinds of state: the *setup*
 (:class:`~securefl.crypto.ot.SenderSetup`, :class:`~securefl.crypto.ot.ReceiverSetup`), which
 outlives the round -- the caller keeps it with the party (e.g. in the client's state
 Record, never in a message) and passes it to every hop; hops 1 to 3 advance or replace it
@@ -49,7 +48,7 @@ replayed or out-of-order message raises :class:`~securefl.errors.ProtocolError`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -68,7 +67,7 @@ from securefl.crypto.rand import RandomSource
 from securefl.crypto.shade import ReceiverSession, SenderSession, ShadeReceiver, chunks, framing
 from securefl.errors import InputError, ProtocolError
 
-__all__ = ["DEFAULT_CHUNK_BYTES", "HOPS", "Stream", "check_chunk_bytes", "chunks", "done", "framing",
+__all__ = ["DEFAULT_CHUNK_BYTES", "HOPS", "Buffers", "Stream", "check_chunk_bytes", "chunks", "done", "framing",
            "receiver_base", "receiver_extend", "receiver_stream", "schedule", "sender_base",
            "sender_stream"]
 
@@ -216,12 +215,19 @@ def _matrices(run: ReceiverSession, stream: Stream, fresh: list[int]) -> list[Me
     return out
 
 
+Buffers = Callable[[str, np.dtype, list[tuple[int, int]]], Sequence[np.ndarray]]
+"""Where a hop's outgoing frames go: ``(tag, dtype, shapes)`` -> one array per frame (e.g.
+views of the transport's batch, so the frames are made in place)."""
+
+
 def sender_stream(state: dict[str, np.ndarray], incoming: Callable[[], list[Message]],
                   codes: np.ndarray, *, setup: SenderSetup, receivers: int, sender: int,
-                  receiver: int, chunk_bytes: int) -> tuple[list[Message], np.ndarray | None]:
+                  receiver: int, chunk_bytes: int,
+                  buffers: Buffers | None = None) -> tuple[list[Message], np.ndarray | None]:
     """Stream exchange ``x`` at the sender (``x`` its cursor): takes the ``U`` of the chunks
     exchange ``x`` starts (``incoming()``, called only when there are any), sends the
-    correction frames of exchange ``x`` and, after the last, its ``(n_a, n_b)`` share."""
+    correction frames of exchange ``x`` (written into ``buffers(...)``'s arrays, if given)
+    and, after the last, its ``(n_a, n_b)`` share."""
     if done(state):
         return [], None
     stream = Stream.load(state, setup, "IKNP matrices before the base OTs")
@@ -239,9 +245,12 @@ def sender_stream(state: dict[str, np.ndarray], incoming: Callable[[], list[Mess
             raise ProtocolError(f"SHADE: {len(messages)} IKNP matrices, expected {len(fresh)}")
         for index, message in zip(fresh, messages):
             stream.seeds[index] = run.seeds(index, message, worker)
+    shapes = [run.frame_shape(index, number) for index, number in exchange]
+    targets = list(buffers("shade/u", np.dtype(np.uint16), shapes)) if buffers is not None \
+        else [None] * len(exchange)
     out = []
-    for index, number in exchange:
-        out.append(run.frame(index, number, stream.seeds[index], worker))
+    for (index, number), target in zip(exchange, targets, strict=True):
+        out.append(run.frame(index, number, stream.seeds[index], worker, out=target))
         if number == run.frames(index) - 1:
             del stream.seeds[index]
     stream.cursor += 1

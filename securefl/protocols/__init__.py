@@ -9,7 +9,9 @@ below cannot be shadowed by a submodule import (:func:`label_propagation` lives 
 - :func:`cross_client_lp`: FedProp Algorithm 3, real crypto or plaintext, dropouts.
 - :func:`secure_hamming_matrix`: the all-pairs secure Hamming matrix (SHADE, LWE, ring-LWE),
   the deployed SecureHamming protocol driven in process (:mod:`securefl.protocols.hamming`);
-  :func:`lwe_pair`, :func:`lwe_one_vs_many`, :func:`lwe_distance`: its two-party LWE session.
+  :func:`shade_pair`, :func:`shade_one_vs_many`, :func:`shade_distance`: its two-party SHADE
+  session; :func:`lwe_pair`, :func:`lwe_one_vs_many`, :func:`lwe_distance`: its two-party LWE
+  session.
 - :mod:`securefl.protocols.lsh`: shared-seed random-hyperplane LSH.
 - :mod:`securefl.protocols.prototype_sharing`: ProtoFSSL prototype exchange (loaded on
   first use: it pulls in ``dp_accounting``, which takes seconds to import).
@@ -42,10 +44,14 @@ __all__ = [
     "lwe_pair",
     "prototype_sharing",
     "secure_hamming_matrix",
+    "shade_distance",
+    "shade_one_vs_many",
+    "shade_pair",
 ]
 
 
-_MATRIX = ("secure_hamming_matrix", "lwe_pair", "lwe_one_vs_many", "lwe_distance")
+_MATRIX = ("secure_hamming_matrix", "shade_pair", "shade_one_vs_many", "shade_distance", "lwe_pair",
+           "lwe_one_vs_many", "lwe_distance")
 _CROSSCLIENT = ("CrossClientLPResult", "Dropouts", "cross_client_lp")
 
 

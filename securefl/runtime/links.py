@@ -61,11 +61,12 @@ from __future__ import annotations
 import hashlib
 import struct
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
-from securefl.crypto.channel import Frame, Message, Network
+from securefl.crypto.channel import Frame, Message, Network, frame_size
 from securefl.crypto.identity import SIGNATURE_BYTES, Credentials
 from securefl.crypto.keys import PUBLIC_KEY_BYTES, KeyPair, pairwise_secret
 from securefl.errors import InputError, ProtocolError
@@ -184,8 +185,51 @@ def batch_session(session: bytes, sender: int, receiver: int, batch: int) -> byt
     return hashlib.sha256(info).digest()[:8]
 
 
-def seal(state: Record, messages: Sequence[Message], *, me: int, peer: int) -> np.ndarray:
-    """One authenticated batch of ``messages`` (all from ``me`` to ``peer``) as uint8."""
+_MAC_BYTES = 16
+_COUNT_BYTES = 4
+
+
+@dataclass(frozen=True)
+class Outbox:
+    """A batch laid out before its messages are made, so that a producer writes each
+    message's array where the sealed batch carries it and :func:`seal` copies no body.
+
+    ``blob`` is the batch (the wire layout of the module docstring); ``arrays[i]`` is the
+    view of ``blob`` where message ``i``'s one array goes, ``frames[i]`` that frame's length.
+    The header and MAC bytes are written by :func:`seal`, which checks that the messages
+    match the layout (tag, dtype, shape) and MACs the body where it lies: the frames, and
+    so the authentication and bytes, are those of a batch sealed from fresh arrays.
+    """
+
+    blob: np.ndarray
+    tags: tuple[str, ...]
+    arrays: tuple[np.ndarray, ...]
+    frames: tuple[int, ...]
+
+    @classmethod
+    def layout(cls, me: int, peer: int, tag: str, dtype: np.dtype,
+               shapes: Sequence[tuple[int, ...]]) -> Outbox:
+        """The layout of a batch of ``len(shapes)`` messages ``me -> peer`` tagged ``tag``,
+        message ``i`` one ``dtype`` array of shape ``shapes[i]``."""
+        dtype = np.dtype(dtype)
+        sizes = [frame_size(Message(me, peer, tag, (np.broadcast_to(np.zeros((), dtype), shape),)))
+                 for shape in shapes]
+        encoded = tag.encode()
+        blob = np.empty(_COUNT_BYTES + sum(2 + len(encoded) + 8 + n for n in sizes), dtype=np.uint8)
+        arrays, offset = [], _COUNT_BYTES
+        for shape, size in zip(shapes, sizes):
+            nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+            body = offset + 2 + len(encoded) + 8 + size - _MAC_BYTES - nbytes
+            arrays.append(blob[body: body + nbytes].view(dtype).reshape(shape))
+            offset += 2 + len(encoded) + 8 + size
+        return cls(blob, (tag,) * len(shapes), tuple(arrays), tuple(sizes))
+
+
+def seal(state: Record, messages: Sequence[Message], *, me: int, peer: int,
+         outbox: Outbox | None = None) -> np.ndarray:
+    """One authenticated batch of ``messages`` (all from ``me`` to ``peer``) as uint8;
+    with ``outbox`` the batch is its ``blob``, and a body already in place is not copied
+    (messages that do not match its layout: :class:`InputError`)."""
     for message in messages:
         if (message.sender, message.receiver) != (me, peer):
             raise InputError("messages", message.tag, f"must all go from {me} to {peer}")
@@ -197,12 +241,19 @@ def seal(state: Record, messages: Sequence[Message], *, me: int, peer: int) -> n
     for message in messages:
         network.send(message)
         framed.append((message.tag.encode(), network.queue(me, peer).popleft()))
-    total = 4 + sum(2 + len(tag) + 8 + len(frame) for tag, frame in framed)
-    out = np.empty(total, dtype=np.uint8)
+    total = _COUNT_BYTES + sum(2 + len(tag) + 8 + len(frame) for tag, frame in framed)
+    if outbox is None:
+        out = np.empty(total, dtype=np.uint8)
+    elif (outbox.blob.nbytes != total or [m.tag for m in messages] != list(outbox.tags)
+          or [len(frame) for _, frame in framed] != list(outbox.frames)):
+        raise InputError("messages", [m.tag for m in messages], "do not match the outbox's layout")
+    else:
+        out = outbox.blob
     view = memoryview(out)
+    start = out.__array_interface__["data"][0]
     struct.pack_into(">I", view, 0, len(framed))
-    offset = 4
-    for tag, frame in framed:  # written straight into the batch: one copy of each frame
+    offset = _COUNT_BYTES
+    for tag, frame in framed:  # written straight into the batch: at most one copy of each frame
         struct.pack_into(">H", view, offset, len(tag))
         view[offset + 2: offset + 2 + len(tag)] = tag
         offset += 2 + len(tag)
@@ -210,7 +261,12 @@ def seal(state: Record, messages: Sequence[Message], *, me: int, peer: int) -> n
         offset += 8
         for part in (frame.header, *frame.body, frame.mac):
             part = memoryview(part).cast("B")
-            view[offset: offset + part.nbytes] = part
+            at = np.frombuffer(part, np.uint8).__array_interface__["data"][0]
+            if at != start + offset:
+                if part.nbytes and start - part.nbytes < at < start + out.nbytes:
+                    raise InputError("messages", tag.decode(), "an array inside the outbox, "
+                                                               "not where its layout puts it")
+                view[offset: offset + part.nbytes] = part
             offset += part.nbytes
     state.config[counter] = batch + 1
     return out
@@ -250,9 +306,10 @@ def open_batch(state: Record, blob: np.ndarray, *, me: int, peer: int) -> list[M
 
 
 def send_batch(reply: Record, state: Record, messages: Sequence[Message], *, me: int,
-               peer: int) -> None:
-    """Seal ``messages`` for ``peer`` into ``reply`` (the server relays it)."""
-    reply.arrays[f"{TO}{peer}"] = seal(state, messages, me=me, peer=peer)
+               peer: int, outbox: Outbox | None = None) -> None:
+    """Seal ``messages`` for ``peer`` into ``reply`` (the server relays it), into ``outbox``
+    if given (:func:`seal`)."""
+    reply.arrays[f"{TO}{peer}"] = seal(state, messages, me=me, peer=peer, outbox=outbox)
 
 
 def receive_batch(request: Record, state: Record, *, me: int, peer: int) -> list[Message]:

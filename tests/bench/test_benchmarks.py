@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 
 import pytest
 from rich.progress import Progress
@@ -67,6 +68,7 @@ def test_bench_crossclient_record_fields():
         ({"parties": 1}, "--parties"),
         ({"n": 2, "parties": 3}, "--n"),
         ({"workers": 0}, "--workers"),
+        ({"workers": 2}, "--workers"),
         ({"seed": -1}, "--seed"),
         ({"backend": "lwe", "n": 60_000}, "--n"),
     ],
@@ -150,7 +152,16 @@ def test_bench_ot_record_is_verified():
     assert 16 <= record["bytes_per_ot"] < 20
 
 
-@pytest.mark.parametrize("parties, workers", [(2, 1), (3, 2)])
+def test_bench_hamming_workers_default_to_the_cores_for_lwe_and_to_one_for_shade():
+    args = _args(hamming)
+    hamming.validate(args)
+    assert args.workers == 1
+    args = _args(hamming, backend="lwe", n=60)
+    hamming.validate(args)
+    assert args.workers == len(os.sched_getaffinity(0))
+
+
+@pytest.mark.parametrize("parties, workers", [(2, 1), (3, 1)])
 def test_bench_hamming_bytes_match_the_cost_model(parties, workers):
     with Progress(disable=True) as progress:
         record = hamming.run(_args(hamming, n=61, L=67, parties=parties, workers=workers), progress)

@@ -65,6 +65,7 @@ def one_line_error(capsys, argv) -> str:
         (["bench", "lp", "--dim", "-3"], "--dim=-3"),
         (["bench", "lp", "--separation", "-1"], "--separation=-1.0"),
         (["bench", "hamming", "--workers", "0"], "--workers=0"),
+        (["bench", "hamming", "--workers", "2"], "--workers=2: SHADE runs each client's hops on one thread"),
         (["bench", "crossclient", "--k", "0"], "--k=0"),
         (["bench", "flower-methods", "--methods", "fedavg-labeled,nosuch"],
          "--methods='fedavg-labeled,nosuch': ['nosuch'] are not deployable"),

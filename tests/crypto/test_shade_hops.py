@@ -1,5 +1,5 @@
-"""SHADE cut into hops (securefl.crypto.shade_hops): the same shares' sum, the same frames as
-the one-loop shade_pair, setups kept across rounds, and a refusal of out-of-place messages."""
+"""SHADE cut into hops (securefl.crypto.shade_hops): the shares' sum, the frames the cost model
+counts, setups kept across rounds, and a refusal of out-of-place messages."""
 
 from __future__ import annotations
 
@@ -7,10 +7,9 @@ import numpy as np
 import pytest
 
 from securefl.crypto import shade_hops
-from securefl.crypto.channel import Message, Network, frame_size
+from securefl.crypto.channel import Message, frame_size
 from securefl.crypto.ot import RESUME, setup_context
 from securefl.crypto.rand import RandomSource
-from securefl.crypto.shade import shade_pair
 from securefl.errors import ProtocolError
 
 CONTEXT = setup_context(b"federation", 7, 9)
@@ -61,15 +60,18 @@ def _codes(seed, na, nb, length):
 
 
 @pytest.mark.parametrize("na, nb, length", [(13, 9, 200), (3, 700, 100)])
-def test_hops_give_the_distances_with_the_frames_of_shade_pair(na, nb, length):
+def test_hops_give_the_distances_with_the_frames_of_the_cost_model(na, nb, length):
+    """One correction of 2 x lanes bytes per OT (lanes = n_a rounded up to 8), cut into the
+    frames of ``framing``, and one IKNP matrix per chunk."""
     x, y = _codes(na, na, nb, length)
     messages, s_share, r_share = _hops(x, y)
     distances = (x[:, None, :] != y[None, :, :]).sum(-1)
     np.testing.assert_array_equal((s_share + r_share).astype(np.int64), distances)
-    network = Network()
-    shade_pair(x, y, network=network)
-    assert sum(frame_size(m) for m in messages) == network.bytes_total()
-    assert len(messages) == sum(s.messages_sent for s in network.stats.values())
+    corrections = [m.arrays[0] for m in messages if m.tag == "shade/u"]
+    assert sum(u.nbytes for u in corrections) == nb * length * 2 * 8 * -(-na // 8)
+    frame_rows = shade_hops.framing(na)[1]
+    assert len(corrections) == sum(-(-(stop - start) * length // frame_rows)
+                                   for _, start, stop in shade_hops.chunks(nb, length))
     assert len([m for m in messages if m.tag.startswith("iknp/U/")]) == len(shade_hops.chunks(nb, length))
 
 

@@ -192,6 +192,32 @@ def test_link_batches_arrive_intact_in_order_and_only_once():
         links.open_batch(states[1], sent[0], me=1, peer=0)
 
 
+def test_an_outbox_batch_is_the_batch_of_fresh_arrays_made_in_place():
+    """Frames written into an Outbox's views are sealed where they lie: the batch is the
+    outbox's own blob, byte for byte the batch of the same messages sealed from fresh arrays
+    (same headers, MACs and counters), and it opens to the same arrays."""
+    states = link_states(2)
+    twin = states[0].copy()
+    box = links.Outbox.layout(0, 1, "t/u", np.uint16, [(3, 8), (1, 8)])
+    for i, array in enumerate(box.arrays):
+        array[...] = np.arange(array.size, dtype=np.uint16).reshape(array.shape) + i
+    messages = [Message(0, 1, "t/u", (array,)) for array in box.arrays]
+    fresh = links.seal(twin, [Message(0, 1, "t/u", (a.copy(),)) for a in box.arrays], me=0, peer=1)
+    sealed = links.seal(states[0], messages, me=0, peer=1, outbox=box)
+    assert sealed is box.blob and np.array_equal(sealed, fresh)
+    received = links.open_batch(states[1], sealed, me=1, peer=0)
+    assert all(np.array_equal(m.arrays[0], a) for m, a in zip(received, box.arrays))
+    copied = links.Outbox.layout(0, 1, "t/u", np.uint16, [(3, 8), (1, 8)])  # bodies elsewhere: copied in
+    links.seal(twin, messages, me=0, peer=1, outbox=copied)
+    assert np.array_equal(links.open_batch(states[1], copied.blob, me=1, peer=0)[1].arrays[0], box.arrays[1])
+    with pytest.raises(InputError, match="outbox"):
+        links.seal(states[0], messages[:1], me=0, peer=1, outbox=box)
+    swapped = links.Outbox.layout(0, 1, "t/u", np.uint16, [(2, 8), (2, 8)])
+    with pytest.raises(InputError, match="not where its layout puts it"):
+        links.seal(states[0], [Message(0, 1, "t/u", (a,)) for a in swapped.arrays[::-1]], me=0, peer=1,
+                   outbox=swapped)
+
+
 @pytest.mark.parametrize("attack, match", [
     ("flip", "MAC check failed"),
     ("reorder", "out-of-order"),

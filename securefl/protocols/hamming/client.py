@@ -13,7 +13,7 @@ and the server's side is :mod:`securefl.protocols.hamming.relay`:
 * :func:`shade_hop` ``1 .. 3`` (steps ``cclp/shade/1`` .. ``cclp/shade/4``, the stream step
   repeating): :mod:`securefl.crypto.shade_hops` for every live pair at once, one sealed batch
   per peer (:mod:`securefl.runtime.links`: ``relay/to/<peer>`` up, ``relay/from/<peer>``
-  down), the shares of finished pairs up (``cclp/share/<a>-<b>``); request config
+  down; the correction frames are made in place in the batch, :class:`~securefl.runtime.links.Outbox`), the shares of finished pairs up (``cclp/share/<a>-<b>``); request config
   ``cclp/chunk-bytes`` bounds a pair's SHADE bytes per message.  The pair's IKNP setup
   persists in the state under ``ot/<peer id>/<role>/`` (session-scoped,
   :data:`securefl.runtime.transport.SESSION_SCOPED`), bound to the transport session and the
@@ -183,6 +183,7 @@ def shade_hop(hop: int, party: Party, request: Record, state: Record, reply: Rec
 
         outgoing: list[Message] = []
         share = None
+        outbox = None
         if hop == 0 and acting:
             outgoing = [shade_hops.receiver_base(pair, setup=setup, context=context, sender=sender,
                                                  receiver=receiver, rng=party.randomness(f"peer{peer}"))]
@@ -196,9 +197,18 @@ def shade_hop(hop: int, party: Party, request: Record, state: Record, reply: Rec
                 pair, _one(incoming()), codes, setup=setup, context=context, sender=sender,
                 receiver=receiver, senders=int(sizes[sender]), chunk_bytes=chunk_bytes)
         elif hop == 3 and i_send:
+            boxes: list[links.Outbox] = []
+
+            def buffers(tag: str, dtype: np.dtype, shapes: list[tuple[int, int]], peer: int = peer,
+                        boxes: list[links.Outbox] = boxes) -> tuple[np.ndarray, ...]:
+                """The frames are made where the sealed batch to ``peer`` carries them."""
+                boxes.append(links.Outbox.layout(me, peer, tag, dtype, shapes))
+                return boxes[-1].arrays
+
             outgoing, share = shade_hops.sender_stream(
                 pair, incoming, codes, setup=setup, receivers=int(sizes[receiver]), sender=sender,
-                receiver=receiver, chunk_bytes=chunk_bytes)
+                receiver=receiver, chunk_bytes=chunk_bytes, buffers=buffers)
+            outbox = boxes[-1] if boxes else None
         elif hop == 3:
             outgoing, share = shade_hops.receiver_stream(
                 pair, incoming, codes, setup=setup, senders=int(sizes[sender]), sender=sender,
@@ -211,7 +221,7 @@ def shade_hop(hop: int, party: Party, request: Record, state: Record, reply: Rec
         state.arrays.update({prefix + k: v for k, v in pair.items()})
         reply.config[f"{PAIR_SECONDS}{a}-{b}"] = time.process_time() - started
         if outgoing:
-            links.send_batch(reply, state, outgoing, me=me, peer=peer)
+            links.send_batch(reply, state, outgoing, me=me, peer=peer, outbox=outbox)
             sent += sum(frame_size(m) for m in outgoing)
         if share is not None:
             oriented = share if sender == a else share.T

@@ -20,6 +20,11 @@ client ``identities[j]`` (default ``j``); its SHADE setups are kept by peer clie
 the server learns exactly H.  Any failed client step raises
 :class:`~securefl.errors.ProtocolError` naming it; ``wrap`` lets tests put a tampering
 transport between the server and the clients.
+
+The two-party sessions are the same protocol with two parties: :func:`shade_pair` (with
+:func:`shade_one_vs_many`, :func:`shade_distance`) and :func:`lwe_pair` (with
+:func:`lwe_one_vs_many`, :func:`lwe_distance`) return the two clients' shares, oriented
+``(n_x, n_y)``; no second, pair-level driver exists.
 """
 
 from __future__ import annotations
@@ -364,7 +369,9 @@ def secure_hamming_matrix(
     (the result names it; ``setups`` serve only if it picks SHADE).  The secure backends run
     the deployed protocol on an in-process transport (module docstring).  ``seed`` fixes the
     parties' protocol randomness (their link and signing keys are fresh); ``None`` draws it
-    from the OS CSPRNG.  ``workers`` threads run the LWE backends' products.  ``wrap(transport)``
+    from the OS CSPRNG.  ``workers`` threads run the LWE backends' products; SHADE runs each
+client's hops on one thread, as a deployed client does (its work per pair is one batch per
+exchange), so it takes ``workers=1`` only (``"auto"`` ignores ``workers`` if it picks SHADE).  ``wrap(transport)``
     returns the transport the server drives (tests: observe or tamper with the Records; any
     tampering raises :class:`~securefl.errors.ProtocolError`).  ``progress(k)`` is called as
     work completes (SHADE: OTs; LWE: :func:`securefl.crypto.lwe.progress_total`).  ``setups``
@@ -394,6 +401,11 @@ def secure_hamming_matrix(
             raise InputError("identities", identities, f"must be {len(codes)} distinct non-negative "
                                                        "integers, one per party")
     workers = _check_workers(workers)
+    if backend == "shade":
+        if workers != 1 and requested != "auto":
+            raise InputError("workers", workers, "SHADE runs each client's hops on one thread, as "
+                                                 "deployed: only 1 (threads are the LWE backends')")
+        workers = 1
     chunk_bytes = shade_hops.check_chunk_bytes(chunk_bytes)
     if backend == "plaintext":
         return plaintext_hamming_matrix(codes)
@@ -427,6 +439,82 @@ def secure_hamming_matrix(
     )
 
 
+def _client_id(name: str, value: int) -> int:
+    """A client id (a non-negative int), or :class:`~securefl.errors.InputError` naming it."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+        raise InputError(name, value, "must be a non-negative int (a client id)")
+    return int(value)
+
+
+def _pair_session(x: np.ndarray, y: np.ndarray, backend: str, ids: tuple[str, int, str, int],
+                  **run: object) -> tuple[np.ndarray, np.ndarray]:
+    """The two-party session of ``backend`` between the client ``ids[1]`` that holds ``x``
+    (the OT sender or encryptor, named ``ids[0]``) and the client ``ids[3]`` that holds ``y``
+    (named ``ids[2]``): the shares of the active and the passive party, each ``(n_x, n_y)``."""
+    x, y = check_codes([x, y])
+    active_id, passive_id = _client_id(ids[0], ids[1]), _client_id(ids[2], ids[3])
+    if active_id == passive_id:
+        raise InputError(ids[2], passive_id, f"must differ from {ids[0]}={active_id}")
+    active, passive = pair_roles(0, 1)
+    parties, clients = [y, y], [0, 0]
+    parties[active], clients[active], clients[passive] = x, active_id, passive_id
+    state = _run(parties, backend=backend, identities=clients, **run)
+    pair = state.shares.get((0, 1), {})
+    if active not in pair or passive not in pair:
+        raise ProtocolError(f"{backend} pair: a share is missing")
+
+    def oriented(j: int) -> np.ndarray:
+        share = np.asarray(pair[j].arrays[0])
+        return np.ascontiguousarray(share if active == 0 else share.T)
+
+    return oriented(active), oriented(passive)
+
+
+def shade_pair(
+    x: np.ndarray,
+    y: np.ndarray,
+    *,
+    sender: int = 0,
+    receiver: int = 1,
+    seed: bytes | int | None = None,
+    setups: OTSetups | None = None,
+    chunk_bytes: int = shade_hops.DEFAULT_CHUNK_BYTES,
+    wrap: Callable[[Transport], Transport] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """SHADE between clients ``sender`` (the OT sender, holds ``x``, ``(n_a, L)``) and
+    ``receiver`` (holds ``y``, ``(n_b, L)``): the two-party session of
+    :func:`secure_hamming_matrix` (the same hops, the server relaying), returning the
+    sender's and the receiver's ``(n_a, n_b)`` uint16 shares, whose sum mod 2^16 is
+    ``HD(x_i, y_j)``.  ``seed`` fixes the parties' protocol randomness, ``setups`` keeps the
+    pair's IKNP setup across calls (base OTs on the first only), ``chunk_bytes`` bounds the
+    pair's SHADE bytes per message, ``wrap`` puts a transport between the server and the
+    clients (tests: what each party receives)."""
+    return _pair_session(x, y, "shade", ("sender", sender, "receiver", receiver),
+                         rng=random_source(seed), workers=1, wrap=wrap, setups=setups,
+                         chunk_bytes=shade_hops.check_chunk_bytes(chunk_bytes))
+
+
+def shade_one_vs_many(many: np.ndarray, one: np.ndarray, *, seed: bytes | int | None = None,
+                      wrap: Callable[[Transport], Transport] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """SHADE of one code ``one`` (``(L,)``, the OT receiver's) against ``many`` (``(n, L)``, the
+    sender's): ``L`` OTs whatever ``n`` (GSHADE batching); the sender's and the receiver's
+    ``(n,)`` uint16 shares of ``HD(many[i], one)``."""
+    one = np.asarray(one)
+    if one.ndim != 1:
+        raise InputError("one", one, "must be a single (L,) code")
+    sent, received = shade_pair(many, one[None, :], seed=seed, wrap=wrap)
+    return sent[:, 0], received[:, 0]
+
+
+def shade_distance(x: np.ndarray, y: np.ndarray, *, seed: bytes | int | None = None) -> tuple[int, int]:
+    """SHADE for one pair of ``(L,)`` codes: the two parties' shares of ``HD(x, y)`` mod 2^16."""
+    x = np.asarray(x)
+    if x.ndim != 1:
+        raise InputError("x", x, "must be a single (L,) code")
+    sent, received = shade_one_vs_many(x[None, :], y, seed=seed)
+    return int(sent[0]), int(received[0])
+
+
 def lwe_pair(
     x: np.ndarray,
     y: np.ndarray,
@@ -446,27 +534,9 @@ def lwe_pair(
     ring-structured ``M`` (:mod:`securefl.crypto.rlwe`), ``device`` the torch device of the
     products, ``seed`` the parties' randomness, ``wrap`` a transport between the server and
     the clients (tests: what each party receives)."""
-    x, y = check_codes([x, y])
-    for name, value in (("encryptor", encryptor), ("evaluator", evaluator)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
-            raise InputError(name, value, "must be a non-negative int (a client id)")
-    if encryptor == evaluator:
-        raise InputError("evaluator", evaluator, f"must differ from encryptor={encryptor}")
-    workers = _check_workers(workers)
-    active, passive = pair_roles(0, 1)
-    parties, ids = [y, y], [0, 0]
-    parties[active], ids[active], ids[passive] = x, int(encryptor), int(evaluator)
-    state = _run(parties, backend="rlwe" if ring else "lwe", rng=random_source(seed),
-                 workers=workers, wrap=wrap, identities=ids, device=device)
-    pair = state.shares.get((0, 1), {})
-    if active not in pair or passive not in pair:
-        raise ProtocolError("LWE pair: a share is missing")
-
-    def oriented(j: int) -> np.ndarray:
-        share = np.asarray(pair[j].arrays[0])
-        return np.ascontiguousarray(share if active == 0 else share.T)
-
-    return oriented(active), oriented(passive)
+    return _pair_session(x, y, "rlwe" if ring else "lwe",
+                         ("encryptor", encryptor, "evaluator", evaluator), rng=random_source(seed),
+                         workers=_check_workers(workers), wrap=wrap, device=device)
 
 
 def lwe_one_vs_many(many: np.ndarray, one: np.ndarray, *, seed: bytes | int | None = None,
