@@ -370,8 +370,9 @@ def secure_hamming_matrix(
     the deployed protocol on an in-process transport (module docstring).  ``seed`` fixes the
     parties' protocol randomness (their link and signing keys are fresh); ``None`` draws it
     from the OS CSPRNG.  ``workers`` threads run the LWE backends' products; SHADE runs each
-client's hops on one thread, as a deployed client does (its work per pair is one batch per
-exchange), so it takes ``workers=1`` only (``"auto"`` ignores ``workers`` if it picks SHADE).  ``wrap(transport)``
+    client's hops on one thread, as a deployed client does (its work per pair is one batch
+    per exchange), so it takes ``workers=1`` only (``"auto"`` ignores ``workers`` if it picks
+    SHADE).  ``wrap(transport)``
     returns the transport the server drives (tests: observe or tamper with the Records; any
     tampering raises :class:`~securefl.errors.ProtocolError`).  ``progress(k)`` is called as
     work completes (SHADE: OTs; LWE: :func:`securefl.crypto.lwe.progress_total`).  ``setups``
