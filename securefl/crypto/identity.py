@@ -81,6 +81,7 @@ et al.'s consistency check.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import os
 import struct
@@ -93,7 +94,9 @@ from typing import Any
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
+from securefl.crypto.pairkeys import TAG_BYTES, exchange_private, pair_key
 from securefl.errors import ConfigError, InputError, ProtocolError
 
 SIGNATURE_BYTES = 64
@@ -281,6 +284,10 @@ class Credentials:
 
     identity: Identity
     roster: Roster
+    _pair_keys: dict[int, bytes] = field(default_factory=dict, init=False, repr=False,
+                                         compare=False)
+    _exchange: list[X25519PrivateKey] = field(default_factory=list, init=False, repr=False,
+                                              compare=False)
 
     def __post_init__(self) -> None:
         if self.roster.keys.get(self.identity.client) != self.identity.public:
@@ -312,6 +319,53 @@ class Credentials:
     def everyone(self) -> bytes:
         """:func:`cohort_digest` of the whole roster (keys meant for any member)."""
         return self.roster.everyone
+
+    def pair_key(self, peer: int, protocol: str = "pair") -> bytes:
+        """K_(self, peer) of :mod:`securefl.crypto.pairkeys`: derived from the roster on first
+        use and kept (the roster is immutable).  ``peer`` outside the roster, or this client
+        itself: ProtocolError naming ``protocol``."""
+        key = self._pair_keys.get(peer)
+        if key is None:
+            public = self.roster.keys.get(int(peer))
+            if public is None or int(peer) == self.client:
+                raise ProtocolError(f"{protocol}: no pair key between client {self.client} and "
+                                    f"{peer} in roster {self.roster.name!r}")
+            if not self._exchange:  # this client's X25519 key, derived once
+                self._exchange.append(exchange_private(self.identity.private))
+            key = self._pair_keys[int(peer)] = pair_key(
+                self._exchange[0], self.client, public, int(peer), self.roster.id)
+        return key
+
+    def tags(self, recipients: Sequence[int], *, protocol: str, context: bytes, cohort: bytes,
+             key: bytes) -> list[bytes]:
+        """This client's 16-byte tag binding ``key`` for each of ``recipients``:
+        HMAC-SHA256(K_(self, r), statement(F, protocol, context, self, cohort, key) || r),
+        truncated (:mod:`securefl.crypto.pairkeys`).  The statement is the one :meth:`sign`
+        signs, so a tag binds exactly what a signature binds, for its recipient only."""
+        body = statement(self.roster.id, protocol, context, self.client, cohort, key)
+        return [hmac.new(self.pair_key(r, protocol), body + struct.pack(">q", int(r)),
+                         hashlib.sha256).digest()[:TAG_BYTES] for r in recipients]
+
+    def check_tags(self, tags: Sequence[bytes], *, protocol: str, context: bytes,
+                   senders: Sequence[int], cohort: bytes, keys: Sequence[bytes]) -> None:
+        """Check ``tags[i]``, ``senders[i]``'s tag to this client binding ``keys[i]``, every
+        one of them (constant-time comparisons).  The first fault: ProtocolError."""
+        if not len(tags) == len(senders) == len(keys):
+            raise InputError("tags", len(tags), f"needs one sender and one key each "
+                                                f"({len(senders)}, {len(keys)})")
+        prefix, me = _prefix(self.roster.id, protocol, context), struct.pack(">q", self.client)
+        for tag, sender, key in zip(tags, senders, keys):
+            sender = int(sender)
+            secret = self.pair_key(sender, protocol)
+            if not isinstance(tag, (bytes, bytearray)) or len(tag) != TAG_BYTES:
+                raise ProtocolError(f"{protocol}: key of client {sender} carries no tag")
+            expected = hmac.new(secret, prefix + _tail(sender, cohort, key) + me,
+                                hashlib.sha256).digest()[:TAG_BYTES]
+            if not hmac.compare_digest(expected, bytes(tag)):
+                raise ProtocolError(
+                    f"{protocol}: client {sender}'s tag on its key does not verify under roster "
+                    f"{self.roster.name!r} (substituted key, or bound to another session, round "
+                    "or cohort)")
 
 
 def new_federation(name: str, clients: int) -> tuple[Roster, list[Credentials]]:

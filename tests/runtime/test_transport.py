@@ -261,7 +261,7 @@ def test_secagg_parties_survive_a_round_trip_through_their_state_at_every_round(
     rng = np.random.default_rng(seed)
     values = [rng.integers(0, 2**32, dim, dtype=np.uint64) for _ in range(n)]
     config = secure_sum_steps.new_config(list(range(n)), threshold=n // 2 + 1, dim=dim)
-    server = SecAggServer(config, tuple(range(n)))
+    server = SecAggServer(config)
     _, credentials = new_federation("codec", n)
     skip = ("rng", "credentials")
     records = []
@@ -309,7 +309,8 @@ class Summand(ClientHalf):
             config = SecAggConfig(
                 bytes(request.config["session"]), int(request.config["n"]),
                 int(request.config["t"]), int(request.config["dim"]), 64,
-                cohort=bytes(request.config["cohort"]), consistency=True)
+                members=secure_sum_steps.request_members(request, "cohort", int(request.config["n"])),
+                consistency=True)
             value = np.asarray(node.run_config["values"][node.partition], dtype=np.uint64)
             secure_sum_steps.start(state, reply, index=int(request.config["index"]),
                                    config=config, encoded=value, credentials=node.credentials(),
@@ -329,8 +330,9 @@ def summed(values, members, threshold, dropouts=None, intercept=None):
                                    dropouts={c: STEP_OF_ROUND[r] for c, r in (dropouts or {}).items()},
                                    intercept=intercept)
     config = secure_sum_steps.new_config(members, threshold=threshold, dim=len(values[0]))
-    requests = {c: Record(config={"session": config.session, "cohort": config.cohort, "n": len(members), "t": threshold,
-                                  "dim": len(values[0]), "index": i})
+    requests = {c: Record({"cohort": secure_sum_steps.packed_members(members)},
+                          {"session": config.session, "n": len(members), "t": threshold,
+                           "dim": len(values[0]), "index": i})
                 for i, c in enumerate(members)}
     first = transport.exchange("input", requests)
     return secure_sum_steps.aggregate_steps(transport, config, members, first)
@@ -403,7 +405,8 @@ class MultiSummand(ClientHalf):
         for name, factor in (("small", 1), ("large", 10)):
             config = SecAggConfig(bytes(request.config[f"session/{name}"]), int(request.config["n"]),
                                   int(request.config["t"]), value.size, 64,
-                                  cohort=bytes(request.config["cohort"]), consistency=True)
+                                  members=secure_sum_steps.request_members(request, "cohort", int(request.config["n"])),
+                consistency=True)
             secure_sum_steps.start(state, reply, index=int(request.config["index"]), config=config,
                                    encoded=value * np.uint64(factor), name=name,
                                    credentials=node.credentials(), policy=node.policy())
@@ -417,8 +420,9 @@ def test_several_sums_share_the_exchanges_and_count_bytes_as_the_in_process_prot
                                    dropouts={2: "secagg/ciphertexts"})
     configs = {name: secure_sum_steps.new_config(members, threshold=3, dim=5)
                for name in ("small", "large")}
-    requests = {c: Record(config={"n": 4, "t": 3, "index": i, "cohort": configs["small"].cohort,
-                                  **{f"session/{n}": cfg.session for n, cfg in configs.items()}})
+    requests = {c: Record({"cohort": secure_sum_steps.packed_members(members)},
+                          {"n": 4, "t": 3, "index": i,
+                           **{f"session/{n}": cfg.session for n, cfg in configs.items()}})
                 for i, c in enumerate(members)}
     first = transport.exchange("input", requests)
     outcome = secure_sum_steps.aggregate_steps(transport, configs, members, first)

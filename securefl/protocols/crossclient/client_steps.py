@@ -322,9 +322,10 @@ class CrossClientSteps:
         if not self.real:
             reply.arrays["cclp/input"] = encoded
             return
+        members = secure_sum_steps.request_members(request, "cclp/sum/cohort", client.sum_members)
         config = SecAggConfig(bytes(request.config["cclp/sum/session"]), client.sum_members,
                               int(request.config["cclp/sum/threshold"]), int(encoded.size), 64,
-                              cohort=bytes(request.config["cclp/sum/cohort"]), consistency=True)
+                              members=members, consistency=True)
         secure_sum_steps.start(state, reply, index=int(request.config["cclp/sum/index"]),
                                config=config, encoded=encoded, name=SUM_NAME,
                                credentials=self._node.credentials(), policy=self._node.policy())

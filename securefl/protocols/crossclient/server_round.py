@@ -369,7 +369,8 @@ class SecAggRows:
         config = state.sum_config
         request.config.update({"cclp/sum/index": state.in_sum.index(j),
                                "cclp/sum/threshold": config.threshold,
-                               "cclp/sum/session": config.session, "cclp/sum/cohort": config.cohort})
+                               "cclp/sum/session": config.session})
+        request.arrays["cclp/sum/cohort"] = secure_sum_steps.packed_members(config.members)
 
     def steps(self, state: RoundState) -> Iterator[Step]:
         state.aggregation = secure_sum_steps.open_aggregation(
