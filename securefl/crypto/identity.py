@@ -52,30 +52,23 @@ does not supply.  Flower also exposes those keys to neither ServerApp nor Client
 the in-process simulator has no SuperNodes.  So securefl keeps its own roster (which an
 operator may fill with the same people's keys).
 
-**What verification costs, and what is not repeated.**  One Ed25519 verification is the
-active protocols' unit of cost: SecAgg's client verifies n - 1 key signatures and at most
-t survivor-list signatures, about three X25519 exchanges each (``benchmarks/active_security.py``,
-``primitives``).  Nothing is verified or parsed twice: a roster parses a member's key
-into its verifier object on first use and keeps it (the roster is immutable);
-:func:`node_credentials` parses a node's two files once per content (a changed file is
-parsed afresh); :meth:`Roster.verify_all` encodes the statement's shared fields
-(federation, protocol, context) once per batch; a client neither verifies its own
-signatures (it compares them with what it sent) nor is shown more than t survivor-list
-signatures (:mod:`securefl.crypto.secagg`).  Every signature it *is* shown it verifies.
+**Pair tags where a client would verify one signature per peer.**  SecAgg's client checks
+n - 1 peer keys and t - 1 survivor-list endorsements a round; an Ed25519 verification costs
+about three X25519 exchanges (``benchmarks/active_security.py``, ``primitives``), which more
+than doubled its CPU.  There :meth:`Credentials.tags` binds the same statement (plus the
+recipient) with a 16-byte HMAC under the static pair key K_uv that only the two clients can
+compute from their roster identities (:mod:`securefl.crypto.pairkeys`), derived once per
+pair and kept; a tag costs a hash.  It convinces its recipient as a signature would and is
+not transferable, which no check of securefl needs.  Keys broadcast once to many receivers
+that each verify once (links, the LSH seed agreement, the HE dealer, LWE) keep signatures.
 
-**Why Ed25519 stays, although a faster verifier exists.**  Of the project's dependencies,
-``cryptography`` offers Ed25519 and ECDSA (OpenSSL), ``pycryptodome`` Ed25519 in C
-(about 20x slower than OpenSSL's).  OpenSSL's P-256 ECDSA verification (its nistz256
-assembly) is the one faster standard verifier: about two thirds of Ed25519's CPU per
-signature on this machine.  It is not adopted: it would cut the authenticated SecAgg
-client's cost by about a fifth (verification is about half of it), not to the issue's 1.2x; it would change
-every roster and identity file; ECDSA signing needs a fresh secret nonce per signature
-(a repeated or biased one reveals the key) where Ed25519's is derived; and ECDSA
-signatures are malleable ((r, s) and (r, -s) both verify), which any check keyed by
-signature bytes would have to handle.  Batch verification of Ed25519 (one multi-scalar
-multiplication for many signatures, about 2x cheaper each) has no binding in either
-library, and a client cannot skip a signature it is shown without departing from Bonawitz
-et al.'s consistency check.
+**What is not repeated.**  Nothing is verified, derived or parsed twice: a roster parses a
+member's key into its verifier object on first use and keeps it (the roster is immutable);
+credentials keep each pair key; :func:`node_credentials` parses a node's two files once per
+content (a changed file is parsed afresh); :meth:`Roster.verify_all` encodes the statement's
+shared fields (federation, protocol, context) once per batch; a client neither checks its
+own keys (it compares them with what it sent) nor is shown more than t - 1 endorsements
+(:mod:`securefl.crypto.secagg`).  Every signature or tag it *is* shown it checks.
 """
 
 from __future__ import annotations

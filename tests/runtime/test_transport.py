@@ -166,13 +166,12 @@ def test_client_generators_do_not_depend_on_the_order_clients_run_in():
 
 
 def link_states(count: int) -> list[Record]:
-    """Clients that advertised keys and installed the relayed table (one session)."""
+    """Clients that opened their links to each other (one session, party c = client c)."""
     session = secrets.token_bytes(16)
     states = [Record(config={"_session": session}) for _ in range(count)]
     _, credentials = new_federation("links", count)
-    ids, keys = links.key_table({c: links.advertise(states[c], credentials[c], me=c) for c in range(count)})
     for c in range(count):
-        links.install(states[c], ids, keys, me=c, credentials=credentials[c])
+        links.open_links(states[c], credentials[c], me=c, members=range(count))
     return states
 
 
@@ -218,20 +217,30 @@ def test_a_relay_that_alters_a_batch_makes_the_receiver_raise(attack, match):
     assert states[receiver].config == state_before.config  # the receive counter did not move
 
 
-def test_a_relay_cannot_substitute_a_public_key():
+def test_link_keys_come_from_the_roster_and_a_relabelled_member_list_is_refused():
     session = secrets.token_bytes(16)
-    states = [Record(config={"_session": session}) for _ in range(3)]
     _, credentials = new_federation("links", 3)
-    public = {c: links.advertise(states[c], credentials[c], me=c) for c in range(3)}
-    # client 1's own key replaced by another signed key of client 1 (a second advertise)
-    ids, keys = links.key_table({0: public[0], 1: links.advertise(Record(config={"_session": session}),
-                                                                   credentials[1], me=1)})
-    with pytest.raises(ProtocolError, match="own public key"):
-        links.install(states[1], ids, keys, me=1, credentials=credentials[1])
-    # client 2's signed key relabelled as party 1's
-    ids, keys = links.key_table({0: public[0], 1: public[2]})
-    with pytest.raises(ProtocolError, match="does not verify"):
-        links.install(states[0], ids, keys, me=0, credentials=credentials[0])
+
+    def opened(c, members, label="", at=session):
+        state = Record(config={"_session": at})
+        links.open_links(state, credentials[c], me=list(members).index(c), members=members,
+                         label=label)
+        return state
+
+    a, b = opened(0, [0, 1, 2]), opened(1, [0, 1, 2])
+    assert links._link_key(a, 0, 1) == links._link_key(b, 1, 0) != links._link_key(a, 0, 2)
+    for other in (opened(1, [0, 1, 2], label="round 2"), opened(1, [0, 1, 2], at=b"x" * 16)):
+        assert links._link_key(other, 1, 0) != links._link_key(a, 0, 1)  # per label and session
+    for members, error in (([1, 0, 2], "with this client at party 0"), ([0, 0, 2], "distinct"),
+                           ([0, 1, 7], "no pair key")):  # another at its place, twice, a stranger
+        with pytest.raises(ProtocolError, match=error):
+            links.open_links(Record(config={"_session": session}), credentials[0], me=0,
+                             members=members)
+    # the server tells client 0 that party 1 is client 2 (and client 1 the truth): refused
+    relabelled = opened(0, [0, 2, 1])
+    batch = links.seal(relabelled, payloads(0, 1), me=0, peer=1)
+    with pytest.raises(ProtocolError, match="MAC check failed"):
+        links.open_batch(b, batch, me=1, peer=0)
 
 
 def test_link_check_verifies_every_link_in_process():
