@@ -329,6 +329,15 @@ class Credentials:
                 self._exchange[0], self.client, public, int(peer), self.roster.id)
         return key
 
+    def derive_pair_keys(self) -> int:
+        """Derive (and keep) the pair key with every other roster member: what a node's warm
+        executor does once, before it forks a process per message, so that no message pays
+        for them again.  Returns how many there are."""
+        for peer in self.roster.keys:
+            if peer != self.client:
+                self.pair_key(peer)
+        return len(self._pair_keys)
+
     def tags(self, recipients: Sequence[int], *, protocol: str, context: bytes, cohort: bytes,
              key: bytes) -> list[bytes]:
         """This client's 16-byte tag binding ``key`` for each of ``recipients``:

@@ -69,3 +69,27 @@ def test_a_tag_convinces_its_recipient_only_and_binds_every_field():
         receiver.check_tags([forged], senders=[0], keys=[b"K" * 64], **binding)
     with pytest.raises(ProtocolError, match="carries no tag"):
         receiver.check_tags([b""], senders=[0], keys=[KEY], **binding)
+
+
+def test_a_warm_executor_derives_the_pair_keys_its_forked_handlers_then_find(tmp_path):
+    """What a SuperNode's warm executor does before it forks a process per message: parse
+    the node's credentials from its --node-config and derive every pair key; a handler
+    that reads the same files gets that very object, keys included."""
+    from securefl.crypto.identity import (
+        IDENTITY_FILE,
+        ROSTER_FILE,
+        ROSTER_FILE_KEY,
+        node_credentials,
+        write_federation,
+    )
+    from securefl.fl.flower.node import warm_credentials
+
+    write_federation(tmp_path, "fed", 4)
+    files = {IDENTITY_FILE: str(tmp_path / "client-2.key"), ROSTER_FILE_KEY: str(tmp_path / ROSTER_FILE)}
+    text = f'partition-id=2 {IDENTITY_FILE}="{files[IDENTITY_FILE]}" {ROSTER_FILE_KEY}="{files[ROSTER_FILE_KEY]}"'
+    assert warm_credentials(text) == 3
+    held = node_credentials(files, 2)
+    assert sorted(held._pair_keys) == [0, 1, 3]
+    assert warm_credentials("partition-id=2") == 0  # no identity configured: nothing to warm
+    assert warm_credentials(f'partition-id=2 {IDENTITY_FILE}="{tmp_path}/gone.key" '
+                            f'{ROSTER_FILE_KEY}="{files[ROSTER_FILE_KEY]}"') == 0
