@@ -534,15 +534,10 @@ def _survivor_bytes(survivors: Sequence[int]) -> bytes:
     return np.array(sorted(survivors), dtype=">i8").tobytes()
 
 
-def _slot(receiver: int, sender: int) -> int:
-    """Row of ``sender``'s tag to ``receiver`` among the sender's tags, which follow the
-    list's order with the sender's own place left out."""
+def _slot(receiver: int, sender: np.ndarray) -> np.ndarray:
+    """Row of each ``sender``'s tag to ``receiver`` among that sender's tags, which follow
+    the list's order with the sender's own place left out."""
     return receiver - (receiver > sender)
-
-
-def _stack_tags(rows: Sequence[np.ndarray]) -> np.ndarray:
-    """Relayed tag rows as one ``(k, TAG_BYTES)`` uint8 array (``k`` may be 0)."""
-    return np.stack(rows) if rows else np.zeros((0, TAG_BYTES), np.uint8)
 
 
 def _tag_rows(tags: Sequence[bytes]) -> np.ndarray:
@@ -930,16 +925,18 @@ class SecAggServer:
             self._checked = True
             signers = sorted(self._consistency)
             t = self.config.threshold
-            lowest = signers[:t]  # t endorsements prove the list (docstring); the receiver is one
+            lowest = np.array(signers[:t])  # t endorsements prove the list (docstring)
             position = {v: i for i, v in enumerate(self.survivors)}
+            stacked = np.stack([self._consistency[s] for s in lowest.tolist()])
+            at = np.array([position[s] for s in lowest.tolist()])
             out = []
             # every client that answered (an endorsement of another list too: it then refuses
             # these), the tags to it of the t - 1 lowest endorsers other than itself
             for u in sorted(self._consistency.keys() | self._unendorsed):
-                shown = [s for s in lowest if s != u][:t - 1]
-                rows = _stack_tags([self._consistency[s][_slot(position[u], position[s])] for s in shown])
+                shown = np.flatnonzero(lowest != u)[:t - 1]
+                rows = stacked[shown, _slot(position[u], at[shown])]
                 out.append(Message(SERVER, u, TAGS["endorsements"],
-                                   (pack_subset(shown, self.survivors), rows)))
+                                   (pack_subset(lowest[shown].tolist(), self.survivors), rows)))
             return out
         received = (self._keys, self._shares, self._masked, self._unmask)[stage]
         if len(received) < self.config.threshold:
@@ -956,9 +953,13 @@ class SecAggServer:
         keys = np.stack([np.frombuffer(self._keys[u], dtype=np.uint8) for u in ids])
         if self.config.members:
             # each receiver v gets, for every other listed key, its owner's tag to v
-            return [Message(SERVER, int(v), TAGS["keys"], (ids, keys, _stack_tags(
-                        [self._tags[int(u)][_slot(int(v), int(u))] for u in ids if u != v])))
-                    for v in ids]
+            stacked = np.stack([self._tags[int(u)] for u in ids])
+            out = []
+            for i, v in enumerate(ids.tolist()):
+                others = np.delete(np.arange(len(ids)), i)
+                out.append(Message(SERVER, v, TAGS["keys"],
+                                   (ids, keys, stacked[others, _slot(v, ids[others])])))
+            return out
         return [Message(SERVER, int(u), TAGS["keys"], (ids, keys)) for u in ids]
 
     def _close_shares(self) -> list[Message]:
