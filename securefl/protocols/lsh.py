@@ -40,7 +40,7 @@ clients different member lists) or an untagged one raises ProtocolError and no s
 leaves the client.  The server can still drop keys (the seed then mixes fewer
 shares, still with the client's own, so it stays pseudorandom to the server) or make the
 round fail.  Without credentials (the in-process library, every party in one process)
-keys travel unsigned and are not checked.
+keys travel untagged and are not checked.
 
 The normals come from the AES-CTR PRG (:mod:`securefl.crypto.prg`) through Box-Muller,
 because every client must derive bit-identical hyperplanes from the seed on any machine;

@@ -19,8 +19,8 @@ position among the round's selected clients, config ``cclp/party``):
     be at its position), config ``round``, ``cclp/party``, ``cclp/session`` (8 bytes).  The client takes its features
     V_j (:meth:`CrossClientSteps.features`: a method embeds its points by the request's
     model; kept in its state until hashed), and starts the LSH seed
-    agreement (:class:`~securefl.protocols.lsh.SeedAgreementClient`: public key up, signed
-    in real mode; the share from ``cclp.crypto_seed_for("lsh", round)``) and opens its links
+    agreement (:class:`~securefl.protocols.lsh.SeedAgreementClient`: public key up, tagged
+    for each peer in real mode; the share from ``cclp.crypto_seed_for("lsh", round)``) and opens its links
     to the round's members (:func:`securefl.runtime.links.open_links`: keys derived from
     the node's identity and the members' roster entries, nothing sent).  Plaintext: the
     share itself goes up.
@@ -218,7 +218,7 @@ class CrossClientSteps:
                    seed: int | None = None) -> SeedAgreementClient:
         """The seed-agreement party of ``client``'s state (``seed``: of its share); in real
         mode with the node's credentials for this transport session, round session and the
-        round's members (:mod:`securefl.protocols.lsh`: its key signed at advertise, the
+        round's members (:mod:`securefl.protocols.lsh`: its key tagged at advertise, the
         peers' keys checked at shares)."""
         if not self.real:
             return client.agreement(seed=seed)
