@@ -534,7 +534,7 @@ def _survivor_bytes(survivors: Sequence[int]) -> bytes:
     return np.array(sorted(survivors), dtype=">i8").tobytes()
 
 
-def _slot(receiver: int, sender: np.ndarray) -> np.ndarray:
+def _slot(receiver: int | np.ndarray, sender: np.ndarray) -> np.ndarray:
     """Row of each ``sender``'s tag to ``receiver`` among that sender's tags, which follow
     the list's order with the sender's own place left out."""
     return receiver - (receiver > sender)
@@ -879,7 +879,9 @@ class SecAggServer:
             raise ProtocolError(f"client {u}: keys must be one (64,) uint8 array"
                                 + (" and its tags, one per other member" if tagged else ""))
         if tagged:
-            _tag_list(arrays[1], self.config.clients - 1, f"client {u}'s advertise message")
+            if arrays[1].shape != (self.config.clients - 1, TAG_BYTES) or arrays[1].dtype != np.uint8:
+                raise ProtocolError(f"client {u}: advertise tags must be ({self.config.clients - 1}, "
+                                    f"{TAG_BYTES}) uint8, one per other member")
             self._tags[u] = arrays[1]
         self._keys[u] = arrays[0].tobytes()
 
@@ -953,13 +955,14 @@ class SecAggServer:
         keys = np.stack([np.frombuffer(self._keys[u], dtype=np.uint8) for u in ids])
         if self.config.members:
             # each receiver v gets, for every other listed key, its owner's tag to v
-            stacked = np.stack([self._tags[int(u)] for u in ids])
-            out = []
-            for i, v in enumerate(ids.tolist()):
-                others = np.delete(np.arange(len(ids)), i)
-                out.append(Message(SERVER, v, TAGS["keys"],
-                                   (ids, keys, stacked[others, _slot(v, ids[others])])))
-            return out
+            m = len(ids)
+            stacked = np.stack([self._tags[int(u)] for u in ids])  # (m, n - 1, TAG_BYTES)
+            own = np.eye(m, dtype=bool)  # a sender's tag to itself does not exist
+            slots = np.where(own, 0, _slot(ids[:, None], ids[None, :]))
+            relayed = (stacked[np.arange(m)[None, :], slots][~own].reshape(m, m - 1, TAG_BYTES)
+                       if stacked.shape[1] else np.zeros((m, m - 1, TAG_BYTES), np.uint8))
+            return [Message(SERVER, int(v), TAGS["keys"], (ids, keys, relayed[i]))
+                    for i, v in enumerate(ids)]
         return [Message(SERVER, int(u), TAGS["keys"], (ids, keys)) for u in ids]
 
     def _close_shares(self) -> list[Message]:
