@@ -20,11 +20,11 @@ machine's load average is recorded around every run (it is shared: quote CPU rat
 SecAgg, with signatures (today) against the semi-honest variant, in this process:
 
 * ``links`` (:mod:`securefl.runtime.links`, FedProp's relayed SHADE/LWE frames): P clients
-  :func:`~securefl.runtime.links.advertise` and :func:`~securefl.runtime.links.install` the relayed
-  table.  There is no unsigned switch, so the semi-honest CPU is the same run's CPU minus
-  the CPU inside ``Credentials.sign`` and ``Roster.verify_all`` (timed by wrappers around
-  exactly those calls), and its bytes are the same arrays without the 64-byte signature
-  and the 8-byte signer id per row (32-byte keys; ids int64 both ways).
+  :func:`~securefl.runtime.links.open_links` from the roster (no bytes; the CPU of a later
+  round, pair keys kept, and of a federation's first, pair keys derived), against the
+  semi-honest links a deployment without identities would run: unsigned ephemeral X25519
+  keys relayed (32 bytes and an 8-byte id up, P rows down; a key pair and P - 1
+  agreements of CPU per client).
 * ``lsh`` (:func:`securefl.protocols.lsh.agree_seed`): run twice over a metered
   :class:`~securefl.crypto.channel.Network`, with credentials and without (its switch);
   CPU and frame bytes measured.
@@ -114,52 +114,46 @@ RATIOS = ("server_cpu_seconds", "client_cpu_seconds_mean", "client_cpu_seconds_m
           "bytes_sent_and_received_per_client", "bytes_total")
 
 
-def _timed(target, name: str, clock: dict) -> None:
-    """Wrap ``target.name`` so its process CPU is added to ``clock[name]``."""
-    original = getattr(target, name)
-
-    def wrapper(*args, **kwargs):
-        begin = time.process_time()
-        try:
-            return original(*args, **kwargs)
-        finally:
-            clock[name] = clock.get(name, 0.0) + time.process_time() - begin
-
-    setattr(target, name, wrapper)
-
-
 def setup_costs(parties: int) -> dict:
     """One round's link, LSH-seed and LWE key setup for ``parties`` clients (docstring)."""
     from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
     from securefl.crypto.channel import Network
-    from securefl.crypto.identity import Credentials, Roster, new_federation
+    from securefl.crypto.identity import new_federation
+    from securefl.crypto.keys import KeyPair, pairwise_secret
     from securefl.crypto.lwe_keys import KeyBinding
     from securefl.protocols.lsh import SeedAgreementClient, agree_seed
     from securefl.runtime import links
     from securefl.runtime.transport import Record
 
     _, credentials = new_federation("setup", parties)
-    clock: dict[str, float] = {}
-    _timed(Credentials, "sign", clock)
-    _timed(Roster, "verify_all", clock)
-    out = {"parties": parties}
-    # links
-    states = [Record(config={"_session": b"s" * 16}) for _ in range(parties)]
+    out: dict = {"parties": parties}
+    # links: semi-honest = unsigned ephemeral X25519 keys relayed (a key pair and P - 1
+    # agreements per client); active = open_links from the roster (nothing sent), cold (pair
+    # keys derived: a federation's first round) and warm (kept: every later round)
+    session = b"s" * 16
     begin = time.process_time()
-    rows = {j: links.advertise(states[j], credentials[j], me=j, label="round") for j in range(parties)}
-    ids, table = links.key_table(rows)
+    pairs = [KeyPair.generate() for _ in range(parties)]
+    publics = [pair.public_array() for pair in pairs]
     for j in range(parties):
-        links.install(states[j], ids, table, me=j, credentials=credentials[j])
-    cpu = (time.process_time() - begin) / parties
-    signing = (clock.get("sign", 0.0) + clock.get("verify_all", 0.0)) / parties
-    per_row = links.SIGNED_KEY_BYTES
+        for k in range(parties):
+            if k != j:
+                pairwise_secret(pairs[j].private, publics[k], session=session, me=j, peer=k,
+                                label="link")
+    semi = (time.process_time() - begin) / parties
+    opened = {}
+    for label in ("cold", "warm"):
+        states = [Record(config={"_session": session}) for _ in range(parties)]
+        begin = time.process_time()
+        for j in range(parties):
+            links.open_links(states[j], credentials[j], me=j, members=range(parties), label=label)
+        opened[label] = (time.process_time() - begin) / parties
     out["links"] = {
-        "active": {"cpu_seconds_per_client": cpu, "bytes_sent_per_client": per_row,
-                   "bytes_received_per_client": ids.nbytes + table.nbytes},
-        "semi_honest": {"cpu_seconds_per_client": cpu - signing, "bytes_sent_per_client": 32,
-                        "bytes_received_per_client": ids.nbytes + 32 * parties},
-        "sign_verify_cpu_seconds_per_client": signing}
+        "active": {"cpu_seconds_per_client": opened["warm"], "bytes_sent_per_client": 0,
+                   "bytes_received_per_client": 0},
+        "semi_honest": {"cpu_seconds_per_client": semi, "bytes_sent_per_client": 32 + 8,
+                        "bytes_received_per_client": (32 + 8) * parties},
+        "active_first_round_cpu_seconds_per_client": opened["cold"]}
     # LSH seed agreement (a real switch: credentials or none)
     cohort = list(range(parties))
     for side, held in (("semi_honest", None), ("active", credentials)):

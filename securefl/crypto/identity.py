@@ -52,35 +52,29 @@ does not supply.  Flower also exposes those keys to neither ServerApp nor Client
 the in-process simulator has no SuperNodes.  So securefl keeps its own roster (which an
 operator may fill with the same people's keys).
 
-**What verification costs, and what is not repeated.**  One Ed25519 verification is the
-active protocols' unit of cost: SecAgg's client verifies n - 1 key signatures and at most
-t survivor-list signatures, about three X25519 exchanges each (``benchmarks/active_security.py``,
-``primitives``).  Nothing is verified or parsed twice: a roster parses a member's key
-into its verifier object on first use and keeps it (the roster is immutable);
-:func:`node_credentials` parses a node's two files once per content (a changed file is
-parsed afresh); :meth:`Roster.verify_all` encodes the statement's shared fields
-(federation, protocol, context) once per batch; a client neither verifies its own
-signatures (it compares them with what it sent) nor is shown more than t survivor-list
-signatures (:mod:`securefl.crypto.secagg`).  Every signature it *is* shown it verifies.
+**Pair tags where a client would verify one signature per peer.**  SecAgg's client checks
+n - 1 peer keys and t - 1 survivor-list endorsements a round; an Ed25519 verification costs
+about three X25519 exchanges (``benchmarks/active_security.py``, ``primitives``), which more
+than doubled its CPU.  There :meth:`Credentials.tags` binds the same statement (plus the
+recipient) with a 16-byte HMAC under the static pair key K_uv that only the two clients can
+compute from their roster identities (:mod:`securefl.crypto.pairkeys`), derived once per
+pair and kept; a tag costs a hash.  It convinces its recipient as a signature would and is
+not transferable, which no check of securefl needs.  Keys broadcast once to many receivers
+that each verify once (links, the LSH seed agreement, the HE dealer, LWE) keep signatures.
 
-**Why Ed25519 stays, although a faster verifier exists.**  Of the project's dependencies,
-``cryptography`` offers Ed25519 and ECDSA (OpenSSL), ``pycryptodome`` Ed25519 in C
-(about 20x slower than OpenSSL's).  OpenSSL's P-256 ECDSA verification (its nistz256
-assembly) is the one faster standard verifier: about two thirds of Ed25519's CPU per
-signature on this machine.  It is not adopted: it would cut the authenticated SecAgg
-client's cost by about a fifth (verification is about half of it), not to the issue's 1.2x; it would change
-every roster and identity file; ECDSA signing needs a fresh secret nonce per signature
-(a repeated or biased one reveals the key) where Ed25519's is derived; and ECDSA
-signatures are malleable ((r, s) and (r, -s) both verify), which any check keyed by
-signature bytes would have to handle.  Batch verification of Ed25519 (one multi-scalar
-multiplication for many signatures, about 2x cheaper each) has no binding in either
-library, and a client cannot skip a signature it is shown without departing from Bonawitz
-et al.'s consistency check.
+**What is not repeated.**  Nothing is verified, derived or parsed twice: a roster parses a
+member's key into its verifier object on first use and keeps it (the roster is immutable);
+credentials keep each pair key; :func:`node_credentials` parses a node's two files once per
+content (a changed file is parsed afresh); :meth:`Roster.verify_all` encodes the statement's
+shared fields (federation, protocol, context) once per batch; a client neither checks its
+own keys (it compares them with what it sent) nor is shown more than t - 1 endorsements
+(:mod:`securefl.crypto.secagg`).  Every signature or tag it *is* shown it checks.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import os
 import struct
@@ -93,7 +87,9 @@ from typing import Any
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
+from securefl.crypto.pairkeys import TAG_BYTES, exchange_private, pair_key
 from securefl.errors import ConfigError, InputError, ProtocolError
 
 SIGNATURE_BYTES = 64
@@ -281,6 +277,10 @@ class Credentials:
 
     identity: Identity
     roster: Roster
+    _pair_keys: dict[int, bytes] = field(default_factory=dict, init=False, repr=False,
+                                         compare=False)
+    _exchange: list[X25519PrivateKey] = field(default_factory=list, init=False, repr=False,
+                                              compare=False)
 
     def __post_init__(self) -> None:
         if self.roster.keys.get(self.identity.client) != self.identity.public:
@@ -312,6 +312,62 @@ class Credentials:
     def everyone(self) -> bytes:
         """:func:`cohort_digest` of the whole roster (keys meant for any member)."""
         return self.roster.everyone
+
+    def pair_key(self, peer: int, protocol: str = "pair") -> bytes:
+        """K_(self, peer) of :mod:`securefl.crypto.pairkeys`: derived from the roster on first
+        use and kept (the roster is immutable).  ``peer`` outside the roster, or this client
+        itself: ProtocolError naming ``protocol``."""
+        key = self._pair_keys.get(peer)
+        if key is None:
+            public = self.roster.keys.get(int(peer))
+            if public is None or int(peer) == self.client:
+                raise ProtocolError(f"{protocol}: no pair key between client {self.client} and "
+                                    f"{peer} in roster {self.roster.name!r}")
+            if not self._exchange:  # this client's X25519 key, derived once
+                self._exchange.append(exchange_private(self.identity.private))
+            key = self._pair_keys[int(peer)] = pair_key(
+                self._exchange[0], self.client, public, int(peer), self.roster.id)
+        return key
+
+    def derive_pair_keys(self) -> int:
+        """Derive (and keep) the pair key with every other roster member: what a node's warm
+        executor does once, before it forks a process per message, so that no message pays
+        for them again.  Returns how many there are."""
+        for peer in self.roster.keys:
+            if peer != self.client:
+                self.pair_key(peer)
+        return len(self._pair_keys)
+
+    def tags(self, recipients: Sequence[int], *, protocol: str, context: bytes, cohort: bytes,
+             key: bytes) -> list[bytes]:
+        """This client's 16-byte tag binding ``key`` for each of ``recipients``:
+        HMAC-SHA256(K_(self, r), statement(F, protocol, context, self, cohort, key) || r),
+        truncated (:mod:`securefl.crypto.pairkeys`).  The statement is the one :meth:`sign`
+        signs, so a tag binds exactly what a signature binds, for its recipient only."""
+        body = statement(self.roster.id, protocol, context, self.client, cohort, key)
+        return [hmac.new(self.pair_key(r, protocol), body + struct.pack(">q", int(r)),
+                         hashlib.sha256).digest()[:TAG_BYTES] for r in recipients]
+
+    def check_tags(self, tags: Sequence[bytes], *, protocol: str, context: bytes,
+                   senders: Sequence[int], cohort: bytes, keys: Sequence[bytes]) -> None:
+        """Check ``tags[i]``, ``senders[i]``'s tag to this client binding ``keys[i]``, every
+        one of them (constant-time comparisons).  The first fault: ProtocolError."""
+        if not len(tags) == len(senders) == len(keys):
+            raise InputError("tags", len(tags), f"needs one sender and one key each "
+                                                f"({len(senders)}, {len(keys)})")
+        prefix, me = _prefix(self.roster.id, protocol, context), struct.pack(">q", self.client)
+        for tag, sender, key in zip(tags, senders, keys):
+            sender = int(sender)
+            secret = self.pair_key(sender, protocol)
+            if not isinstance(tag, (bytes, bytearray)) or len(tag) != TAG_BYTES:
+                raise ProtocolError(f"{protocol}: key of client {sender} carries no tag")
+            expected = hmac.new(secret, prefix + _tail(sender, cohort, key) + me,
+                                hashlib.sha256).digest()[:TAG_BYTES]
+            if not hmac.compare_digest(expected, bytes(tag)):
+                raise ProtocolError(
+                    f"{protocol}: client {sender}'s tag on its key does not verify under roster "
+                    f"{self.roster.name!r} (substituted key, or bound to another session, round "
+                    "or cohort)")
 
 
 def new_federation(name: str, clients: int) -> tuple[Roster, list[Credentials]]:

@@ -126,7 +126,7 @@ Chaum-Pedersen OR-proof that ``(P^0, P^1)`` is ``(bG, bT)`` or ``(bT, bG)``, bot
 point additions X25519's API lacks) and KOS's check -- is implemented, so SHADE, like
 every client-to-client protocol here, is secure against *semi-honest* clients only.
 What holds against a deviating *server* that no client colludes with: it relays frames
-on links keyed by roster-signed X25519 keys (:mod:`securefl.runtime.links`), so it can neither
+on links keyed from the two clients' roster identities (:mod:`securefl.runtime.links`), so it can neither
 run the OTs in a client's place nor read or alter what it relays.
 
 Why by hand: no maintained Python library offers OT; libOTe/emp-ot are C++ and not

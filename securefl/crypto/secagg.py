@@ -60,7 +60,7 @@ the server, against which the guarantee below holds.
   refuse shorter lists, lists without themselves and names whose shares they do not
   hold), more than the m (m - t) available when t > m/2.  It *can* learn the sum over a
   subset of the survivors smaller than t: there is no consistency-check round (Bonawitz
-  et al.'s actively secure variant signs the lists).
+  et al.'s actively secure variant authenticates the lists).
 * *SecAgg+ graph* (``neighbours=k``): only the server alone is covered (tolerance 0).
   It learns sum_(u in U3) x_u and nothing else, because b_u needs t' shares from u's
   neighbourhood, holders answer one consistent list, and the graph induced on U3 must be
@@ -73,40 +73,39 @@ the server, against which the guarantee below holds.
   colluders that together with dropped clients cut the graph expose partial sums; and a
   server sending inconsistent survivor lists can claim all of v's neighbours dropped to
   some of their holders while v survives for v's holders (the consistency round below
-  rules that last attack out: every revealing client holds t signatures on one list).  Use the complete graph when
+  rules that last attack out: every revealing client holds t endorsements of one list).  Use the complete graph when
   clients may collude with the server.
 
-**Authenticated protocol** (``credentials`` / ``SecAggConfig.cohort``; what every
-transport and :func:`securefl.runtime.secure_sum` run by default).  Each client signs
-(c_u^PK, s_u^PK) with its roster identity over (federation id, ``secagg/keys``, session,
-cohort digest C of the members' roster ids in index order, keys)
-(:mod:`securefl.crypto.identity`); the server relays, with the key list, the signature of
-every listed key but the receiver's own (which it compares instead of verifying) and the
-cohort list (:func:`securefl.crypto.idsets.pack_ids`: a bitmap when ascending); a client
-verifies that the list hashes to C, names it at its own index, that every other listed key
-carries its owner's signature and that its own keys are listed unchanged -- before it
-encrypts a share.  Against a deviating server this rules out key substitution: the review's attack
-(n = 5, t = 3, no colluding client: relay its own keys, open the shares sent to them,
-rebuild b_v and s_v^SK, unmask x_v) is refused in round 1 (a test runs it against both
-variants).
+**Authenticated protocol** (``credentials`` / ``SecAggConfig.members``; what every
+transport and :func:`securefl.runtime.secure_sum` run by default).  The request that starts
+a sum names its members (roster ids in index order).  Client u tags (c_u^PK, s_u^PK) for
+every other member v with the static pair key K_uv of their roster identities
+(:mod:`securefl.crypto.pairkeys`): a 16-byte HMAC over the statement (federation id,
+``secagg/keys``, session, cohort digest C of the members, u, keys) and v
+(:meth:`securefl.crypto.identity.Credentials.tags`).  The server relays to v, with the key
+list, each listed owner's tag *to v* (v's own keys it compares instead); v checks every tag
+and that its own keys are listed unchanged -- before it encrypts a share.  A tag convinces
+its recipient exactly as a signature would (only u and v can compute K_uv), at the cost of
+a hash instead of an Ed25519 verification per peer.  Against a deviating server this rules
+out key substitution: the review's attack (n = 5, t = 3, no colluding client: relay its own
+keys, open the shares sent to them, rebuild b_v and s_v^SK, unmask x_v) is refused in round
+1 (a test runs it against both variants).
 
 **Consistency round** (``SecAggConfig.consistency``, authenticated only; Bonawitz et al.
 §4): between masked input and unmasking, the server sends U3; each client checks it as for
-unmasking and signs it (``secagg/survivors`` over the sorted indices); the server relays
-to each client t - 1 of the signatures it collected, of the lowest-numbered signers other
-than that client (t signatures on one list are the whole proof and the receiver's own is
-the t-th: it signed exactly this list itself, so relaying it back, or more than t, would
-only add bytes and verifications), the signers named by a bitmap over U3
-(:func:`securefl.crypto.idsets.pack_subset`: a signer outside U3, or named twice, cannot
-be expressed).  A client reveals shares only after verifying every relayed signature --
-at least t - 1, of other clients of its own U3, on exactly that U3 -- and refuses its own
-entry, any signature on another list or that fails to verify, however many valid ones
-come with it.  Two
-lists A != B would each need t > n/2 signers, and a client signs once: the server cannot
-show different survivor sets to different clients and still unmask, so a sum over fewer
-than t survivors is ruled out too.  Every transport
-runs it (:mod:`securefl.runtime.secure_sum_steps`: one more exchange); without it the
-*Survivor lists* bound above applies (no single input, but possibly a sum of fewer than t).
+unmasking and *endorses* it: one tag on U3 (``secagg/survivors`` over the sorted indices)
+for every other member of U3.  The server relays to each client the tags to it of the t - 1
+lowest-numbered endorsers other than itself (t endorsements of one list are the whole proof
+and the receiver is the t-th: it endorsed exactly this list itself), the endorsers named by
+a bitmap over U3 (:func:`securefl.crypto.idsets.pack_subset`: an endorser outside U3, or
+named twice, cannot be expressed).  A client reveals shares only after checking every
+relayed tag -- at least t - 1, of other clients of its own U3, on exactly that U3 -- and
+refuses its own entry, any tag on another list or that fails to verify, however many valid
+ones come with it.  Two lists A != B would each need t > n/2 endorsers, and a client
+endorses once: the server cannot show different survivor sets to different clients and
+still unmask, so a sum over fewer than t survivors is ruled out too.  Every transport runs
+it (:mod:`securefl.runtime.secure_sum_steps`: one more exchange); without it the *Survivor
+lists* bound above applies (no single input, but possibly a sum of fewer than t).
 
 A client learns only ciphertexts for it, shares (fewer than t, resp. t', of anything)
 and public keys.  The runner enforces that no party object reads another's state.  Too
@@ -144,8 +143,9 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from securefl.crypto import prg, shamir
 from securefl.crypto.channel import SERVER, Message
 from securefl.crypto.fixed_point import container_dtype, ring_mask
-from securefl.crypto.identity import SIGNATURE_BYTES, Credentials, cohort_digest
-from securefl.crypto.idsets import pack_ids, pack_subset, unpack_ids, unpack_subset
+from securefl.crypto.identity import Credentials, cohort_digest
+from securefl.crypto.idsets import pack_subset, unpack_subset
+from securefl.crypto.pairkeys import TAG_BYTES
 from securefl.errors import DropoutError, InputError, ProtocolError
 
 ROUNDS = ("advertise", "share", "masked_input", "unmask")
@@ -160,13 +160,13 @@ TAGS = {
     "survivors": "secagg/survivors",
     "unmask": "secagg/unmask",
     "consistency": "secagg/consistency",
-    "signatures": "secagg/signatures",
+    "endorsements": "secagg/endorsements",
 }
 
 SURVIVORS_PROTOCOL = "secagg/survivors"
-"""What a client's consistency-round signature on the survivor list U3 names."""
+"""What a client's consistency-round tag on the survivor list U3 names."""
 KEY_PROTOCOL = "secagg/keys"
-"""What a client's signature on its (c^PK, s^PK) names (:mod:`securefl.crypto.identity`)."""
+"""What a client's tag on its (c^PK, s^PK) names (:mod:`securefl.crypto.identity`)."""
 KEY_BYTES = 32
 SEED_BYTES = prg.SEED_BYTES
 _SK_LIMBS = -(-KEY_BYTES // shamir.LIMB_BYTES)  # 5 field elements per X25519 secret key
@@ -464,10 +464,11 @@ class SecAggConfig:
     """Public parameters every party agrees on before round 0 (``server_workers`` is the
     server's own choice of threads for removing masks; it changes no output).
 
-    ``cohort``: :func:`securefl.crypto.identity.cohort_digest` of the members' roster ids
-    in index order (authenticated runs; every key signature binds it), empty in the
-    unauthenticated semi-honest variant.  ``consistency``: run Bonawitz et al.'s
-    consistency round before unmasking (module docstring; authenticated runs only)."""
+    ``members``: the roster id of the client playing each index (authenticated runs: each
+    client tags its keys for every other member, and every tag binds the digest
+    :attr:`cohort` of this list), empty in the unauthenticated semi-honest variant.
+    ``consistency``: run Bonawitz et al.'s consistency round before unmasking (module
+    docstring; authenticated runs only)."""
 
     session: bytes
     clients: int
@@ -476,16 +477,21 @@ class SecAggConfig:
     modulus_bits: int
     neighbours: int | None = None
     server_workers: int = 2
-    cohort: bytes = b""
+    members: tuple[int, ...] = ()
     consistency: bool = False
+    _cohort: bytes = field(default=b"", init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        if self.consistency and not self.cohort:
-            raise InputError("consistency", self.consistency, "the consistency round signs: it needs a cohort")
+        if self.consistency and not self.members:
+            raise InputError("consistency", self.consistency,
+                             "the consistency round authenticates: it needs the members")
         if len(self.session) != 16:
             raise InputError("session", self.session, "must be 16 bytes")
-        if self.cohort and len(self.cohort) != 32:
-            raise InputError("cohort", self.cohort, "must be empty or a 32-byte cohort_digest")
+        if self.members:
+            if len(self.members) != self.clients:
+                raise InputError("members", self.members, f"must name all {self.clients} clients")
+            object.__setattr__(self, "members", tuple(int(m) for m in self.members))
+            object.__setattr__(self, "_cohort", cohort_digest(self.members))
         if self.server_workers < 1:
             raise InputError("server_workers", self.server_workers, "must be >= 1")
         check_threshold(self.clients, self.threshold)
@@ -494,6 +500,12 @@ class SecAggConfig:
     @property
     def dtype(self) -> np.dtype:
         return container_dtype(self.modulus_bits)
+
+    @property
+    def cohort(self) -> bytes:
+        """:func:`~securefl.crypto.identity.cohort_digest` of :attr:`members` (empty when
+        unauthenticated): what every tag of the run binds."""
+        return self._cohort
 
     @property
     def neighbour_threshold(self) -> int:
@@ -518,8 +530,27 @@ def _expect(message: Message, tag: str, sender: int, receiver: int) -> None:
 
 
 def _survivor_bytes(survivors: Sequence[int]) -> bytes:
-    """U3 as the bytes a consistency-round signature covers (sorted indices, int64)."""
+    """U3 as the bytes a consistency-round endorsement covers (sorted indices, int64)."""
     return np.array(sorted(survivors), dtype=">i8").tobytes()
+
+
+def _slot(receiver: int | np.ndarray, sender: np.ndarray) -> np.ndarray:
+    """Row of each ``sender``'s tag to ``receiver`` among that sender's tags, which follow
+    the list's order with the sender's own place left out."""
+    return receiver - (receiver > sender)
+
+
+def _tag_rows(tags: Sequence[bytes]) -> np.ndarray:
+    """Tags as one ``(k, TAG_BYTES)`` uint8 array (the wire form)."""
+    return np.frombuffer(b"".join(tags), dtype=np.uint8).reshape(len(tags), TAG_BYTES)
+
+
+def _tag_list(rows: np.ndarray, count: int, name: str) -> list[bytes]:
+    """``count`` tags from their wire form; another shape or dtype: ProtocolError."""
+    if rows.shape != (count, TAG_BYTES) or rows.dtype != np.uint8:
+        raise ProtocolError(f"{name}: tags must be ({count}, {TAG_BYTES}) uint8, one per peer "
+                            "(a client's own is never relayed back)")
+    return [row.tobytes() for row in rows]
 
 
 def _ids(array: np.ndarray, name: str) -> list[int]:
@@ -550,7 +581,6 @@ class SecAggClient:
     _gcm_keys: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
     _self_seed: bytes = field(default=b"", repr=False)
     _held: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
-    _members: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64), repr=False)
     _survivors: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64), repr=False)
 
     def advertise(self) -> Message:
@@ -565,18 +595,27 @@ class SecAggClient:
         keys = np.frombuffer(raw, dtype=np.uint8)
         if self.credentials is None:
             return Message(self.index, SERVER, TAGS["advertise"], (keys,))
-        if len(self.config.cohort) != 32:
-            raise InputError("config.cohort", self.config.cohort,
-                             "an authenticated client needs the cohort digest its keys are for")
-        signature = self.credentials.sign(protocol=KEY_PROTOCOL, context=self.config.session,
-                                          cohort=self.config.cohort, key=raw)
-        return Message(self.index, SERVER, TAGS["advertise"], (keys, np.frombuffer(signature, np.uint8)))
+        members = self.config.members
+        if not members:
+            raise InputError("config.members", members,
+                             "an authenticated client needs the members its keys are for")
+        if members[self.index] != self.credentials.client:
+            raise ProtocolError(f"client {self.index}: index {self.index} of the cohort is client "
+                                f"{members[self.index]}, not this client {self.credentials.client}")
+        tags = self.credentials.tags(self._others(range(self.config.clients)), protocol=KEY_PROTOCOL,
+                                     context=self.config.session, cohort=self.config.cohort, key=raw)
+        return Message(self.index, SERVER, TAGS["advertise"], (keys, _tag_rows(tags)))
+
+    def _others(self, indices: Sequence[int]) -> list[int]:
+        """The roster ids of ``indices`` but this client's own, in their order."""
+        return [self.config.members[v] for v in indices if v != self.index]
 
     def handle(self, message: Message) -> Message:
         """Answer the server's message of the current round."""
         handlers = {1: ("keys", self._share_keys), 2: ("ciphertexts", self._masked_input), 3: ("survivors", self._unmask)}
         if self.config.consistency:
-            handlers.update({3: ("survivors", self._sign_survivors), 4: ("signatures", self._checked_unmask)})
+            handlers.update({3: ("survivors", self._endorse_survivors),
+                             4: ("endorsements", self._checked_unmask)})
         if self.stage not in handlers:
             raise ProtocolError(f"client {self.index} got {message.tag!r} after the protocol ended")
         name, handler = handlers[self.stage]
@@ -590,8 +629,8 @@ class SecAggClient:
 
     def _share_keys(self, message: Message) -> Message:
         self._advance(1)
-        if len(message.arrays) not in (2, 4):
-            raise ProtocolError("keys message must hold (ids, keys[, signatures, cohort])")
+        if len(message.arrays) not in (2, 3):
+            raise ProtocolError("keys message must hold (ids, keys[, tags])")
         ids, keys = _ids(message.arrays[0], "keys ids"), message.arrays[1]
         if keys.shape != (len(ids), 2 * KEY_BYTES) or keys.dtype != np.uint8:
             raise ProtocolError("keys message: keys must be (k, 64) uint8")
@@ -636,27 +675,17 @@ class SecAggClient:
         return Message(self.index, SERVER, TAGS["shares"], (np.array(receivers, dtype=np.int32), blob))
 
     def _verify_keys(self, message: Message, ids: list[int], keys: np.ndarray) -> None:
-        """Authenticated run: every listed peer key must carry its owner's roster signature
-        bound to this session and cohort (the signatures come in list order, one per listed
-        key but this client's own, which it compares instead); the cohort list must hash to
-        ``config.cohort`` and list this client at its own index.  Otherwise ProtocolError
-        before any key is used."""
-        if len(message.arrays) != 4:
-            raise ProtocolError(f"client {self.index}: keys arrived without signatures")
-        signatures, cohort = message.arrays[2], unpack_ids(message.arrays[3], "cohort ids")
-        peers = [i for i, v in enumerate(ids) if v != self.index]  # its own keys: compared, not verified
-        if signatures.shape != (len(peers), SIGNATURE_BYTES) or signatures.dtype != np.uint8:
-            raise ProtocolError(f"keys message: signatures must be ({len(peers)}, {SIGNATURE_BYTES}) "
-                                "uint8, one per listed peer (its own is not relayed back)")
-        if len(cohort) != self.config.clients or cohort_digest(cohort) != self.config.cohort:
-            raise ProtocolError(f"client {self.index}: the cohort list differs from the one its keys were signed for")
-        if cohort[self.index] != self.credentials.client:
-            raise ProtocolError(f"client {self.index}: index {self.index} of the cohort is client "
-                                f"{cohort[self.index]}, not this client {self.credentials.client}")
-        self.credentials.verify_all([row.tobytes() for row in signatures], protocol=KEY_PROTOCOL,
-                                    context=self.config.session, senders=[cohort[ids[i]] for i in peers],
+        """Authenticated run: every listed peer key must carry its owner's tag to this client
+        bound to this session and cohort (the tags come in list order, one per listed key
+        but this client's own, which it compares instead).  Otherwise ProtocolError before
+        any key is used."""
+        if len(message.arrays) != 3:
+            raise ProtocolError(f"client {self.index}: keys arrived without tags")
+        peers = [i for i, v in enumerate(ids) if v != self.index]  # its own keys: compared, not checked
+        tags = _tag_list(message.arrays[2], len(peers), "keys message")
+        self.credentials.check_tags(tags, protocol=KEY_PROTOCOL, context=self.config.session,
+                                    senders=[self.config.members[ids[i]] for i in peers],
                                     cohort=self.config.cohort, keys=[keys[i].tobytes() for i in peers])
-        self._members = np.array(cohort, dtype=np.int64)  # roster id of each index
 
     def _gcm_key(self, v: int) -> bytes:
         shared = self._c_key.exchange(X25519PublicKey.from_public_bytes(self._peers[v][0]))
@@ -703,40 +732,38 @@ class SecAggClient:
         np.bitwise_and(masked, ring_mask(config.modulus_bits), out=masked)
         return Message(self.index, SERVER, TAGS["masked"], (masked,))
 
-    def _sign_survivors(self, message: Message) -> Message:
-        """Consistency round: check U3 as :meth:`_unmask` would, keep it, and sign it."""
+    def _endorse_survivors(self, message: Message) -> Message:
+        """Consistency round: check U3 as :meth:`_unmask` would, keep it, and endorse it:
+        one tag on U3 for every other member of U3, in U3 order."""
         self._advance(3)
         survivors = self._check_survivors(message)
         self._survivors = np.array(sorted(survivors), dtype=np.int64)
-        signature = self.credentials.sign(protocol=SURVIVORS_PROTOCOL, context=self.config.session,
-                                          cohort=self.config.cohort, key=_survivor_bytes(self._survivors))
-        return Message(self.index, SERVER, TAGS["consistency"], (np.frombuffer(signature, np.uint8),))
+        tags = self.credentials.tags(self._others(self._survivors.tolist()),
+                                     protocol=SURVIVORS_PROTOCOL, context=self.config.session,
+                                     cohort=self.config.cohort, key=_survivor_bytes(self._survivors))
+        return Message(self.index, SERVER, TAGS["consistency"], (_tag_rows(tags),))
 
     def _checked_unmask(self, message: Message) -> Message:
-        """Reveal shares only after t members of U3 signed the U3 this client signed: the
-        message names t - 1 *other* signers by a bitmap over U3 (so none can lie outside
-        it, and none twice) and carries their signatures in U3 order, each verified once;
-        this client is the t-th (it signed exactly this list in the step before, so its own
-        signature is not relayed back)."""
+        """Reveal shares only after t members of U3 endorsed the U3 this client endorsed: the
+        message names t - 1 *other* endorsers by a bitmap over U3 (so none can lie outside
+        it, and none twice) and carries their tags to this client in U3 order, each checked
+        once; this client is the t-th (it endorsed exactly this list in the step before)."""
         self._advance(4)
         if len(message.arrays) != 2:
-            raise ProtocolError("signatures message must hold (signer bitmap over U3, signatures)")
+            raise ProtocolError("endorsements message must hold (endorser bitmap over U3, tags)")
         survivors = self._survivors.tolist()
-        signers = unpack_subset(message.arrays[0], survivors, "signers")
-        signatures = message.arrays[1]
-        if signatures.shape != (len(signers), SIGNATURE_BYTES) or signatures.dtype != np.uint8:
-            raise ProtocolError(f"signatures must be ({len(signers)}, {SIGNATURE_BYTES}) uint8, one per signer")
-        if self.index in signers:
-            raise ProtocolError(f"client {self.index}: its own survivor-list signature was relayed back "
-                                "(the format names only the other signers)")
+        endorsers = unpack_subset(message.arrays[0], survivors, "endorsers")
+        tags = _tag_list(message.arrays[1], len(endorsers), "endorsements")
+        if self.index in endorsers:
+            raise ProtocolError(f"client {self.index}: its own survivor-list endorsement was relayed "
+                                "back (the format names only the other endorsers)")
         listed = _survivor_bytes(self._survivors)
-        self.credentials.verify_all([row.tobytes() for row in signatures], protocol=SURVIVORS_PROTOCOL,
-                                    context=self.config.session,
-                                    senders=[int(self._members[v]) for v in signers],
-                                    cohort=self.config.cohort, keys=[listed] * len(signers))
-        if len(signers) + 1 < self.config.threshold:
-            raise DropoutError(f"client {self.index}: only {len(signers) + 1} clients (itself included) "
-                               f"signed the survivor list it was shown; threshold is {self.config.threshold}")
+        self.credentials.check_tags(tags, protocol=SURVIVORS_PROTOCOL, context=self.config.session,
+                                    senders=[self.config.members[v] for v in endorsers],
+                                    cohort=self.config.cohort, keys=[listed] * len(endorsers))
+        if len(endorsers) + 1 < self.config.threshold:
+            raise DropoutError(f"client {self.index}: only {len(endorsers) + 1} clients (itself included) "
+                               f"endorsed the survivor list it was shown; threshold is {self.config.threshold}")
         return self._reveal(set(survivors))
 
     def _unmask(self, message: Message) -> Message:
@@ -792,17 +819,15 @@ class SecAggServer:
 
     Feed each round's messages with :meth:`handle`, then call :meth:`close_round` for
     the next round's outgoing messages.  After round 3, ``total`` holds the sum mod 2^k
-    and ``survivors`` the clients in it.  ``cohort``: the members' roster ids in index
-    order, relayed with the keys of an authenticated run (``config.cohort`` set).
+    and ``survivors`` the clients in it.
     """
 
     config: SecAggConfig
-    cohort: tuple[int, ...] = ()
     stage: int = 0
     total: np.ndarray | None = None
     survivors: tuple[int, ...] = ()
     _keys: dict[int, bytes] = field(default_factory=dict, repr=False)
-    _signatures: dict[int, bytes] = field(default_factory=dict, repr=False)
+    _tags: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
     _shares: dict[int, tuple[list[int], np.ndarray]] = field(default_factory=dict, repr=False)
     _masked: set[int] = field(default_factory=set, repr=False)
     _unmask: dict[int, tuple[list[int], np.ndarray, list[int], np.ndarray]] = field(default_factory=dict, repr=False)
@@ -810,17 +835,10 @@ class SecAggServer:
     _survivor_set: frozenset[int] = frozenset()
     _dropped_set: frozenset[int] = frozenset()
     _consistency: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
+    _unendorsed: set[int] = field(default_factory=set, repr=False)
     _checked: bool = False
 
     _ROUND_TAGS = (TAGS["advertise"], TAGS["shares"], TAGS["masked"], TAGS["unmask"])
-
-    def __post_init__(self) -> None:
-        if self.config.cohort:
-            if len(self.cohort) != self.config.clients or cohort_digest(self.cohort) != self.config.cohort:
-                raise InputError("cohort", self.cohort,
-                                 "must list the members' roster ids whose digest is config.cohort")
-        elif self.cohort:
-            raise InputError("cohort", self.cohort, "given for a config without a cohort digest")
 
     def _in_consistency(self) -> bool:
         return self.config.consistency and self.stage == 3 and not self._checked
@@ -832,11 +850,13 @@ class SecAggServer:
         if self._in_consistency():
             _expect(message, TAGS["consistency"], message.sender, SERVER)
             u = message.sender
-            if u not in self._survivor_set or u in self._consistency:
+            if u not in self._survivor_set or u in self._consistency or u in self._unendorsed:
                 raise ProtocolError(f"consistency round: unexpected or repeated client {u}")
-            if len(message.arrays) != 1 or message.arrays[0].shape != (SIGNATURE_BYTES,):
-                raise ProtocolError(f"client {u}: consistency message must hold one signature")
-            self._consistency[u] = np.asarray(message.arrays[0], dtype=np.uint8)
+            tags = message.arrays[0] if len(message.arrays) == 1 else np.zeros(0, np.uint8)
+            if tags.shape == (len(self.survivors) - 1, TAG_BYTES) and tags.dtype == np.uint8:
+                self._consistency[u] = tags
+            else:  # endorsed another list (or nothing): it does not count towards the t
+                self._unendorsed.add(u)
             return
         _expect(message, self._ROUND_TAGS[self.stage], message.sender, SERVER)
         u = message.sender
@@ -854,14 +874,15 @@ class SecAggServer:
         (self._take_keys, self._take_shares, self._take_masked, self._take_unmask)[self.stage](u, message.arrays)
 
     def _take_keys(self, u: int, arrays: tuple[np.ndarray, ...]) -> None:
-        signed = bool(self.config.cohort)
-        if len(arrays) != 1 + signed or arrays[0].shape != (2 * KEY_BYTES,) or arrays[0].dtype != np.uint8:
+        tagged = bool(self.config.members)
+        if len(arrays) != 1 + tagged or arrays[0].shape != (2 * KEY_BYTES,) or arrays[0].dtype != np.uint8:
             raise ProtocolError(f"client {u}: keys must be one (64,) uint8 array"
-                                + (" and its (64,) uint8 signature" if signed else ""))
-        if signed:
-            if arrays[1].shape != (SIGNATURE_BYTES,) or arrays[1].dtype != np.uint8:
-                raise ProtocolError(f"client {u}: signature must be ({SIGNATURE_BYTES},) uint8")
-            self._signatures[u] = arrays[1].tobytes()
+                                + (" and its tags, one per other member" if tagged else ""))
+        if tagged:
+            if arrays[1].shape != (self.config.clients - 1, TAG_BYTES) or arrays[1].dtype != np.uint8:
+                raise ProtocolError(f"client {u}: advertise tags must be ({self.config.clients - 1}, "
+                                    f"{TAG_BYTES}) uint8, one per other member")
+            self._tags[u] = arrays[1]
         self._keys[u] = arrays[0].tobytes()
 
     def _take_shares(self, u: int, arrays: tuple[np.ndarray, ...]) -> None:
@@ -901,20 +922,23 @@ class SecAggServer:
             raise ProtocolError("protocol already finished")
         if self._in_consistency():
             if len(self._consistency) < self.config.threshold:
-                raise DropoutError(f"only {len(self._consistency)} clients signed the survivor list; "
+                raise DropoutError(f"only {len(self._consistency)} clients endorsed the survivor list; "
                                    f"threshold is {self.config.threshold}")
             self._checked = True
             signers = sorted(self._consistency)
             t = self.config.threshold
-            lowest = signers[:t]  # t signatures prove the list (docstring); the receiver is one
-            stacked = np.stack([self._consistency[u] for u in lowest])
+            lowest = np.array(signers[:t])  # t endorsements prove the list (docstring)
+            position = {v: i for i, v in enumerate(self.survivors)}
+            stacked = np.stack([self._consistency[s] for s in lowest.tolist()])
+            at = np.array([position[s] for s in lowest.tolist()])
             out = []
-            for u in signers:  # the t - 1 lowest signers other than the receiver
-                drop = lowest.index(u) if u in lowest else t - 1
-                shown = lowest[:drop] + lowest[drop + 1:t]
-                rows = np.delete(stacked, drop, axis=0) if u in lowest else stacked[:t - 1]
-                out.append(Message(SERVER, u, TAGS["signatures"],
-                                   (pack_subset(shown, self.survivors), rows)))
+            # every client that answered (an endorsement of another list too: it then refuses
+            # these), the tags to it of the t - 1 lowest endorsers other than itself
+            for u in sorted(self._consistency.keys() | self._unendorsed):
+                shown = np.flatnonzero(lowest != u)[:t - 1]
+                rows = stacked[shown, _slot(position[u], at[shown])]
+                out.append(Message(SERVER, u, TAGS["endorsements"],
+                                   (pack_subset(lowest[shown].tolist(), self.survivors), rows)))
             return out
         received = (self._keys, self._shares, self._masked, self._unmask)[stage]
         if len(received) < self.config.threshold:
@@ -929,15 +953,17 @@ class SecAggServer:
     def _close_advertise(self) -> list[Message]:
         ids = np.array(sorted(self._keys), dtype=np.int32)
         keys = np.stack([np.frombuffer(self._keys[u], dtype=np.uint8) for u in ids])
-        arrays: tuple[np.ndarray, ...] = (ids, keys)
-        if self.config.cohort:
-            signatures = np.stack([np.frombuffer(self._signatures[u], dtype=np.uint8) for u in ids])
-            cohort = pack_ids(self.cohort)
-            # each receiver gets every listed key's signature but its own (it compares its keys)
-            return [Message(SERVER, int(u), TAGS["keys"],
-                            (ids, keys, np.delete(signatures, i, axis=0), cohort))
-                    for i, u in enumerate(ids)]
-        return [Message(SERVER, int(u), TAGS["keys"], arrays) for u in ids]
+        if self.config.members:
+            # each receiver v gets, for every other listed key, its owner's tag to v
+            m = len(ids)
+            stacked = np.stack([self._tags[int(u)] for u in ids])  # (m, n - 1, TAG_BYTES)
+            own = np.eye(m, dtype=bool)  # a sender's tag to itself does not exist
+            slots = np.where(own, 0, _slot(ids[:, None], ids[None, :]))
+            relayed = (stacked[np.arange(m)[None, :], slots][~own].reshape(m, m - 1, TAG_BYTES)
+                       if stacked.shape[1] else np.zeros((m, m - 1, TAG_BYTES), np.uint8))
+            return [Message(SERVER, int(v), TAGS["keys"], (ids, keys, relayed[i]))
+                    for i, v in enumerate(ids)]
+        return [Message(SERVER, int(u), TAGS["keys"], (ids, keys)) for u in ids]
 
     def _close_shares(self) -> list[Message]:
         self._u2 = tuple(sorted(self._shares))

@@ -53,7 +53,7 @@ Clients learn no distances.  A party that also colludes with the server learns t
 other's share and hence HD — exactly what the server learns anyway.  Against a client that
 *deviates* (a malicious OT sender cheating in the base OTs, a malicious receiver without
 KOS's consistency check) SHADE makes no claim: :mod:`securefl.crypto.ot` says what each
-can learn; a deviating server alone is stopped by the signed link keys.
+can learn; a deviating server alone is stopped by the links, keyed from the roster identities.
 
 **Client links need integrity, not confidentiality.**  Relayed through a semi-honest
 server, the pair's frames add nothing to its view: the hello carries a public point and

@@ -121,10 +121,10 @@ def contribute(reply: Record, state: Record, request: Record, *, secure: str, su
             index = int(request.config[_key(name, "index")])
             threshold = int(request.config[_key(name, "threshold")])
             session = bytes(request.config[_key(name, "session")])
-            cohort = bytes(request.config[_key(name, "cohort")])
         except KeyError as missing:
             raise ProtocolError(f"a real-mode sum needs the secure-sum parameter {missing}") from None
         policy.check_cohort(members, threshold)
+        cohort = secure_sum_steps.request_members(request, _key(name, "cohort"), members)
         encoding = FixedPoint(members)
         payload = (np.asarray(vector, dtype=np.float64) if w is None else
                    np.append(np.asarray(vector, dtype=np.float64) * w, w))
@@ -200,20 +200,21 @@ class GroupSumPlan:
                           for name, clients in members.items()}
         return plan
 
-    def request_config(self, client: int) -> dict[str, Any]:
-        """What the contributing step's request to ``client`` carries: the parameters of
-        every sum it is a member of."""
-        config: dict[str, Any] = {}
+    def request(self, client: int, arrays: Mapping[str, np.ndarray] | None = None,
+                config: Mapping[str, Any] | None = None) -> Record:
+        """The contributing step's request to ``client``: ``arrays`` and ``config`` plus the
+        parameters of every sum it is a member of (a sum's member list as an array)."""
+        record = Record(dict(arrays or {}), dict(config or {}))
         for name, clients in self.groups.items():
             if int(client) not in clients:
                 continue
-            config[_key(name, "members")] = len(clients)
-            config[_key(name, "index")] = clients.index(int(client))
-            config[_key(name, "threshold")] = self.thresholds[name]
+            record.config[_key(name, "members")] = len(clients)
+            record.config[_key(name, "index")] = clients.index(int(client))
+            record.config[_key(name, "threshold")] = self.thresholds[name]
             if name in self.specs:
-                config[_key(name, "session")] = self.specs[name].session
-                config[_key(name, "cohort")] = self.specs[name].cohort
-        return config
+                record.config[_key(name, "session")] = self.specs[name].session
+                record.arrays[_key(name, "cohort")] = secure_sum_steps.packed_members(clients)
+        return record
 
     def collect(self, transport: Transport, first: Exchange, *,
                 timeout: float | None = None) -> GroupSumOutcome:

@@ -114,7 +114,6 @@ def upload(reply: Record, state: Record, request: Record, *, secure: str, sum_ba
         members = int(request.config[MEMBERS])
         index = int(request.config[INDEX])
         threshold = int(request.config[THRESHOLD])
-        cohort = bytes(request.config[COHORT])
         sessions = {name: bytes(request.config[f"{SESSION}{name}"]) for name in vectors}
     except KeyError as missing:
         raise ProtocolError(f"a real-mode upload needs the secure-sum parameter {missing}") from None
@@ -122,6 +121,7 @@ def upload(reply: Record, state: Record, request: Record, *, secure: str, sum_ba
         raise InputError("credentials", credentials,
                          "a real-mode upload needs the node's credentials and policy")
     policy.check_cohort(members, threshold)  # before anything is derived from the vectors
+    cohort = secure_sum_steps.request_members(request, COHORT, members)
     encoding = FixedPoint(members)
     for name, vector in vectors.items():
         payload = np.append(np.asarray(vector, dtype=np.float64) * w, w)
@@ -193,16 +193,17 @@ class UploadPlan:
                           for name, dim in plan.dims.items()}
         return plan
 
-    def request_config(self, client: int) -> dict[str, Any]:
-        """What the upload step's request to ``client`` carries (sums run as exchanges: their
-        public parameters; otherwise nothing)."""
-        if not self.specs:
-            return {}
-        config: dict[str, Any] = {MEMBERS: len(self.members), INDEX: self.members.index(int(client)),
-                                  THRESHOLD: self.threshold,
-                                  COHORT: next(iter(self.specs.values())).cohort}
-        config.update({f"{SESSION}{name}": c.session for name, c in self.specs.items()})
-        return config
+    def request(self, client: int, arrays: Mapping[str, np.ndarray] | None = None,
+                config: Mapping[str, Any] | None = None) -> Record:
+        """The upload step's request to ``client``: ``arrays`` and ``config`` plus, when the
+        sums run as exchanges, their public parameters (the member list as an array)."""
+        record = Record(dict(arrays or {}), dict(config or {}))
+        if self.specs:
+            record.config.update({MEMBERS: len(self.members), INDEX: self.members.index(int(client)),
+                                  THRESHOLD: self.threshold})
+            record.config.update({f"{SESSION}{name}": c.session for name, c in self.specs.items()})
+            record.arrays[COHORT] = secure_sum_steps.packed_members(self.members)
+        return record
 
     def collect(self, transport: Transport, first: Exchange, *,
                 timeout: float | None = None) -> UploadOutcome:

@@ -20,25 +20,27 @@ as one client is honest, so it cannot compute codes of guessed feature vectors, 
 what keeps H (the only thing it later receives) from being matched against candidate
 inputs.
 
-*Signed keys (against a deviating server).*  Unsigned, the agreement falls to key
+*Tagged keys (against a deviating server).*  Unauthenticated, the agreement falls to key
 substitution: a server that relays its own X25519 key in place of every peer's opens
 every sealed share and computes the seed.  A client that holds
-:class:`~securefl.crypto.identity.Credentials` (``credentials``) therefore signs its key,
+:class:`~securefl.crypto.identity.Credentials` (``credentials``) therefore tags its key
+for every other party k,
 
-    sig_j = Sign_(c_j)(F, "lsh", binding || j, C, pk_j)
+    tag_jk = HMAC(K_(c_j, c_k), (F, "lsh", binding || j, C, pk_j), c_k)
 
-(:mod:`securefl.crypto.identity`: F the federation id, ``binding`` the session the
-caller names, j the party, c_j = ``cohort[j]`` its roster id, C the digest of the
-round's ``cohort`` -- the roster ids of the parties in party order, as this client was
-shown them), and :meth:`SeedAgreementClient.send_shares` verifies every relayed key
-against its own roster, its own view of the cohort and this session before it seals a
-share to it.  A key the server made, one signed by a stranger, one of another session
-or round, one relabelled to another party, one signed for another cohort (a server
-showing clients different member lists) or an unsigned one raises ProtocolError and no
-share leaves the client.  The server can still drop keys (the seed then mixes fewer
+(:meth:`~securefl.crypto.identity.Credentials.tags`: K the static pair key of the two roster
+identities, F the federation id, ``binding`` the session the caller names, j the party,
+c_j = ``cohort[j]`` its roster id, C the digest of the round's ``cohort`` -- the roster
+ids of the parties in party order, as this client was shown them); the server relays to k
+each party's tag to k, and :meth:`SeedAgreementClient.send_shares` checks every relayed
+key against its own roster, its own view of the cohort and this session before it seals a
+share to it.  A key the server made, one tagged by a stranger, one of another session or
+round, one relabelled to another party, one tagged for another cohort (a server showing
+clients different member lists) or an untagged one raises ProtocolError and no share
+leaves the client.  The server can still drop keys (the seed then mixes fewer
 shares, still with the client's own, so it stays pseudorandom to the server) or make the
 round fail.  Without credentials (the in-process library, every party in one process)
-keys travel unsigned and are not checked.
+keys travel untagged and are not checked.
 
 The normals come from the AES-CTR PRG (:mod:`securefl.crypto.prg`) through Box-Muller,
 because every client must derive bit-identical hyperplanes from the seed on any machine;
@@ -55,8 +57,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from securefl.crypto.channel import SERVER, Message
-from securefl.crypto.identity import SIGNATURE_BYTES, Credentials, cohort_digest
+from securefl.crypto.identity import Credentials, cohort_digest
 from securefl.crypto.keys import KeyPair, deterministic_bytes, open_sealed, pairwise_secret, seal
+from securefl.crypto.pairkeys import TAG_BYTES
 from securefl.crypto.prg import SEED_BYTES, expand, random_seed
 from securefl.errors import InputError, ProtocolError
 
@@ -64,7 +67,7 @@ TAG_PUBLIC_KEY = "lsh/public-key"
 TAG_PUBLIC_KEYS = "lsh/public-keys"
 TAG_SHARES = "lsh/seed-shares"
 KEY_PROTOCOL = "lsh"
-"""The protocol name a seed-agreement key is signed under (:mod:`securefl.crypto.identity`)."""
+"""The protocol name a seed-agreement key is tagged under (:mod:`securefl.crypto.identity`)."""
 
 
 def hyperplanes(seed: bytes, dim: int, L: int) -> np.ndarray:
@@ -132,8 +135,8 @@ class SeedAgreementClient:
     server must then not know it), ``key_seed`` the X25519 key pair (deterministic
     transcripts in tests); ``None`` draws from the OS CSPRNG.  ``credentials``,
     ``cohort`` (the roster id of every party, in party order) and ``binding`` (the
-    session bytes the signatures bind) make the keys signed and checked (module
-    docstring); with ``credentials`` a cohort is required and unsigned keys are refused.
+    session bytes the tags bind) make the keys tagged and checked (module docstring);
+    with ``credentials`` a cohort is required and untagged keys are refused.
     """
 
     party: int
@@ -148,8 +151,8 @@ class SeedAgreementClient:
     cohort: Sequence[int] = ()
     binding: bytes = b""
 
-    def _signing(self, party: int) -> dict:
-        """The fields a key of ``party`` is signed over, as this client sees the round."""
+    def _binding(self, party: int) -> dict:
+        """The fields a key of ``party`` is tagged over, as this client sees the round."""
         cohort = [int(c) for c in self.cohort]
         if not 0 <= int(party) < len(cohort):
             raise ProtocolError(f"client {self.party}: a seed-agreement key of party {party}, "
@@ -166,19 +169,20 @@ class SeedAgreementClient:
         return self.share
 
     def advertise(self) -> Message:
-        """Generate the key pair and share; send the public key to the server (with its
-        signature when the client holds credentials)."""
+        """Generate the key pair and share; send the public key to the server (with a tag
+        for every other party, in party order, when the client holds credentials)."""
         self.keys = KeyPair.generate(seed=self.key_seed, party=self.party)
         self.draw_share()
         if self.credentials is None:
             return Message(self.party, SERVER, TAG_PUBLIC_KEY, (self.keys.public_array(),))
-        signing = self._signing(self.party)
+        binding = self._binding(self.party)
         if int(self.cohort[self.party]) != self.credentials.client:
             raise ProtocolError(f"party {self.party} of the cohort is client {self.cohort[self.party]}, "
                                 f"not this client ({self.credentials.client})")
-        signature = self.credentials.sign(key=self.keys.public, **signing)
-        return Message(self.party, SERVER, TAG_PUBLIC_KEY,
-                       (self.keys.public_array(), np.frombuffer(signature, np.uint8).copy()))
+        others = [int(c) for p, c in enumerate(self.cohort) if p != self.party]
+        tags = self.credentials.tags(others, key=self.keys.public, **binding)
+        rows = np.frombuffer(b"".join(tags), np.uint8).reshape(len(tags), TAG_BYTES).copy()
+        return Message(self.party, SERVER, TAG_PUBLIC_KEY, (self.keys.public_array(), rows))
 
     def pairwise_key(self, peer: int, label: str) -> bytes:
         """Key ``label`` shared with ``peer`` (needs the peer's public key)."""
@@ -219,14 +223,15 @@ class SeedAgreementClient:
         return Message(self.party, SERVER, TAG_SHARES, (recipients, blob))
 
     def _verify(self, parties: np.ndarray, publics: np.ndarray, rest: tuple) -> None:
-        """Every broadcast key signed by its party's roster member for this session and
-        cohort (module docstring); else ProtocolError."""
-        if len(rest) != 1 or np.shape(rest[0]) != (len(parties), SIGNATURE_BYTES):
-            raise ProtocolError(f"client {self.party}: seed-agreement keys are unsigned")
-        for party, public, signature in zip(parties, publics, rest[0]):
-            signing = self._signing(int(party))
-            self.credentials.verify(bytes(signature), sender=int(self.cohort[int(party)]),
-                                    key=bytes(public), **signing)
+        """Every broadcast key but this client's own tagged to it by its party's roster
+        member for this session and cohort (module docstring); else ProtocolError."""
+        if len(rest) != 1 or np.shape(rest[0]) != (len(parties), TAG_BYTES):
+            raise ProtocolError(f"client {self.party}: seed-agreement keys carry no tags "
+                                "(unauthenticated)")
+        for party, public, tag in zip(parties, publics, rest[0]):
+            if int(party) != self.party:  # its own key it compares instead
+                self.credentials.check_tags([bytes(tag)], senders=[int(self.cohort[int(party)])],
+                                            keys=[bytes(public)], **self._binding(int(party)))
 
     def receive_shares(self, message: Message) -> bytes:
         """Open every relayed share and derive the common seed."""
@@ -248,8 +253,8 @@ class SeedAgreementClient:
 
 @dataclass
 class SeedAgreementServer:
-    """Server side: broadcasts public keys (with their signatures where the clients sent
-    them), relays sealed shares; never holds a secret."""
+    """Server side: broadcasts public keys (with, for each receiver, the tags to it where
+    the clients sent them), relays sealed shares; never holds a secret."""
 
     parties: list[int] = field(default_factory=list)
 
@@ -263,9 +268,10 @@ class SeedAgreementServer:
             return []
         ids = np.array(self.parties, dtype=np.int32)
         keys = np.stack([m.arrays[0] for m in messages])
-        signed = bool(messages) and all(len(m.arrays) == 2 for m in messages)
-        extra = (np.stack([m.arrays[1] for m in messages]),) if signed else ()
-        return [Message(SERVER, p, TAG_PUBLIC_KEYS, (ids, keys, *extra)) for p in self.parties]
+        if not all(len(m.arrays) == 2 for m in messages):
+            return [Message(SERVER, p, TAG_PUBLIC_KEYS, (ids, keys)) for p in self.parties]
+        return [Message(SERVER, k, TAG_PUBLIC_KEYS, (ids, keys, np.stack(
+                    [_tag_to(m, k) for m in messages]))) for k in self.parties]
 
     def relay_shares(self, messages: list[Message]) -> list[Message]:
         """Route each sealed share to its recipient (the server cannot open them)."""
@@ -282,6 +288,18 @@ class SeedAgreementServer:
             blobs = np.stack([b for _, b in items]) if items else np.zeros((0, 0), dtype=np.uint8)
             out.append(Message(SERVER, party, TAG_SHARES, (senders, blobs)))
         return out
+
+
+def _tag_to(message: Message, receiver: int) -> np.ndarray:
+    """The tag to ``receiver`` in a party's advertise message (its tags follow the party
+    order with its own place left out); the receiver's own row: zeros (it compares its key)."""
+    if message.sender == receiver:
+        return np.zeros(TAG_BYTES, np.uint8)
+    tags, row = message.arrays[1], receiver - (receiver > message.sender)
+    if tags.ndim != 2 or tags.shape[1] != TAG_BYTES or tags.dtype != np.uint8 or row >= len(tags):
+        raise ProtocolError(f"client {message.sender}: seed-agreement tags must be (parties - 1, "
+                            f"{TAG_BYTES}) uint8")
+    return tags[row]
 
 
 def _context(sender: int, receiver: int) -> bytes:

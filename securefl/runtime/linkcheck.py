@@ -2,13 +2,14 @@
 
 Program (server half :class:`LinkCheckServer`, client half :class:`LinkCheckClient`):
 
-1. ``links/advertise``: every client draws its X25519 link key pair
-   (:func:`securefl.runtime.links.advertise`) and returns the public key.
+1. ``links/open``: the server names the members (party ``i`` is roster client ``i``); every
+   client checks the list and derives its link keys
+   (:func:`securefl.runtime.links.open_links`).  Clients that answer are the live ones.
 2. For each of ``rounds`` rounds, two exchanges:
-   ``links/send`` (the first also carries the relayed key table) -- every client seals,
+   ``links/send`` -- every client seals,
    for every other client, one batch of ``frames`` messages of ``payload-bytes`` random
    bytes each and reports the SHA-256 of what it sent to each peer;
-   ``links/receive`` -- every client opens the batches relayed to it and reports the
+   ``links/receive`` -- every client opens the batches the live senders relayed to it and reports the
    SHA-256 of what it received from each peer.
 3. The server compares the digests pair by pair: ``verified`` is true when every
    directed link delivered exactly what was sent, and reports the seconds of every
@@ -18,8 +19,8 @@ A client whose batch fails verification raises ProtocolError (reported in ``fail
 :meth:`LinkCheckServer.forward` is the relay step; a test subclass that alters, replays
 or reorders frames there is the "modified ServerApp" of the tamper tests.
 
-Who learns what: the server sees public keys, sealed batches of random bytes and digests
-of random bytes; nothing about any client's data (there is none in this program).
+Who learns what: the server sees sealed batches of random bytes and digests of random
+bytes; nothing about any client's data (there is none in this program).
 """
 
 from __future__ import annotations
@@ -67,12 +68,10 @@ class LinkCheckClient(ClientHalf):
         me = node.partition
         run = _settings(node.run_config)
         reply = Record()
-        if step == "links/advertise":
-            reply.arrays["public_key"] = links.advertise(state, node.credentials(), me=me)
+        if step == "links/open":
+            links.open_links(state, node.credentials(), me=me,
+                             members=np.asarray(request.arrays["members"]).tolist())
         elif step == "links/send":
-            if "table/ids" in request.arrays:
-                links.install(state, request.arrays["table/ids"], request.arrays["table/keys"], me=me,
-                              credentials=node.credentials())
             for peer in links.peers(state):
                 if peer == me:
                     continue
@@ -83,7 +82,7 @@ class LinkCheckClient(ClientHalf):
                 reply.config[f"sent/{peer}"] = _digest(messages)
         elif step == "links/receive":
             for peer in links.peers(state):
-                if peer != me:
+                if peer != me and peer in self._live(request):
                     received = links.receive_batch(request, state, me=me, peer=peer)
                     if any(m.tag != TAG for m in received):
                         raise ProtocolError(f"client {me}: unexpected tag from {peer}")
@@ -91,6 +90,10 @@ class LinkCheckClient(ClientHalf):
         else:
             raise InputError("step", step, f"not a step of {PROGRAM}")
         return reply
+
+    @staticmethod
+    def _live(request: Record) -> set[int]:
+        return set(np.asarray(request.arrays.get("live", np.zeros(0, np.int64))).tolist())
 
 
 class LinkCheckServer(ServerHalf):
@@ -107,20 +110,20 @@ class LinkCheckServer(ServerHalf):
         run = _settings(run_config)
         timeout = float(run["timeout"]) or None
         clients = transport.clients
-        advertised = transport.exchange("links/advertise", {c: Record() for c in clients},
-                                        timeout=timeout)
-        ids, keys = links.key_table({c: r.arrays["public_key"] for c, r in advertised.replies.items()})
-        live = [int(c) for c in ids]
-        seconds = {"links/advertise": [advertised.seconds], "links/send": [], "links/receive": []}
-        failed: dict[str, str] = {f"advertise/{c}": t for c, t in advertised.failed.items()}
+        members = np.arange(max(clients) + 1, dtype=np.int64)  # party i is roster client i
+        opened = transport.exchange("links/open", {c: Record({"members": members}) for c in clients},
+                                    timeout=timeout)
+        live = sorted(int(c) for c in opened.replies)
+        seconds = {"links/open": [opened.seconds], "links/send": [], "links/receive": []}
+        failed: dict[str, str] = {f"open/{c}": t for c, t in opened.failed.items()}
         pairs: dict[str, bool] = {}
         for r in range(int(run["rounds"])):
-            table = {"table/ids": ids, "table/keys": keys} if r == 0 else {}
-            sent = transport.exchange("links/send", {c: Record(dict(table)) for c in live},
-                                      timeout=timeout)
+            sent = transport.exchange("links/send", {c: Record() for c in live}, timeout=timeout)
             routed = self.forward(r, links.relay(sent.replies))
+            alive = np.array(sorted(sent.replies), dtype=np.int64)
             received = transport.exchange(
-                "links/receive", {c: Record(dict(routed.get(c, {}))) for c in live}, timeout=timeout)
+                "links/receive", {c: Record({**routed.get(c, {}), "live": alive}) for c in live},
+                timeout=timeout)
             seconds["links/send"].append(sent.seconds)
             seconds["links/receive"].append(received.seconds)
             for step, exchange in (("send", sent), ("receive", received)):

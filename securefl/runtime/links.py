@@ -1,23 +1,24 @@
 """Client-to-client links relayed by the server, authenticated end to end.
 
-**Keys.**  Client j (protocol party j, roster client c_j) draws an X25519 key pair (OS
-CSPRNG) and sends the *signed key*
+**Keys.**  The parties of a link session are roster members: party j is roster client c_j
+(``members``, in party order, which the server names; each client checks that the list is
+distinct and puts itself at its own party number).  Parties j and k derive the same
+32-byte link key from the static pair key of their roster identities
+(:meth:`securefl.crypto.identity.Credentials.pair_key`, :mod:`securefl.crypto.pairkeys`)
 
-    pk_j (32) | sig_j (64) | c_j (int64, 8)    sig_j = Sign_(c_j)(F, "links", session || label || j, C_all, pk_j)
+    K_jk = HKDF-SHA256(K_(c_j, c_k), salt = session, info = "securefl/link/v2" || label || min(j,k) || max(j,k) || c_j, c_k in that order)
 
-to the server (:func:`advertise`; :mod:`securefl.crypto.identity`: F the federation id,
-C_all the digest of the whole roster: a link key is for any member of this transport
-session), which relays the table of signed keys to every client (:func:`key_table`).
-:func:`install` verifies every row against the client's own roster, for this session,
-``label`` and party number, before it keeps a key: a key the server made, one of another
-session or round, or one relabelled to another party raises ProtocolError.  Two
-clients j, k derive the same 32-byte link key
+(:func:`open_links`, once per session and ``label``).  No key crosses the network, so
+there is nothing to substitute: computing K_(c_j, c_k) without c_j's or c_k's identity key is
+CDH on Curve25519, and HKDF makes each session's and label's keys independent.  A server
+that relabels parties -- tells j that party k is roster client c' while c' plays another
+party, or names a client outside the roster -- makes the two ends derive different keys
+(or none), and the first frame fails its GMAC.
 
-    K_jk = HKDF-SHA256(X25519(sk_j, pk_k), salt = session, info = "securefl/link/min/max")
-
-(:func:`securefl.crypto.keys.pairwise_secret`).  The server sees pk_j and pk_k only;
-under CDH on Curve25519 K_jk is pseudorandom to it, and since it cannot sign a key of its
-own (EUF-CMA of Ed25519) it cannot sit between j and k.
+Why no ephemeral key: links give integrity, not confidentiality (below), and forward
+secrecy protects confidentiality; a later leak of an identity key lets its holder forge
+frames of sessions that are over, which nothing accepts any more.  The protocols that send
+secrets over links encrypt them under ephemeral keys of their own.
 
 **Frames.**  All protocol messages client j sends to k in one step form one *batch*:
 the messages are serialised as :class:`~securefl.crypto.channel.Network` frames on the
@@ -36,9 +37,8 @@ session, and is unaltered.  The batch travels as one ``uint8`` array::
 (the tag is repeated outside the frame only so the receiver knows what to ask the
 channel for; the channel compares it with the MAC-covered tag in the frame header).
 
-**What a relay can do.**  Substitute a public key, relabel one to another party or replay
-one of another session or label: :func:`install` refuses the table.  Alter a byte: the
-GMAC fails.  Replay an old batch, or drop one
+**What a relay can do.**  Relabel parties or carry a batch into another session or
+label: the ends' keys differ and the GMAC fails.  Alter a byte: the GMAC fails.  Replay an old batch, or drop one
 and deliver the next: the batch session differs from the one the receiver expects.
 Reorder frames within a batch: the sequence check fails.  Deliver j's batch to another
 client or claim it came from another sender: the header endpoints or the key differ.
@@ -47,9 +47,9 @@ receive counter moves only when the whole batch verified.  Links give integrity,
 confidentiality: protocols whose relayed content is not already pseudorandom to the server
 encrypt it themselves (see :mod:`securefl.runtime.transport`).
 
-State (in the client's state :class:`~securefl.runtime.records.Record`): ``links/private``
-(32 bytes), ``links/ids`` and ``links/keys`` (the verified public-key table), and config
-``links/sent/<peer>``, ``links/received/<peer>``.
+State (in the client's state :class:`~securefl.runtime.records.Record`, which stays on its
+node): ``links/ids`` (the parties) and ``links/keys`` (each party's link key with this
+client; its own row zero), and config ``links/sent/<peer>``, ``links/received/<peer>``.
 
 Server side: :func:`relay` moves every ``relay/to/<k>`` array of j's reply into k's next
 request as ``relay/from/<j>``; the halves put and take batches with :func:`send_batch` /
@@ -64,110 +64,70 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from securefl.crypto.channel import Frame, Message, Network, frame_size
-from securefl.crypto.identity import SIGNATURE_BYTES, Credentials
-from securefl.crypto.keys import PUBLIC_KEY_BYTES, KeyPair, pairwise_secret
+from securefl.crypto.identity import Credentials
 from securefl.errors import InputError, ProtocolError
 from securefl.runtime.records import Record
 
-_PRIVATE = "links/private"
 _IDS = "links/ids"
 _KEYS = "links/keys"
 _SENT = "links/sent/"
 _RECEIVED = "links/received/"
 TO = "relay/to/"
 FROM = "relay/from/"
-KEY_PROTOCOL = "links"
-SIGNED_KEY_BYTES = PUBLIC_KEY_BYTES + SIGNATURE_BYTES + 8
-"""A signed link key: public key, Ed25519 signature, signer's roster id (int64)."""
-_LABEL = "links/label"
+_DOMAIN = b"securefl/link/v2"
 
 
-def _context(state: Record, label: str, party: int) -> bytes:
-    return transport_session(state) + b"|" + label.encode() + b"|" + struct.pack(">q", int(party))
-
-
-def advertise(state: Record, credentials: Credentials, *, me: int, label: str = "") -> np.ndarray:
-    """Draw party ``me``'s X25519 key pair (kept in ``state``); returns its signed key, a
-    (:data:`SIGNED_KEY_BYTES`,) uint8 row (module docstring).  ``label`` names the key's
-    use within the session (a round): a key signed under one label is refused under
-    another."""
-    pair = KeyPair.generate()
-    state.arrays[_PRIVATE] = np.frombuffer(pair.private.private_bytes_raw(), np.uint8).copy()
-    state.config[_LABEL] = label
-    public = pair.public_array().tobytes()
-    signature = credentials.sign(protocol=KEY_PROTOCOL, context=_context(state, label, me),
-                                 cohort=credentials.everyone, key=public)
-    row = public + signature + struct.pack(">q", credentials.client)
-    return np.frombuffer(row, np.uint8).copy()
-
-
-def key_table(public_keys: Mapping[int, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """Server side: the ``(ids, keys)`` table to relay, from each party's signed key."""
-    ids = np.array(sorted(int(c) for c in public_keys), dtype=np.int64)
-    rows = []
-    for c in ids:
-        key = np.asarray(public_keys[int(c)])
-        if key.shape != (SIGNED_KEY_BYTES,) or key.dtype != np.uint8:
-            raise ProtocolError(f"client {c}: signed key must be ({SIGNED_KEY_BYTES},) uint8")
-        rows.append(key)
-    keys = np.stack(rows) if rows else np.zeros((0, SIGNED_KEY_BYTES), np.uint8)
-    return ids, keys
-
-
-def install(state: Record, ids: np.ndarray, keys: np.ndarray, *, me: int,
-            credentials: Credentials) -> None:
-    """Verify and store the relayed table of signed keys: every row must carry a roster
-    member's signature for this session, label and party, each roster member may hold
-    one party only, and this client's own key must be in it unaltered.  Any fault:
+def open_links(state: Record, credentials: Credentials, *, me: int, members: Sequence[int],
+               label: str = "") -> None:
+    """Derive party ``me``'s link key with every other party of ``members`` (their roster
+    ids in party order) for this transport session and ``label`` (the links' use within the
+    session, e.g. a round), and keep them in ``state`` (module docstring).  A list that is
+    not distinct, does not put this client at ``me``, or names a client outside the roster:
     ProtocolError, and nothing is stored."""
-    ids, keys = np.asarray(ids), np.asarray(keys)
-    if ids.ndim != 1 or ids.dtype.kind not in "iu" or keys.shape != (len(ids), SIGNED_KEY_BYTES) \
-            or keys.dtype != np.uint8 or len(set(ids.tolist())) != len(ids):
-        raise ProtocolError(f"public-key table must be distinct ids and (m, {SIGNED_KEY_BYTES}) uint8 signed keys")
-    if _PRIVATE not in state.arrays:
-        raise ProtocolError(f"client {me}: key table before advertising a key")
-    label = str(state.config[_LABEL])
-    own = _private_key(state).public_key().public_bytes_raw()
-    signers: set[int] = set()
-    listed = {}
-    for party, row in zip(ids.tolist(), keys):
-        raw = bytes(row)
-        public, signature = raw[:PUBLIC_KEY_BYTES], raw[PUBLIC_KEY_BYTES:PUBLIC_KEY_BYTES + SIGNATURE_BYTES]
-        (signer,) = struct.unpack(">q", raw[-8:])
-        if signer in signers:
-            raise ProtocolError(f"client {me}: roster client {signer} signed two keys in the table")
-        signers.add(signer)
-        credentials.verify(signature, protocol=KEY_PROTOCOL, context=_context(state, label, party),
-                           sender=signer, cohort=credentials.everyone, key=public)
-        listed[int(party)] = (public, signer)
-    if listed.get(int(me)) != (own, credentials.client):
-        raise ProtocolError(f"client {me}: own public key missing or altered in the key table")
-    state.arrays[_IDS] = ids.astype(np.int64)
-    state.arrays[_KEYS] = np.stack([np.frombuffer(listed[int(p)][0], np.uint8) for p in ids]) \
-        if len(ids) else np.zeros((0, PUBLIC_KEY_BYTES), np.uint8)
+    members = [int(c) for c in members]
+    if len(set(members)) != len(members) or not 0 <= int(me) < len(members) \
+            or members[int(me)] != credentials.client:
+        raise ProtocolError(f"client {credentials.client}: the link members {members} must be "
+                            f"distinct with this client at party {me}")
+    session = transport_session(state)
+    keys = np.zeros((len(members), 32), np.uint8)
+    for party, client in enumerate(members):
+        if party == int(me):
+            continue
+        low, high = sorted((int(me), party))
+        info = _DOMAIN + _field(label.encode()) + struct.pack(
+            ">qqqq", low, high, members[low], members[high])
+        secret = HKDF(hashes.SHA256(), 32, salt=session, info=info).derive(
+            credentials.pair_key(client, "links"))
+        keys[party] = np.frombuffer(secret, np.uint8)
+    for table in (state.arrays, state.config):
+        for key in [k for k in table if k.startswith("links/")]:
+            del table[key]
+    state.arrays[_IDS] = np.arange(len(members), dtype=np.int64)
+    state.arrays[_KEYS] = keys
+
+
+def _field(data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + data
 
 
 def peers(state: Record) -> tuple[int, ...]:
-    """Clients in the installed key table."""
+    """The parties of the opened links (this client's own party included)."""
     return tuple(int(i) for i in state.arrays.get(_IDS, np.zeros(0, np.int64)))
-
-
-def _private_key(state: Record) -> X25519PrivateKey:
-    return X25519PrivateKey.from_private_bytes(bytes(state.arrays[_PRIVATE]))
 
 
 def _link_key(state: Record, me: int, peer: int) -> bytes:
     ids = state.arrays.get(_IDS)
     if ids is None:
-        raise ProtocolError(f"client {me}: no key table installed")
+        raise ProtocolError(f"client {me}: no links opened")
     where = np.flatnonzero(ids == peer)
     if where.size != 1 or peer == me:
         raise ProtocolError(f"client {me}: no link to client {peer}")
-    return pairwise_secret(_private_key(state), state.arrays[_KEYS][int(where[0])],
-                           session=transport_session(state), me=me, peer=peer, label="link")
+    return np.asarray(state.arrays[_KEYS][int(where[0])], np.uint8).tobytes()
 
 
 def transport_session(state: Record) -> bytes:

@@ -42,10 +42,9 @@ noise, a smaller clip), never less:
   evaluator's code per answer entry while the shares stay correct almost everywhere
   (issue 20, attack 4).  A defence would need zero-knowledge proofs that every ``C``
   row, hint and answer is well formed (ternary secrets, bounded noise) for
-  ``n_a (L + L')`` LWE samples per party: far beyond this toolkit.  Moreover the LWE
-  pairs' X25519 keys are not yet signed (:mod:`securefl.crypto.lwe_hops`), so a
-  deviating server can stand in for a party itself.  SHADE runs on roster-signed link
-  keys, so a deviating server alone cannot take part in it; against a malicious
+  ``n_a (L + L')`` LWE samples per party: far beyond this toolkit.  SHADE runs on links
+  keyed from the roster identities (:mod:`securefl.runtime.links`), so a deviating server
+  alone cannot take part in it; against a malicious
   *client* SHADE is semi-honest too (:mod:`securefl.crypto.ot`: no maliciously secure
   base OT, no KOS check), but those gaps close with standard OT techniques.  ``auto``
   resolves to SHADE wherever its cost model's choice is not allowed.  A deployment that

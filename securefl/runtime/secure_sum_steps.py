@@ -3,11 +3,11 @@
 The protocol rounds of Bonawitz et al. map onto message rounds: round 0 (advertise keys)
 rides on the step that produces the client's input -- its reply carries the advertise
 message beside whatever else the step returns -- and the others are one exchange each
-(:data:`STEPS`): the server's ``keys`` / ``ciphertexts`` / ``survivors`` / ``signatures``
+(:data:`STEPS`): the server's ``keys`` / ``ciphertexts`` / ``survivors`` / ``endorsements``
 messages go down, the clients' ``shares`` / ``masked`` / ``consistency`` / ``unmask``
-messages come up.  ``survivors`` -> ``consistency`` -> ``signatures`` is the consistency
-round (:mod:`securefl.crypto.secagg`): each client signs the survivor list U3 it was
-shown and reveals shares only once t clients of U3 signed that same list.
+messages come up.  ``survivors`` -> ``consistency`` -> ``endorsements`` is the consistency
+round (:mod:`securefl.crypto.secagg`): each client endorses the survivor list U3 it was
+shown and reveals shares only once t clients of U3 endorsed that same list.
 The share ciphertexts a client sends to another are relayed inside the server's
 ``ciphertexts`` messages, batched per destination by :class:`SecAggServer` itself and
 sealed with AES-GCM under the two clients' X25519 key, so the server cannot read or
@@ -47,13 +47,13 @@ one sum's message counts as a dropout of that sum only.  Fewer than ``threshold`
 left at any round -> :class:`~securefl.errors.DropoutError`.
 
 **Authentication.**  Every sum is the authenticated protocol: the request names the
-cohort digest (:func:`securefl.crypto.identity.cohort_digest` of the members' client ids
-in index order) beside the session; each client signs its two keys with its roster
-identity (the node's own :class:`~securefl.crypto.identity.Credentials`, never the
-server's) bound to (federation, session, cohort); the server relays the peers' signatures
-(not the receiver's own) and the cohort list with the keys, and every client verifies all
-of them before it encrypts a share (:meth:`securefl.crypto.secagg.SecAggClient._verify_keys`).  A request without a
-cohort digest is refused.
+members (their roster ids in index order) beside the session; each client tags its two
+keys for every other member with the pair keys of its roster identity (the node's own
+:class:`~securefl.crypto.identity.Credentials`, never the server's) bound to (federation,
+session, cohort digest); the server relays to each client the peers' tags to it, and every
+client checks all of them before it encrypts a share
+(:meth:`securefl.crypto.secagg.SecAggClient._verify_keys`).  A request without members
+is refused.
 
 Who learns what: exactly as :mod:`securefl.crypto.secagg` (the server: each sum over its
 survivors and who dropped; a client: nothing about another's input).
@@ -73,7 +73,8 @@ from typing import TypeVar
 import numpy as np
 
 from securefl.crypto.channel import SERVER, frame_size
-from securefl.crypto.identity import Credentials, cohort_digest
+from securefl.crypto.identity import Credentials
+from securefl.crypto.idsets import pack_ids, unpack_ids
 from securefl.crypto.secagg import RandomBytes, SecAggClient, SecAggConfig, SecAggServer, party_rng
 from securefl.errors import InputError, ProtocolError
 from securefl.runtime.engine import Step, drive
@@ -84,11 +85,11 @@ from securefl.runtime.transport import Transport
 
 T = TypeVar("T")
 
-STEPS = ("secagg/keys", "secagg/ciphertexts", "secagg/survivors", "secagg/signatures")
+STEPS = ("secagg/keys", "secagg/ciphertexts", "secagg/survivors", "secagg/endorsements")
 """Exchanges after the one that carries the advertise message."""
 
 ROUND_OF_STEP = {"secagg/keys": "share", "secagg/ciphertexts": "masked_input",
-                 "secagg/survivors": "unmask", "secagg/signatures": "unmask"}
+                 "secagg/survivors": "unmask", "secagg/endorsements": "unmask"}
 """The protocol round (:data:`securefl.crypto.secagg.ROUNDS`) whose messages each step collects."""
 
 DEFAULT = "sum"
@@ -122,11 +123,11 @@ def _check_name(name: str) -> str:
 def start(state: Record, reply: Record, *, index: int, config: SecAggConfig,
           encoded: np.ndarray, credentials: Credentials | None, policy: PrivacyPolicy,
           name: str = DEFAULT, seed: bytes | None = None) -> None:
-    """Round 0 of sum ``name`` at client ``index``: a new party for ``encoded`` that signs
+    """Round 0 of sum ``name`` at client ``index``: a new party for ``encoded`` that tags
     its keys with ``credentials`` (the node's own); its advertise message goes in
     ``reply``.  The cohort size and threshold the request set must satisfy the node's
     ``policy`` (:meth:`~securefl.runtime.policy.PrivacyPolicy.check_cohort`), else ProtocolError
-    and nothing is sent.  With ``credentials``, ``config.cohort`` and the consistency round
+    and nothing is sent.  With ``credentials``, ``config.members`` and the consistency round
     must be set: a deployment's sums are authenticated.  ``credentials=None`` runs the
     unauthenticated semi-honest variant, which only the in-process simulator asks for (its
     own client code, never a request, decides; :mod:`securefl.runtime.sum_backends`).
@@ -134,8 +135,8 @@ def start(state: Record, reply: Record, *, index: int, config: SecAggConfig,
     CSPRNG."""
     _check_name(name)
     policy.check_cohort(config.clients, config.threshold)
-    if credentials is not None and (len(config.cohort) != 32 or not config.consistency):
-        raise ProtocolError(f"sum {name!r}: a secure sum without a cohort digest or without the "
+    if credentials is not None and (not config.members or not config.consistency):
+        raise ProtocolError(f"sum {name!r}: a secure sum without its members or without the "
                             "consistency round is refused")
     clear(state, name)
     party = SecAggClient(index, config, np.asarray(encoded), rng=_rng(seed, index, 0),
@@ -147,7 +148,7 @@ def start(state: Record, reply: Record, *, index: int, config: SecAggConfig,
 def answer(request: Record, state: Record, reply: Record, *, credentials: Credentials | None,
            seed: bytes | None = None) -> None:
     """Rounds 1-3: each server message in ``request`` -> that sum's answer in ``reply``
-    (``credentials``: the node's own, to verify the peers' signed keys; ``None`` and
+    (``credentials``: the node's own, to check the peers' tagged keys; ``None`` and
     ``seed`` as :func:`start`)."""
     names = sorted(m.group(1) for key in request.config if (m := _DOWN.match(key)))
     if not names:
@@ -296,9 +297,26 @@ class SecureSumOutcome:
 def new_config(members: Sequence[int], *, threshold: int, dim: int, modulus_bits: int = 64
                ) -> SecAggConfig:
     """Public parameters of one secure sum among ``members`` (roster ids in index order):
-    a fresh 16-byte session, the members' cohort digest, the consistency round."""
+    a fresh 16-byte session, the members, the consistency round."""
     return SecAggConfig(secrets.token_bytes(16), len(members), threshold, dim, modulus_bits,
-                        cohort=cohort_digest([int(c) for c in members]), consistency=True)
+                        members=tuple(int(c) for c in members), consistency=True)
+
+
+def packed_members(members: Sequence[int]) -> np.ndarray:
+    """A sum's member list as its request carries it (:func:`~securefl.crypto.idsets.pack_ids`:
+    a bitmap over the roster ids when ascending)."""
+    return pack_ids(members)
+
+
+def request_members(request: Record, key: str, count: int) -> tuple[int, ...]:
+    """The member list a request carries under array ``key``: ``count`` distinct roster ids;
+    missing or another count: ProtocolError (the client refuses before sending anything)."""
+    if key not in request.arrays:
+        raise ProtocolError(f"a real-mode secure sum needs its member list {key!r}")
+    ids = unpack_ids(np.asarray(request.arrays[key]), key)
+    if len(ids) != count:
+        raise ProtocolError(f"{key}: {len(ids)} members listed, the request says {count}")
+    return tuple(ids)
 
 
 def open_aggregation(configs: SecAggConfig | Mapping[str, SecAggConfig],
@@ -312,10 +330,14 @@ def open_aggregation(configs: SecAggConfig | Mapping[str, SecAggConfig],
     sums = {}
     for name, config in configs.items():
         group = tuple(int(c) for c in (members[name] if isinstance(members, Mapping) else members))
+        if config.members and config.members != group:
+            raise InputError("members", group, f"differ from sum {name!r}'s config.members")
+        # the request that started the sum carried its member list (packed_members): counted
+        listed = packed_members(config.members).nbytes if config.members else 0
         sums[_check_name(name)] = SumSession(
-            SecAggServer(config, group if config.cohort else ()), group,
+            SecAggServer(config), group,
             {c: i for i, c in enumerate(group)}, {c: 0 for c in group},
-            {**{c: 0 for c in group}, SERVER: 0})
+            {**{c: listed for c in group}, SERVER: 0}, server_sent=listed * len(group))
     state = Aggregation(sums, dict(first.failed))
     _take(state, first)
     for session in sums.values():
@@ -327,7 +349,7 @@ def open_aggregation(configs: SecAggConfig | Mapping[str, SecAggConfig],
 def steps(state: Aggregation) -> Iterator[Step[Aggregation]]:
     """Rounds 1-3 of every sum as :class:`~securefl.runtime.engine.Step`\\ s: ``keys``,
     ``ciphertexts``, ``survivors`` and, where a sum runs the consistency round,
-    ``signatures``."""
+    ``endorsements``."""
     consistency = any(s.server.config.consistency for s in state.sums.values())
     for step in STEPS if consistency else STEPS[:-1]:
         yield Step(step, _requests, partial(_collect, step=step))

@@ -14,6 +14,7 @@ short str
 bytes                          ``uint8`` array
 numpy array                    array
 X25519 private key             its 32 raw bytes (``uint8`` array)
+tuple of ints (non-empty)      one int64 array (a cohort's roster ids)
 tuple / list                   each element under ``<name>/<i>``
 dict with int keys             ``<name>#keys`` (int64) and, when every value is an array
                                of one shape and dtype, all of them stacked as one array
@@ -88,6 +89,10 @@ def _put(record: Record, name: str, value: Any) -> None:
     elif isinstance(value, X25519PrivateKey):
         record.config[kind] = "x25519"
         record.arrays[name] = np.frombuffer(value.private_bytes_raw(), dtype=np.uint8).copy()
+    elif isinstance(value, tuple) and value and all(
+            isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in value):
+        record.config[kind] = "ints"
+        record.arrays[name] = np.array(value, dtype=np.int64)
     elif isinstance(value, (tuple, list)):
         record.config[kind] = f"{type(value).__name__}:{len(value)}"
         for i, item in enumerate(value):
@@ -130,6 +135,8 @@ def _get(record: Record, name: str) -> Any:
             return np.array(record.arrays[name], copy=True)
         if kind == "x25519":
             return X25519PrivateKey.from_private_bytes(np.asarray(record.arrays[name]).tobytes())
+        if kind == "ints":
+            return tuple(int(v) for v in np.asarray(record.arrays[name], dtype=np.int64))
         if kind.startswith(("tuple:", "list:")):
             container, count = kind.split(":")
             items = [_get(record, f"{name}/{i}") for i in range(int(count))]

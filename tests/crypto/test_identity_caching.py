@@ -1,6 +1,6 @@
 """What the active protocol's cost cuts keep: a parsed roster key, a node's cached
-credentials, batched verification and the t relayed survivor-list signatures refuse
-exactly what the uncached, one-by-one checks refused."""
+credentials, batched verification, cached pair keys and the t relayed survivor-list
+endorsements refuse exactly what the uncached, one-by-one checks refused."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from securefl.crypto.identity import (
     write_federation,
 )
 from securefl.crypto.idsets import pack_ids, pack_subset, unpack_ids, unpack_subset
+from securefl.crypto.pairkeys import TAG_BYTES
 from securefl.crypto.secagg import TAGS, SecAggClient, SecAggConfig, SecAggServer
 from securefl.errors import DropoutError, InputError, ProtocolError
 
@@ -89,14 +90,14 @@ def test_node_credentials_are_parsed_once_and_reread_when_a_file_changes(tmp_pat
 N, T, DIM = 5, 3, 8
 
 
-def _signed_survivor_lists():
-    """An honest n = 5, t = 3 run up to the consistency round: the clients, the server and
-    each client's signature on the full survivor list."""
-    roster, credentials = new_federation("fed", N)
-    config = SecAggConfig(b"c" * 16, N, T, DIM, 64, cohort=roster.everyone, consistency=True)
+def _endorsed_survivor_lists():
+    """An honest n = 5, t = 3 run up to the consistency round: the clients and the server
+    holding each client's tags on the full survivor list."""
+    _, credentials = new_federation("fed", N)
+    config = SecAggConfig(b"c" * 16, N, T, DIM, 64, members=tuple(range(N)), consistency=True)
     values = np.random.default_rng(0).integers(0, 2**63, (N, DIM), dtype=np.uint64)
     clients = [SecAggClient(u, config, values[u], credentials=credentials[u]) for u in range(N)]
-    server = SecAggServer(config, tuple(range(N)))
+    server = SecAggServer(config)
     for c in clients:
         server.handle(c.advertise())
     for _ in range(3):
@@ -105,78 +106,77 @@ def _signed_survivor_lists():
     return clients, server
 
 
-def _signers(message: Message) -> list[int]:
-    return unpack_subset(message.arrays[0], list(range(N)), "signers")
+def _endorsers(message: Message) -> list[int]:
+    return unpack_subset(message.arrays[0], list(range(N)), "endorsers")
 
 
-def test_the_server_relays_t_minus_one_other_survivor_signatures_and_a_bad_extra_one_is_refused():
-    clients, server = _signed_survivor_lists()
+def test_the_server_relays_t_minus_one_other_endorsements_and_a_bad_extra_one_is_refused():
+    clients, server = _endorsed_survivor_lists()
     relayed = server.close_round()
-    # each client is shown the t - 1 lowest signers other than itself: it is the t-th
-    assert [_signers(m) for m in relayed] == [[1, 2], [0, 2], [0, 1], [0, 1], [0, 1]]
-    assert all(m.arrays[0].nbytes == 1 and m.arrays[1].shape == (T - 1, 64) for m in relayed)
+    # each client is shown the t - 1 lowest endorsers other than itself: it is the t-th
+    assert [_endorsers(m) for m in relayed] == [[1, 2], [0, 2], [0, 1], [0, 1], [0, 1]]
+    assert all(m.arrays[0].nbytes == 1 and m.arrays[1].shape == (T - 1, TAG_BYTES) for m in relayed)
     assert clients[0].handle(relayed[0]).tag == TAGS["unmask"]  # t - 1 others and itself suffice
-    signatures = relayed[4].arrays[1]
-    forged = signatures[1].copy()  # client 1's signature, presented as client 3's
-    extra = Message(SERVER, 4, TAGS["signatures"], (pack_subset([0, 1, 3], range(N)),
-                                                   np.vstack([signatures, forged[None]])))
-    with pytest.raises(ProtocolError, match="client 3's key does not verify"):  # index 3's, forged
+    tags = relayed[4].arrays[1]
+    forged = tags[1].copy()  # client 1's tag to client 4, presented as client 3's
+    extra = Message(SERVER, 4, TAGS["endorsements"], (pack_subset([0, 1, 3], range(N)),
+                                                     np.vstack([tags, forged[None]])))
+    with pytest.raises(ProtocolError, match="client 3's tag on its key does not verify"):
         clients[4].handle(extra)
 
 
-def test_a_client_refuses_its_own_survivor_signature_relayed_and_counts_only_what_is_shown():
-    clients, server = _signed_survivor_lists()
+def test_a_client_refuses_its_own_endorsement_relayed_and_counts_only_what_is_shown():
+    clients, server = _endorsed_survivor_lists()
     relayed = server.close_round()
-    own = relayed[1].arrays[1][0]  # client 0's signature, relayed to client 1
-    back = Message(SERVER, 0, TAGS["signatures"], (pack_subset([0, 1, 2], range(N)),
-                                                  np.vstack([own[None], relayed[0].arrays[1]])))
-    with pytest.raises(ProtocolError, match="own survivor-list signature was relayed back"):
+    back = Message(SERVER, 0, TAGS["endorsements"], (pack_subset([0, 1, 2], range(N)),
+                                                    np.vstack([relayed[0].arrays[1][:1], relayed[0].arrays[1]])))
+    with pytest.raises(ProtocolError, match="own survivor-list endorsement was relayed back"):
         clients[0].handle(back)
-    one = Message(SERVER, 1, TAGS["signatures"], (pack_subset([0], range(N)), relayed[1].arrays[1][:1]))
+    one = Message(SERVER, 1, TAGS["endorsements"], (pack_subset([0], range(N)), relayed[1].arrays[1][:1]))
     with pytest.raises(DropoutError, match="only 2 clients"):
         clients[1].handle(one)
 
 
-def test_the_signer_bitmap_names_each_signer_once_and_only_members_of_the_receivers_list():
-    cases = ((np.array([0b11000000, 0], np.uint8), "signers"),  # a byte too many
+def test_the_endorser_bitmap_names_each_endorser_once_and_only_members_of_the_receivers_list():
+    cases = ((np.array([0b11000000, 0], np.uint8), "endorsers"),  # a byte too many
              (np.array([0b11000001], np.uint8), "padding bit"),  # an index beyond U3
-             (pack_subset([0, 1, 2], range(N)), "one per signer"))  # three named, two rows
+             (pack_subset([0, 1, 2], range(N)), "one per peer"))  # three named, two rows
     for bitmap, error in cases:
-        clients, server = _signed_survivor_lists()  # a refused message ends the client's run
-        signatures = server.close_round()[3].arrays[1]
+        clients, server = _endorsed_survivor_lists()  # a refused message ends the client's run
+        tags = server.close_round()[3].arrays[1]
         with pytest.raises(ProtocolError, match=error):
-            clients[3].handle(Message(SERVER, 3, TAGS["signatures"], (bitmap, signatures)))
+            clients[3].handle(Message(SERVER, 3, TAGS["endorsements"], (bitmap, tags)))
 
 
 def _keys_round():
-    """n = 5 clients that advertised signed keys, and the server's keys messages."""
-    roster, credentials = new_federation("fed", N)
-    config = SecAggConfig(b"k" * 16, N, T, DIM, 64, cohort=roster.everyone, consistency=True)
+    """n = 5 clients that advertised tagged keys, and the server's keys messages."""
+    _, credentials = new_federation("fed", N)
+    config = SecAggConfig(b"k" * 16, N, T, DIM, 64, members=tuple(range(N)), consistency=True)
     clients = [SecAggClient(u, config, np.zeros(DIM, np.uint64), credentials=credentials[u])
                for u in range(N)]
-    server = SecAggServer(config, tuple(range(N)))
+    server = SecAggServer(config)
     advertised = [c.advertise() for c in clients]
     for message in advertised:
         server.handle(message)
     return clients, advertised, server.close_round()
 
 
-def test_the_keys_message_omits_the_receivers_own_signature_and_packs_the_cohort():
+def test_the_keys_message_relays_each_peers_tag_to_the_receiver_and_nothing_else():
     clients, advertised, keys = _keys_round()
     for u, message in enumerate(keys):
-        ids, _, signatures, cohort = message.arrays
-        assert cohort.dtype == np.uint8 and cohort.tolist() == [0b11111000]  # bitmap of 0..4
-        assert np.array_equal(signatures, np.stack([advertised[v].arrays[1] for v in range(N) if v != u]))
+        ids, _, tags = message.arrays
+        # v's tags follow the member order with v's own place left out
+        assert np.array_equal(tags, np.stack([advertised[v].arrays[1][u - (u > v)]
+                                              for v in range(N) if v != u]))
+    assert all(a.arrays[1].shape == (N - 1, TAG_BYTES) for a in advertised)
     assert clients[2].handle(keys[2]).tag == TAGS["shares"]
-    cases = ((lambda sigs, own: sigs[[1, 0, 2, 3]], None, "does not verify"),  # two peers' swapped
-             (lambda sigs, own: np.vstack([sigs, own[None]]), None, "one per listed peer"),
-             (lambda sigs, own: sigs, np.array([0b11110100], np.uint8), "cohort list differs"),
-             (lambda sigs, own: sigs, np.array([0, 1, 2, 4, 3], np.int32), "cohort list differs"))
-    for rows, members, error in cases:
+    cases = ((lambda tags, other: tags[[1, 0, 2, 3]], "does not verify"),  # two peers' swapped
+             (lambda tags, other: other, "does not verify"),  # the tags to another receiver
+             (lambda tags, other: np.vstack([tags, tags[:1]]), "one per peer"))
+    for rows, error in cases:
         clients, advertised, keys = _keys_round()  # a refused message ends the client's run
-        ids, listed, signatures, cohort = keys[2].arrays
-        forged = (ids, listed, rows(signatures, advertised[2].arrays[1]),
-                  cohort if members is None else members)
+        ids, listed, tags = keys[2].arrays
+        forged = (ids, listed, rows(tags, keys[3].arrays[2]))
         with pytest.raises(ProtocolError, match=error):
             clients[2].handle(Message(SERVER, 2, TAGS["keys"], forged))
 
@@ -191,20 +191,21 @@ def test_pack_ids_takes_the_shorter_encoding_and_round_trips():
         unpack_ids(np.array([1, 1], np.int32), "ids")
 
 
-def test_a_client_verifies_each_peer_signature_it_is_shown_once_and_parses_each_key_once(monkeypatch):
-    verified: list[list[int]] = []
-    original = Roster.verify_all
+def test_a_client_checks_each_peer_tag_it_is_shown_once_and_derives_each_pair_key_once(monkeypatch):
+    checked: list[list[int]] = []
+    original = Credentials.check_tags
 
-    def counting(self, signatures, **kwargs):
-        verified.append([int(s) for s in kwargs["senders"]])
-        return original(self, signatures, **kwargs)
+    def counting(self, tags, **kwargs):
+        checked.append([int(s) for s in kwargs["senders"]])
+        return original(self, tags, **kwargs)
 
-    monkeypatch.setattr(Roster, "verify_all", counting)
-    clients, server = _signed_survivor_lists()
-    assert verified[:N] == [[v for v in range(N) if v != u] for u in range(N)]  # keys: every peer
-    verified.clear()
+    monkeypatch.setattr(Credentials, "check_tags", counting)
+    clients, server = _endorsed_survivor_lists()
+    assert checked[:N] == [[v for v in range(N) if v != u] for u in range(N)]  # keys: every peer
+    checked.clear()
     for message in server.close_round():
         clients[message.receiver].handle(message)
-    assert verified == [[v for v in range(T) if v != u][:T - 1] for u in range(N)]  # t - 1, never itself
-    roster = clients[0].credentials.roster
-    assert roster._verifier(1, "p") is roster._verifier(1, "p")
+    assert checked == [[v for v in range(T) if v != u][:T - 1] for u in range(N)]  # t - 1, never itself
+    credentials = clients[0].credentials
+    assert sorted(credentials._pair_keys) == [1, 2, 3, 4]  # derived once per peer, then kept
+    assert credentials.pair_key(1) is credentials.pair_key(1)

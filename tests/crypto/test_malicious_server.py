@@ -98,10 +98,10 @@ def secagg_key_substitution(credentials):
     reconstructs b_v and s_v^SK, strips every mask from y_v and returns x_v."""
     values = _values()
     members = tuple(range(N))
-    config = SecAggConfig(b"s" * 16, N, T, DIM, 64, cohort=cohort_digest(members) if credentials else b"")
+    config = SecAggConfig(b"s" * 16, N, T, DIM, 64, members=members if credentials else ())
     clients = [SecAggClient(u, config, values[u], credentials=credentials[u] if credentials else None)
                for u in range(N)]
-    server = SecAggServer(config, members if credentials else ())
+    server = SecAggServer(config)
     for client in clients:
         server.handle(client.advertise())
     honest = {m.receiver: m for m in server.close_round()}
@@ -163,7 +163,7 @@ def secagg_key_substitution(credentials):
     return np.bitwise_and(x, ring_mask(64)), values[VICTIM]
 
 
-def test_secagg_key_substitution_unmasks_an_unauthenticated_client_and_is_refused_when_signed():
+def test_secagg_key_substitution_unmasks_an_unauthenticated_client_and_is_refused_when_tagged():
     recovered, truth = secagg_key_substitution(None)
     assert np.array_equal(recovered, truth)  # the attack works on the semi-honest variant
     _, credentials = new_federation("fed", N)
@@ -171,35 +171,34 @@ def test_secagg_key_substitution_unmasks_an_unauthenticated_client_and_is_refuse
         secagg_key_substitution(credentials)
 
 
-def test_secagg_refuses_keys_signed_for_another_cohort_or_session():
+def test_secagg_refuses_keys_tagged_for_another_cohort_or_session():
     _, credentials = new_federation("fed", N)
     members = tuple(range(N))
-    config = SecAggConfig(b"s" * 16, N, T, DIM, 64, cohort=cohort_digest(members))
-    other = SecAggConfig(b"t" * 16, N, T, DIM, 64, cohort=cohort_digest(members))
-    smaller = SecAggConfig(b"s" * 16, N, T, DIM, 64, cohort=cohort_digest((0, 1, 2, 3, 5)))
+    config = SecAggConfig(b"s" * 16, N, T, DIM, 64, members=members)
+    other = SecAggConfig(b"t" * 16, N, T, DIM, 64, members=members)
+    reordered = SecAggConfig(b"s" * 16, N, T, DIM, 64, members=(1, 0, 2, 3, 4))
     values = _values()
-    for foreign in (other, smaller):
+    for foreign in (other, reordered):
         clients = [SecAggClient(u, foreign if u == 4 else config, values[u], credentials=credentials[u])
                    for u in range(N)]
         advertised = [c.advertise() for c in clients]
-        server = SecAggServer(config, members)
+        server = SecAggServer(config)
         for message in advertised:
             server.handle(message)
         keys = server.close_round()
         with pytest.raises(ProtocolError, match="does not verify"):
             clients[0].handle(keys[0])
-    # the cohort list relayed with the keys must be the one the client signed for
+    # a member list that puts another client at this client's index: refused before any key
+    with pytest.raises(ProtocolError, match="index 0 of the cohort is client 1"):
+        SecAggClient(0, reordered, values[0], credentials=credentials[0]).advertise()
     clients = [SecAggClient(u, config, values[u], credentials=credentials[u]) for u in range(N)]
-    server = SecAggServer(config, members)
+    server = SecAggServer(config)
     for c in clients:
         server.handle(c.advertise())
-    message = server.close_round()[0]
-    swapped = Message(SERVER, 0, TAGS["keys"], (*message.arrays[:3], np.array([0, 1, 2, 4, 3])))
-    with pytest.raises(ProtocolError, match="cohort list differs"):
-        clients[0].handle(swapped)
-    unsigned = Message(SERVER, 1, TAGS["keys"], message.arrays[:2])
-    with pytest.raises(ProtocolError, match="without signatures"):
-        clients[1].handle(unsigned)
+    message = server.close_round()[1]
+    untagged = Message(SERVER, 1, TAGS["keys"], message.arrays[:2])
+    with pytest.raises(ProtocolError, match="without tags"):
+        clients[1].handle(untagged)
 
 
 # ----------------------------------------------------------------------------- he
@@ -314,10 +313,9 @@ def test_the_consistency_round_sums_exactly_and_survives_dropouts():
 def _through_masked_inputs(session: bytes, consistency: bool):
     """Clients and server of an honest n = 5, t = 3 run up to the survivor list."""
     _, credentials = new_federation("fed", N)
-    config = SecAggConfig(session, N, T, DIM, 64, cohort=cohort_digest(range(N)),
-                          consistency=consistency)
+    config = SecAggConfig(session, N, T, DIM, 64, members=tuple(range(N)), consistency=consistency)
     clients = [SecAggClient(u, config, _values()[u], credentials=credentials[u]) for u in range(N)]
-    server = SecAggServer(config, tuple(range(N)))
+    server = SecAggServer(config)
     for c in clients:
         server.handle(c.advertise())
     for _ in range(2):
@@ -337,12 +335,20 @@ def inconsistent_survivor_lists(consistency):
                for u in range(N)}
     if not consistency:
         return replies
-    signed = {u: replies[u].arrays[0] for u in range(N)}
+    endorsed = {u: replies[u].arrays[0] for u in range(N)}  # u's tags, one per other member of its list
+
+    def tag(v, u):
+        """v's tag to u: v tagged its own list's members; to a client outside it (4, for
+        client 3) the server can only forge one."""
+        if u not in shown[v]:
+            return np.zeros(16, np.uint8)
+        return endorsed[v][[w for w in shown[v] if w != v].index(u)]
+
     outcome = {}
-    for u in range(N):  # the server hands each client every other signature on its list's members
+    for u in range(N):  # the server hands each client every other member's tag to it
         others = [v for v in shown[u] if v != u]
-        message = Message(SERVER, u, TAGS["signatures"], (pack_subset(others, shown[u]),
-                                                         np.stack([signed[v] for v in others])))
+        message = Message(SERVER, u, TAGS["endorsements"], (pack_subset(others, shown[u]),
+                                                           np.stack([tag(v, u) for v in others])))
         try:
             outcome[u] = clients[u].handle(message)
         except ProtocolError as exc:
@@ -355,17 +361,18 @@ def test_inconsistent_survivor_lists_get_no_share_past_the_consistency_round():
     assert 4 in plain[0].arrays[0].tolist() and 4 in plain[3].arrays[2].tolist()  # b_4 and s_4 shares
     checked = inconsistent_survivor_lists(True)
     assert all(isinstance(checked[u], ProtocolError) for u in range(N))  # mixed lists: nobody reveals
-    # 0-2 and 4 are shown 3's signature on (0, 1, 2, 3); 3 is shown 0-2's on (0, ..., 4)
-    # (a signer outside its U3, client 4, cannot even be named: the bitmap is over U3)
+    # 0-2 and 4 are shown 3's tags on (0, 1, 2, 3); 3 is shown 0-2's on (0, ..., 4)
+    # (an endorser outside its U3, client 4, cannot even be named: the bitmap is over U3)
     assert all("does not verify" in str(checked[u]) for u in range(N))
 
 
-def test_fewer_than_t_signatures_on_the_list_a_client_was_shown_get_no_share():
+def test_fewer_than_t_endorsements_of_the_list_a_client_was_shown_get_no_share():
     from securefl.errors import DropoutError
 
     clients, _ = _through_masked_inputs(b"d" * 16, True)
     everyone = np.arange(N, dtype=np.int32)
-    signed = {u: clients[u].handle(Message(SERVER, u, TAGS["survivors"], (everyone,))).arrays[0] for u in range(N)}
-    two = Message(SERVER, 0, TAGS["signatures"], (pack_subset([1], range(N)), signed[1][None]))
+    endorsed = {u: clients[u].handle(Message(SERVER, u, TAGS["survivors"], (everyone,))).arrays[0]
+                for u in range(N)}
+    two = Message(SERVER, 0, TAGS["endorsements"], (pack_subset([1], range(N)), endorsed[1][:1]))
     with pytest.raises(DropoutError, match="only 2 clients"):  # client 1 and itself
         clients[0].handle(two)

@@ -11,11 +11,12 @@ carries the evidence (who refused, why, and that nothing was sent after the atta
 
 Attacks (:data:`ATTACKS`):
 
-* ``link-keys`` -- program ``link-check``: in the relayed link-key table every row but
-  the recipient's own gets the attacker's X25519 key, with the genuine signature and
-  signer id kept (``tests/runtime/test_malicious_transport.py`` in process);
+* ``link-members`` -- program ``link-check``: no link key crosses the network (each is
+  derived from the two clients' roster identities), so the attacker relabels: every
+  client is told a member list with the two other clients swapped
+  (``tests/runtime/test_malicious_transport.py`` in process);
 * ``sum-keys`` -- program ``method``: in the secure sum's ``secagg/keys`` request every
-  peer's (c^PK, s^PK) is the attacker's, signatures kept;
+  peer's (c^PK, s^PK) is the attacker's, the owners' tags kept;
 * ``cohort`` -- program ``method``: the upload request says ``members=1, threshold=1``,
   the "sum of one" that reveals the update (``tests/runtime/test_policy_attacks.py``).
 
@@ -42,13 +43,12 @@ KEY_BYTES = 32
 """An X25519 public key; a secure-sum key row starts with c^PK then s^PK."""
 
 
-def _swap_link_keys(adversary: Adversary) -> Callable[[int, Record], Record]:
+def _relabel_link_members(adversary: Adversary) -> Callable[[int, Record], Record]:
     def swap(client: int, request: Record) -> Record:
-        keys = np.array(request.arrays["table/keys"], copy=True)
-        for row, party in enumerate(request.arrays["table/ids"]):
-            if int(party) != client:
-                keys[row, :KEY_BYTES] = adversary.public(("link", int(party)))
-        request.arrays["table/keys"] = keys
+        members = np.array(request.arrays["members"], copy=True)
+        others = [p for p in range(len(members)) if p != client][:2]
+        members[others] = members[others[::-1]]
+        request.arrays["members"] = members
         return request
     return swap
 
@@ -76,7 +76,7 @@ def _cohort_of_one(client: int, request: Record) -> Record:
 
 
 ATTACKS: dict[str, tuple[str, Callable[[Adversary], Callable[[int, Record], Record]]]] = {
-    "link-keys": ("links/send", _swap_link_keys),
+    "link-members": ("links/open", _relabel_link_members),
     "sum-keys": ("secagg/keys", _swap_sum_keys),
     "cohort": ("train", lambda adversary: _cohort_of_one),
 }

@@ -1,10 +1,11 @@
 """Issue 20's active attacks on a real Flower federation (a SuperLink and three SuperNodes
 on 127.0.0.1, each node with its roster identity and the strict default privacy policy).
 
-* **Key substitution**: a modified ServerApp puts its own X25519 keys (with the genuine
-  signatures) in the relayed link-key table, and in the secure sum's key list: every
-  honest SuperNode refuses (``ProtocolError``: the signature does not verify under its
-  roster), no client sends a link batch or a share ciphertext, the run fails.
+* **Key substitution**: a modified ServerApp puts its own X25519 keys (with the owners'
+  tags) in the secure sum's key list: every honest SuperNode refuses (``ProtocolError``:
+  the tag does not verify under its roster), no client sends a share ciphertext, the run
+  fails.  Link keys never cross the network, so the ServerApp relabels the link members
+  instead: every batch fails its MAC and no link verifies.
 * **Policy downgrade**: the run config the operator writes asks for ``secure=plaintext``
   or carries a ``crypto_seed``, or a modified ServerApp asks for a secure sum of one
   (``members=1, threshold=1``): every SuperNode refuses at the first request and sends
@@ -71,24 +72,23 @@ def stopped(federation: LocalFederation) -> None:
 
 def test_key_substitution_and_policy_downgrades_are_refused_by_every_supernode():
     """One federation (its start-up is the expensive part) for every attack: key
-    substitution by a modified ServerApp (link keys, secure-sum keys); plaintext mode and a
+    substitution by a modified ServerApp (link members, secure-sum keys); plaintext mode and a
     planted crypto seed through the run config (an honest ServerApp runs them: the operator
     writes the run config); a cohort of one through a modified ServerApp."""
     federation = LocalFederation(nodes=3, mode="fast", poll=0.1)
     try:
         federation.start()
         links = launch(federation, {"program": "link-check", "rounds": 1, "frames": 2,
-                                    "timeout": 60.0}, "link-keys", "link-keys")
+                                    "timeout": 60.0}, "link-members", "link-members")
         sums = launch(federation, fedavg(), "sum-keys", "sum-keys")["attack"]
         plaintext = launch(federation, fedavg(secure="plaintext"), "plaintext", None)["attack"]
         seeded = launch(federation, fedavg("crypto_seed=11"), "crypto-seed", None)["attack"]
         cohort = launch(federation, fedavg(), "cohort", "cohort")["attack"]
     finally:
         stopped(federation)
-    # link keys: every client refused the forged table and sent no batch
+    # link members: every client derived keys its peers do not hold; no batch verified
     assert links["verified"] is False and not any(links["links"].values())
-    refused_by_all(links["attack"], "links/send", "does not verify under roster")
-    assert all(len(v) == 1 for v in links["attack"]["sent"]["links/advertise"].values())
+    refused_by_all(links["attack"], "links/receive", "MAC check failed")
     # secure-sum keys: the clients advertised (public keys only), then refused the forged
     # key list; no share ciphertext was ever requested or sent, and the run failed
     assert set(sums["sent"]["train"]) == set(CLIENTS)

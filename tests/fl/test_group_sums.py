@@ -46,7 +46,7 @@ def run_sums(secure, weighted=True, dropouts=None):
     transport = InProcessTransport(Contributor(), nodes, dropouts=dropouts)
     plan = GroupSumPlan.new(secure=secure, sum_backend="secagg", groups=GROUPS,
                             dims={name: 6 for name in GROUPS}, weighted=weighted)
-    first = transport.exchange("input", {k: Record(config=plan.request_config(k)) for k in range(5)})
+    first = transport.exchange("input", {k: plan.request(k) for k in range(5)})
     return plan.collect(transport, first), transport
 
 
@@ -86,7 +86,7 @@ def test_a_dropout_leaves_only_the_sums_it_belongs_to_and_a_small_sum_fails_alon
 
 def test_a_client_contributes_exactly_the_sums_it_is_asked_for():
     plan = GroupSumPlan.new(secure="real", sum_backend="secagg", groups=GROUPS, dims={n: 6 for n in GROUPS})
-    request = Record(config=plan.request_config(1))
+    request = plan.request(1)
     assert group_sums.requested(request) == {"all": 5, "odd": 2}
     credentials = new_federation("t", 5)[1][1]
     with pytest.raises(ProtocolError, match="asks for sums"):

@@ -174,7 +174,7 @@ def test_a_client_reveals_psi_only_when_asked_and_its_helpers_come_from_the_requ
     def train(reveal, helpers=0):
         arrays = {"sigma": method.sigma, "psi": method.psi,
                   **{f"helper/{h}": method.psi * (h + 2) for h in range(helpers)}}
-        request = Record(arrays, {"round": 0, "lr": 0.05, "reveal": reveal, **plan.request_config(0)})
+        request = plan.request(0, arrays, {"round": 0, "lr": 0.05, "reveal": reveal})
         return MethodProgramClient().handle("train", request, Record(), node)
 
     quiet, loud = train(False), train(True)
@@ -240,8 +240,8 @@ def test_a_strict_node_refuses_to_reveal_its_model_in_real_mode(allow, tiny_digi
     dim = method.sigma.size
     plan = UploadPlan.new(secure="real", sum_backend="secagg", members=[0, 1],
                           dims={"sigma": dim, "psi": dim})
-    request = Record({"sigma": method.sigma, "psi": method.psi},
-                     {"round": 0, "lr": 0.05, "reveal": True, **plan.request_config(0)})
+    request = plan.request(0, {"sigma": method.sigma, "psi": method.psi},
+                           {"round": 0, "lr": 0.05, "reveal": True})
     if allow:
         reply = MethodProgramClient().handle("train", request, Record(), node)
         assert REVEAL_PSI in reply.arrays

@@ -210,7 +210,7 @@ def test_a_client_uploads_only_layers_its_own_fsm_chose_in_groups_of_min_group(s
     def request(groups):
         plan = GroupSumPlan.new(secure=secure, sum_backend="secagg", groups=groups,
                                 dims={name: dims[name] for name in groups})
-        return Record(config={"round": 0, "boundary": boundary, **plan.request_config(0)})
+        return plan.request(0, config={"round": 0, "boundary": boundary})
 
     with pytest.raises(ProtocolError, match="did not select"):
         client.handle("upload", request({"teacher": [0, 1], layer_sum(skipped[0]): [0, 1]}), state.copy(writable=True), node)

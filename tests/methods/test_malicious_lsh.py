@@ -49,13 +49,13 @@ def _round(federation, adversary):
     return outcome, failures
 
 
-KEYS, SIGNATURES = "cclp/lsh/1", "cclp/lsh/2"
+KEYS, TAGS = "cclp/lsh/1", "cclp/lsh/2"
 
 
-@pytest.mark.parametrize("attack", ["substitute", "unsign", "relabel"])
+@pytest.mark.parametrize("attack", ["substitute", "untag", "relabel"])
 def test_a_server_rewriting_the_lsh_key_table_is_refused_by_every_client(attack, tiny_digits):
-    """At ``cclp/shares`` the server's table carries its own keys (genuine signatures
-    kept), no signatures, or the peers' signed keys swapped between parties: every client
+    """At ``cclp/shares`` the server's table carries its own keys (genuine tags kept), no
+    tags, or the peers' tagged keys swapped between parties: every client
     raises ProtocolError and sends no sealed share, so nobody reaches SecureHamming."""
     adversary = Adversary()
 
@@ -67,12 +67,12 @@ def test_a_server_rewriting_the_lsh_key_table_is_refused_by_every_client(attack,
         if attack == "substitute":
             for row in others:
                 keys[row] = adversary.public(int(ids[row]))
-        elif attack == "relabel":  # two peers' signed keys swapped
-            signatures = np.array(arrays[SIGNATURES], copy=True)
-            keys[others], signatures[others] = keys[others[::-1]], signatures[others[::-1]]
-            arrays[SIGNATURES] = signatures
+        elif attack == "relabel":  # two peers' tagged keys swapped
+            tags = np.array(arrays[TAGS], copy=True)
+            keys[others], tags[others] = keys[others[::-1]], tags[others[::-1]]
+            arrays[TAGS] = tags
         else:
-            del arrays[SIGNATURES]
+            del arrays[TAGS]
             config["cclp/lsh/count"] = 2
         arrays[KEYS] = keys
         request.arrays, request.config = arrays, config
@@ -81,15 +81,15 @@ def test_a_server_rewriting_the_lsh_key_table_is_refused_by_every_client(attack,
     adversary.on("cclp/shares", rewrite)
     outcome, failures = _round(tiny_digits, adversary)
     assert isinstance(outcome, DropoutError)
-    expected = "unsigned" if attack == "unsign" else "does not verify"
+    expected = "carry no tags" if attack == "untag" else "does not verify"
     assert sorted(failures) == MEMBERS
     assert all(failures[c].startswith("ProtocolError") and expected in failures[c] for c in MEMBERS)
     assert not any(step == "cclp/codes" for _, step, _ in adversary.seen)  # no share relayed
 
 
 def test_a_server_showing_one_client_another_member_list_is_refused(tiny_digits):
-    """Client 2 is shown members [3, 1, 2] (the others [0, 1, 2]): its key is signed for
-    another cohort, so clients 0 and 1 refuse it, and client 2 refuses theirs (signed for
+    """Client 2 is shown members [3, 1, 2] (the others [0, 1, 2]): its key is tagged for
+    another cohort, so clients 0 and 1 refuse it, and client 2 refuses theirs (tagged for
     the cohort it was not shown)."""
     adversary = Adversary()
 

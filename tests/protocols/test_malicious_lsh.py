@@ -1,9 +1,10 @@
 """Key substitution on FedProp's LSH seed agreement (securefl.protocols.lsh).
 
-Unsigned, the agreement falls to a server that relays its own X25519 keys: it opens every
-sealed share and computes the common seed, hence every hyperplane (the first test shows
-the attack succeeding).  With roster identities every key is signed for its session,
-party and cohort, and a substituted, stranger-signed, unsigned or re-bound key is refused
+Unauthenticated, the agreement falls to a server that relays its own X25519 keys: it opens
+every sealed share and computes the common seed, hence every hyperplane (the first test
+shows the attack succeeding).  With roster identities every key is tagged, for each
+receiver, for its session, party and cohort, and a substituted, stranger-tagged, untagged
+or re-bound key is refused
 with ProtocolError before any share is sealed: sans-I/O here; through a FedProp round
 over the in-process transport in (tests/methods/test_malicious_lsh.py).
 """
@@ -37,7 +38,7 @@ def _clients(credentials=None, cohort=(0, 1, 2)):
 
 def _substituted(advertised, attacker):
     """The server's broadcast to each client: its own key in every row but the client's own
-    (the genuine signatures, if any, left in place)."""
+    (the genuine tags, if any, left in place)."""
     server = SeedAgreementServer()
     out = []
     for message in server.broadcast_keys(advertised):
@@ -50,7 +51,7 @@ def _substituted(advertised, attacker):
     return out
 
 
-def test_an_unsigned_agreement_gives_a_key_substituting_server_the_seed():
+def test_an_unauthenticated_agreement_gives_a_key_substituting_server_the_seed():
     """The attack: the server relays its own keys, opens each sealed share with the key it
     shares with the sender, and computes the common seed every client derives."""
     clients = _clients()
@@ -68,46 +69,51 @@ def test_an_unsigned_agreement_gives_a_key_substituting_server_the_seed():
 
 
 def _table(viewer, rows):
-    """A key broadcast to ``viewer`` from ``rows``: per party ``(public key, signature)``."""
+    """A key broadcast to ``viewer`` from ``rows``: per party ``(public key, tag to viewer)``."""
     ids = np.arange(len(rows), dtype=np.int32)
     keys = np.stack([np.frombuffer(k, np.uint8) for k, _ in rows])
-    signatures = np.stack([np.frombuffer(sig, np.uint8) for _, sig in rows])
-    return Message(SERVER, viewer.party, TAG_PUBLIC_KEYS, (ids, keys, signatures))
+    tags = np.stack([np.frombuffer(tag, np.uint8) for _, tag in rows])
+    return Message(SERVER, viewer.party, TAG_PUBLIC_KEYS, (ids, keys, tags))
 
 
-def _signed(credential, signer_view, party, key):
-    """``key`` of ``party`` signed by ``credential`` over the fields ``signer_view`` binds."""
-    return key, credential.sign(key=key, **signer_view._signing(party))
+def _tagged(credential, signer_view, party, key, to=0):
+    """``key`` of ``party`` tagged by ``credential`` for client ``to`` over the fields
+    ``signer_view`` binds."""
+    return key, credential.tags([to], key=key, **signer_view._binding(party))[0]
 
 
-def test_signed_agreement_refuses_substituted_stranger_unsigned_and_rebound_keys():
+def test_tagged_agreement_refuses_substituted_stranger_untagged_and_rebound_keys():
     """A client with credentials seals nothing to a key that is: the server's own under a
-    genuine signature, the server's own signed by a stranger (same federation name and
-    ids, other keys), unsigned, a genuine key relabelled to another party, signed for a
-    member list this client was not shown, or signed for another session (a replay into
-    the next round).  Honest keys still agree on one seed."""
+    genuine tag, the server's own tagged by a stranger (same federation name and ids, other
+    keys), untagged, a genuine key relabelled to another party, tagged for a member list
+    this client was not shown, tagged for another client, or tagged for another session (a
+    replay into the next round).  Honest keys still agree on one seed."""
     _, credentials = new_federation("fed", 3)
     _, strangers = new_federation("fed", 3)
     attacker = {j: KeyPair.generate().public for j in range(3)}
     clients = _clients(credentials)
     advertised = [c.advertise() for c in clients]
     me = clients[0]
-    genuine = [(bytes(m.arrays[0]), bytes(m.arrays[1])) for m in advertised]
+    # each party's tag to client 0 is the first of its tags (party order, its own left out)
+    genuine = [(bytes(m.arrays[0]), bytes(m.arrays[1][0]) if j else bytes(16))
+               for j, m in enumerate(advertised)]
 
     attacks = {
         "substituted": [genuine[0], (attacker[1], genuine[1][1]), (attacker[2], genuine[2][1])],
-        "stranger": [genuine[0], *(_signed(strangers[j], me, j, attacker[j]) for j in (1, 2))],
+        "stranger": [genuine[0], *(_tagged(strangers[j], me, j, attacker[j]) for j in (1, 2))],
         "relabelled": [genuine[0], genuine[2], genuine[1]],
+        "for another client": [genuine[0], (genuine[1][0], bytes(advertised[1].arrays[1][1])),
+                               genuine[2]],  # party 1's tag to client 2, shown to client 0
     }
     other_list = _clients(credentials, cohort=(0, 1, 3))[1]  # client 1 shown members [0, 1, 3]
-    attacks["other cohort"] = [genuine[0], _signed(credentials[1], other_list, 1, attacker[1]), genuine[2]]
+    attacks["other cohort"] = [genuine[0], _tagged(credentials[1], other_list, 1, attacker[1]), genuine[2]]
     next_round = _clients(credentials)[1]
     next_round.binding = b"other-rd"
-    attacks["other session"] = [genuine[0], genuine[1], _signed(credentials[2], next_round, 2, attacker[2])]
+    attacks["other session"] = [genuine[0], genuine[1], _tagged(credentials[2], next_round, 2, attacker[2])]
     for rows in attacks.values():
         with pytest.raises(ProtocolError, match="does not verify"):
             me.send_shares(_table(me, rows))
-    with pytest.raises(ProtocolError, match="unsigned"):
+    with pytest.raises(ProtocolError, match="carry no tags"):
         me.send_shares(Message(SERVER, 0, TAG_PUBLIC_KEYS, _table(me, genuine).arrays[:2]))
 
     relay = SeedAgreementServer()

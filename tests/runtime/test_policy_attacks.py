@@ -43,8 +43,10 @@ def run(members, threshold, policy):
     nodes = [NodeContext(k, {"partition-id": k, POLICY: policy}, {}) for k in range(4)]
     transport = InProcessTransport(Uploader(), nodes)
     plan = UploadPlan.new(secure="real", sum_backend="secagg", members=members, dims={"model": 7})
-    requests = {c: Record(config={**plan.request_config(c), uploads.THRESHOLD: threshold})
-                for c in members}
+    requests = {}
+    for c in members:
+        requests[c] = plan.request(c)
+        requests[c].config[uploads.THRESHOLD] = threshold
     first = transport.exchange("upload", requests)
     return plan, transport, first
 

@@ -22,7 +22,6 @@ import pytest
 
 from securefl.crypto.channel import SERVER
 from securefl.crypto.fixed_point import ring_sum
-from securefl.crypto.identity import cohort_digest
 from securefl.errors import ConfigError, DropoutError, InputError
 from securefl.experiments.config import config_from_dict
 from securefl.fl import group_sums, uploads
@@ -48,7 +47,7 @@ class Additive(SumBackend):
     def new_spec(self, members: Sequence[int], *, threshold: int, dim: int,
                  modulus_bits: int) -> SumSpec:
         return SumSpec(secrets.token_bytes(16), len(members), threshold, dim, modulus_bits,
-                       cohort_digest([int(c) for c in members]))
+                       tuple(int(c) for c in members))
 
     def collect(self, transport: Transport, specs: Mapping[str, SumSpec],
                 members: Mapping[str, Sequence[int]], first: Exchange, *,
@@ -145,8 +144,7 @@ def test_a_registered_backend_runs_a_methods_upload_over_a_transport(additive):
         transport = _transport(backend, vectors)
         plan = uploads.UploadPlan.new(secure="real", sum_backend=backend, members=range(4),
                                       dims={"model": 7})
-        first = transport.exchange("upload", {c: Record(config=plan.request_config(c))
-                                              for c in range(4)})
+        first = transport.exchange("upload", {c: plan.request(c) for c in range(4)})
         outcome = plan.collect(transport, first)
         assert outcome.survivors == (0, 1, 2, 3) and not outcome.failed
         averages[backend] = outcome.averages["model"]
@@ -166,8 +164,7 @@ def test_a_registered_backend_runs_group_sums_with_members_of_their_own(additive
     plan = group_sums.GroupSumPlan.new(secure="real", sum_backend=NAME,
                                        groups={"a": (0, 1, 2), "b": (1, 2, 3)},
                                        dims={"a": 3, "b": 2}, weighted=False)
-    first = transport.exchange("upload", {c: Record(config=plan.request_config(c))
-                                          for c in range(4)})
+    first = transport.exchange("upload", {c: plan.request(c) for c in range(4)})
     outcome = plan.collect(transport, first)
     assert outcome.totals["a"].tolist() == [6.0] * 3 and outcome.totals["b"].tolist() == [13.0] * 2
     assert outcome.survivors == {"a": (0, 1, 2), "b": (1, 2, 3)}

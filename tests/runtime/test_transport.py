@@ -166,13 +166,12 @@ def test_client_generators_do_not_depend_on_the_order_clients_run_in():
 
 
 def link_states(count: int) -> list[Record]:
-    """Clients that advertised keys and installed the relayed table (one session)."""
+    """Clients that opened their links to each other (one session, party c = client c)."""
     session = secrets.token_bytes(16)
     states = [Record(config={"_session": session}) for _ in range(count)]
     _, credentials = new_federation("links", count)
-    ids, keys = links.key_table({c: links.advertise(states[c], credentials[c], me=c) for c in range(count)})
     for c in range(count):
-        links.install(states[c], ids, keys, me=c, credentials=credentials[c])
+        links.open_links(states[c], credentials[c], me=c, members=range(count))
     return states
 
 
@@ -244,20 +243,30 @@ def test_a_relay_that_alters_a_batch_makes_the_receiver_raise(attack, match):
     assert states[receiver].config == state_before.config  # the receive counter did not move
 
 
-def test_a_relay_cannot_substitute_a_public_key():
+def test_link_keys_come_from_the_roster_and_a_relabelled_member_list_is_refused():
     session = secrets.token_bytes(16)
-    states = [Record(config={"_session": session}) for _ in range(3)]
     _, credentials = new_federation("links", 3)
-    public = {c: links.advertise(states[c], credentials[c], me=c) for c in range(3)}
-    # client 1's own key replaced by another signed key of client 1 (a second advertise)
-    ids, keys = links.key_table({0: public[0], 1: links.advertise(Record(config={"_session": session}),
-                                                                   credentials[1], me=1)})
-    with pytest.raises(ProtocolError, match="own public key"):
-        links.install(states[1], ids, keys, me=1, credentials=credentials[1])
-    # client 2's signed key relabelled as party 1's
-    ids, keys = links.key_table({0: public[0], 1: public[2]})
-    with pytest.raises(ProtocolError, match="does not verify"):
-        links.install(states[0], ids, keys, me=0, credentials=credentials[0])
+
+    def opened(c, members, label="", at=session):
+        state = Record(config={"_session": at})
+        links.open_links(state, credentials[c], me=list(members).index(c), members=members,
+                         label=label)
+        return state
+
+    a, b = opened(0, [0, 1, 2]), opened(1, [0, 1, 2])
+    assert links._link_key(a, 0, 1) == links._link_key(b, 1, 0) != links._link_key(a, 0, 2)
+    for other in (opened(1, [0, 1, 2], label="round 2"), opened(1, [0, 1, 2], at=b"x" * 16)):
+        assert links._link_key(other, 1, 0) != links._link_key(a, 0, 1)  # per label and session
+    for members, error in (([1, 0, 2], "with this client at party 0"), ([0, 0, 2], "distinct"),
+                           ([0, 1, 7], "no pair key")):  # another at its place, twice, a stranger
+        with pytest.raises(ProtocolError, match=error):
+            links.open_links(Record(config={"_session": session}), credentials[0], me=0,
+                             members=members)
+    # the server tells client 0 that party 1 is client 2 (and client 1 the truth): refused
+    relabelled = opened(0, [0, 2, 1])
+    batch = links.seal(relabelled, payloads(0, 1), me=0, peer=1)
+    with pytest.raises(ProtocolError, match="MAC check failed"):
+        links.open_batch(b, batch, me=1, peer=0)
 
 
 def test_link_check_verifies_every_link_in_process():
@@ -287,7 +296,7 @@ def test_secagg_parties_survive_a_round_trip_through_their_state_at_every_round(
     rng = np.random.default_rng(seed)
     values = [rng.integers(0, 2**32, dim, dtype=np.uint64) for _ in range(n)]
     config = secure_sum_steps.new_config(list(range(n)), threshold=n // 2 + 1, dim=dim)
-    server = SecAggServer(config, tuple(range(n)))
+    server = SecAggServer(config)
     _, credentials = new_federation("codec", n)
     skip = ("rng", "credentials")
     records = []
@@ -335,7 +344,8 @@ class Summand(ClientHalf):
             config = SecAggConfig(
                 bytes(request.config["session"]), int(request.config["n"]),
                 int(request.config["t"]), int(request.config["dim"]), 64,
-                cohort=bytes(request.config["cohort"]), consistency=True)
+                members=secure_sum_steps.request_members(request, "cohort", int(request.config["n"])),
+                consistency=True)
             value = np.asarray(node.run_config["values"][node.partition], dtype=np.uint64)
             secure_sum_steps.start(state, reply, index=int(request.config["index"]),
                                    config=config, encoded=value, credentials=node.credentials(),
@@ -355,8 +365,9 @@ def summed(values, members, threshold, dropouts=None, intercept=None):
                                    dropouts={c: STEP_OF_ROUND[r] for c, r in (dropouts or {}).items()},
                                    intercept=intercept)
     config = secure_sum_steps.new_config(members, threshold=threshold, dim=len(values[0]))
-    requests = {c: Record(config={"session": config.session, "cohort": config.cohort, "n": len(members), "t": threshold,
-                                  "dim": len(values[0]), "index": i})
+    requests = {c: Record({"cohort": secure_sum_steps.packed_members(members)},
+                          {"session": config.session, "n": len(members), "t": threshold,
+                           "dim": len(values[0]), "index": i})
                 for i, c in enumerate(members)}
     first = transport.exchange("input", requests)
     return secure_sum_steps.aggregate_steps(transport, config, members, first)
@@ -429,7 +440,8 @@ class MultiSummand(ClientHalf):
         for name, factor in (("small", 1), ("large", 10)):
             config = SecAggConfig(bytes(request.config[f"session/{name}"]), int(request.config["n"]),
                                   int(request.config["t"]), value.size, 64,
-                                  cohort=bytes(request.config["cohort"]), consistency=True)
+                                  members=secure_sum_steps.request_members(request, "cohort", int(request.config["n"])),
+                consistency=True)
             secure_sum_steps.start(state, reply, index=int(request.config["index"]), config=config,
                                    encoded=value * np.uint64(factor), name=name,
                                    credentials=node.credentials(), policy=node.policy())
@@ -443,8 +455,9 @@ def test_several_sums_share_the_exchanges_and_count_bytes_as_the_in_process_prot
                                    dropouts={2: "secagg/ciphertexts"})
     configs = {name: secure_sum_steps.new_config(members, threshold=3, dim=5)
                for name in ("small", "large")}
-    requests = {c: Record(config={"n": 4, "t": 3, "index": i, "cohort": configs["small"].cohort,
-                                  **{f"session/{n}": cfg.session for n, cfg in configs.items()}})
+    requests = {c: Record({"cohort": secure_sum_steps.packed_members(members)},
+                          {"n": 4, "t": 3, "index": i,
+                           **{f"session/{n}": cfg.session for n, cfg in configs.items()}})
                 for i, c in enumerate(members)}
     first = transport.exchange("input", requests)
     outcome = secure_sum_steps.aggregate_steps(transport, configs, members, first)

@@ -38,9 +38,11 @@ QUIET_ENV = {"FLWR_TELEMETRY_ENABLED": "0", "FLWR_DISABLE_UPDATE_CHECK": "1"}
 
 
 def run_executor(address: str, *, kind: str, poll: float, parent_pid: int,
-                 root_certificates: str | None = None) -> None:
+                 root_certificates: str | None = None, node_config: str | None = None) -> None:
     """Serve ``kind`` ("client" or "server") app tasks of the Runtime API at ``address``
-    in forks of this process, which has imported and warmed up everything first."""
+    in forks of this process, which has imported and warmed up everything first, and, where
+    ``node_config`` (the SuperNode's ``--node-config``) names the node's identity and roster,
+    derived its pair keys with every roster member (:func:`warm_credentials`)."""
     from flwr.proto.runtime_pb2 import AcquireTaskRequest
     from flwr.supercore.constant import TaskType
     from flwr.supercore.interceptors import RuntimeVersionHttpInterceptor
@@ -55,6 +57,8 @@ def run_executor(address: str, *, kind: str, poll: float, parent_pid: int,
     task = _task_runner(kind, address, certificates)
     tune_object_pulls()
     warm_up()
+    if node_config:
+        warm_credentials(node_config)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # forks are reaped by the kernel
     client = RuntimeHttpClient.from_server_address(
         server_address=address, insecure=certificates is None, root_certificates=certificates,
@@ -123,15 +127,45 @@ def _task_runner(kind: str, address: str, certificates: bytes | None):
     raise ValueError(f"kind {kind!r}")
 
 
-def start_executor(kind: str, address: str, poll: float,
-                   root_certificates: str | None = None) -> subprocess.Popen:
+def warm_credentials(node_config: str) -> int:
+    """Parse the node's credentials from its ``--node-config`` (Flower's syntax) and derive
+    its pair keys (:meth:`securefl.crypto.identity.Credentials.derive_pair_keys`), so that
+    every forked message handler finds them in the parsed-credentials cache.  A config
+    without an identity, or unreadable files: nothing is warmed (the message handlers then
+    refuse with the error).  Returns the number of pair keys derived."""
+    from flwr.common.config import parse_config_args
+
+    from securefl.crypto.identity import IDENTITY_FILE, ROSTER_FILE_KEY, node_credentials
+    from securefl.errors import SecureFLError
+
+    config = parse_config_args([node_config])
+    if not (config.get(IDENTITY_FILE) and config.get(ROSTER_FILE_KEY) and "partition-id" in config):
+        return 0
+    try:
+        return node_credentials(config, int(config["partition-id"])).derive_pair_keys()
+    except SecureFLError:
+        return 0
+
+
+def start_executor(kind: str, address: str, poll: float, root_certificates: str | None = None,
+                   node_config: str | None = None) -> subprocess.Popen:
     """Start the warm executor for this process (it exits when this process does)."""
     command = [sys.executable, "-m", "securefl.fl.flower.node", "--executor", kind,
                "--runtime-api-address", address, "--poll", str(poll),
                "--parent-pid", str(os.getpid())]
     if root_certificates:
         command += ["--executor-root-certificates", root_certificates]
+    if node_config:
+        command += ["--executor-node-config", node_config]
     return subprocess.Popen(command)
+
+
+def _node_config(passthrough: Sequence[str]) -> str | None:
+    """The ``--node-config`` string in ``passthrough``, if any."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--node-config")
+    known, _ = parser.parse_known_args(list(passthrough))
+    return known.node_config
 
 
 def _runtime_address(passthrough: Sequence[str], default_port: int) -> str:
@@ -156,11 +190,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--runtime-api-address", help=argparse.SUPPRESS)
     parser.add_argument("--parent-pid", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--executor-root-certificates", dest="executor_root", help=argparse.SUPPRESS)
+    parser.add_argument("--executor-node-config", dest="executor_config", help=argparse.SUPPRESS)
     args, passthrough = parser.parse_known_args(argv)
     os.environ.update(QUIET_ENV)
     if args.executor:
         run_executor(args.runtime_api_address, kind=args.executor, poll=args.poll,
-                     parent_pid=args.parent_pid, root_certificates=args.executor_root)
+                     parent_pid=args.parent_pid, root_certificates=args.executor_root,
+                     node_config=args.executor_config)
         return
     if any(a == "--isolation" or a.startswith("--isolation=") for a in passthrough):
         parser.error("--isolation is chosen by --cold (subprocess) or the default (process)")
@@ -173,7 +209,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         passthrough = [*passthrough, "--isolation", "subprocess"]
     else:
         passthrough = [*passthrough, "--isolation", "process"]
-        start_executor("client", _runtime_address(passthrough, 9094), args.poll)
+        start_executor("client", _runtime_address(passthrough, 9094), args.poll,
+                       node_config=_node_config(passthrough))
     from flwr.supernode.cli import flower_supernode
 
     sys.argv = ["flower-supernode", *passthrough]

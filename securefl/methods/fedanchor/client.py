@@ -17,7 +17,7 @@ Steps (one exchange each):
     reply: the upload, :data:`~securefl.runtime.costs.COMPUTE` / :data:`~securefl.runtime.costs.CRYPTO`
     seconds, and, when the run asks for reports, its pseudo-labels and their hits
     (:func:`securefl.methods.halves.report_pseudo_labels`).
-``secagg/keys``, ``secagg/ciphertexts``, ``secagg/survivors``, ``secagg/signatures`` (real mode)
+``secagg/keys``, ``secagg/ciphertexts``, ``secagg/survivors``, ``secagg/endorsements`` (real mode)
     the secure sum's rounds 1-3 (:func:`securefl.runtime.secure_sum_steps.answer`).
 
 A FedAnchor client keeps nothing between rounds.  Who learns what: the client learns the

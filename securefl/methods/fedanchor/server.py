@@ -100,7 +100,7 @@ from securefl.methods.fedanchor.client import LABELS, LATENTS, TRAIN, FedAnchorC
 from securefl.methods.halves import collect_pseudo_labels
 from securefl.models import dropout_generator
 from securefl.runtime.costs import RoundMeter
-from securefl.runtime.transport import Record, Transport
+from securefl.runtime.transport import Transport
 
 
 class FedAnchor(Method):
@@ -236,8 +236,7 @@ class FedAnchor(Method):
                               dims={"model": vector.size})
         arrays = {"model": vector, "anchor_head": model_vector(self.anchor_head),
                   LATENTS: anchor_z.cpu().numpy(), LABELS: self.anchor_y.cpu().numpy()}
-        train = self.transport.exchange(TRAIN, {k: Record(dict(arrays), {"round": int(round_index),
-                                                                         **plan.request_config(k)})
+        train = self.transport.exchange(TRAIN, {k: plan.request(k, arrays, {"round": int(round_index)})
                                                 for k in chosen})
         meter.add(train)
         outcome = plan.collect(self.transport, train)

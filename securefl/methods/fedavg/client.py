@@ -18,7 +18,7 @@ Steps (one exchange each):
     reply: the upload, :data:`~securefl.runtime.costs.COMPUTE` / :data:`~securefl.runtime.costs.CRYPTO`
     seconds, and where pseudo-labels were made locally the reports of
     :func:`securefl.methods.halves.report_pseudo_labels`.
-``secagg/keys``, ``secagg/ciphertexts``, ``secagg/survivors``, ``secagg/signatures`` (real mode)
+``secagg/keys``, ``secagg/ciphertexts``, ``secagg/survivors``, ``secagg/endorsements`` (real mode)
     the secure sums' rounds 1-3 (:func:`securefl.runtime.secure_sum_steps.answer`).
 
 Between rounds a FedAvg client keeps nothing (its state Record holds secure-sum parties

@@ -127,7 +127,7 @@ from securefl.methods.fedavg.client import (
 from securefl.methods.halves import collect_pseudo_labels
 from securefl.models import build_model
 from securefl.runtime.costs import RoundMeter
-from securefl.runtime.transport import Exchange, Record, Transport
+from securefl.runtime.transport import Exchange, Transport
 
 
 @dataclass
@@ -240,7 +240,7 @@ class FedAvgMethod(Method):
         requests = {}
         for k in members:
             arrays = {**vectors, **self._request_arrays(k, context)}
-            requests[k] = Record(arrays, {**shared, **plan.request_config(k)})
+            requests[k] = plan.request(k, arrays, shared)
         train = self.transport.exchange(TRAIN, requests)
         meter.add(train)
         outcome = plan.collect(self.transport, train)

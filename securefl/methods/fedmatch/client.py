@@ -16,7 +16,7 @@ Step (one exchange):
     ``psi_k``) and ``reveal/embedding`` (``softmax(f_{sigma_k + psi_k}(r))``, its model's
     output on the public probe ``r`` of :func:`probe_input`); :data:`~securefl.runtime.costs.COMPUTE`
     and :data:`~securefl.runtime.costs.CRYPTO`.
-``secagg/keys``, ``secagg/ciphertexts``, ``secagg/survivors``, ``secagg/signatures`` (real mode)
+``secagg/keys``, ``secagg/ciphertexts``, ``secagg/survivors``, ``secagg/endorsements`` (real mode)
     the secure sums' rounds 1-3 (:func:`securefl.runtime.secure_sum_steps.answer`).
 
 A client keeps nothing between rounds.  Who learns what: the client learns the global

@@ -208,7 +208,7 @@ class FedMatch(Method):
             for h, helper in enumerate(self.helpers.get(k, [])):
                 arrays[f"{HELPER}{h}"] = self.pool[helper][1]
                 helpers_sent += 1
-            requests[k] = Record(arrays, {**shared, **plan.request_config(k)})
+            requests[k] = plan.request(k, arrays, shared)
         train = self.transport.exchange(TRAIN, requests)
         meter.add(train)
         if not train.replies:

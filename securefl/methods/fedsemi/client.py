@@ -23,7 +23,7 @@ Steps (one exchange each):
     ``[|D_k| (theta_s^k[j] - theta_t^k[j]), |D_k|]`` to each ``layer-<j>`` -- as secure-sum
     round 0 in real mode (:func:`securefl.fl.group_sums.contribute`), and
     :data:`~securefl.runtime.costs.CRYPTO`.
-``secagg/keys``, ``secagg/ciphertexts``, ``secagg/survivors``, ``secagg/signatures`` (real mode)
+``secagg/keys``, ``secagg/ciphertexts``, ``secagg/survivors``, ``secagg/endorsements`` (real mode)
     rounds 1-3 of every sum at once (:func:`securefl.runtime.secure_sum_steps.answer`).
 
 Between rounds a client keeps ``fedsemi/selections`` (how many rounds it has trained: the

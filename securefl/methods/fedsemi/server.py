@@ -233,8 +233,8 @@ class FedSemi(Method):
             groups[layer_sum(j)] = [trained[i] for i in np.flatnonzero(masks[:, j])]
             dims[layer_sum(j)] = int(sizes[j])
         plan = GroupSumPlan.new(secure=self.secure, sum_backend=self.sum_backend, groups=groups, dims=dims)
-        requests = {k: Record(config={"round": int(round_index), "boundary": float(boundary),
-                                      **plan.request_config(k)}) for k in trained}
+        requests = {k: plan.request(k, config={"round": int(round_index), "boundary": float(boundary)})
+                    for k in trained}
         upload = self.transport.exchange(UPLOAD, requests)
         meter.add(upload)
         outcome = plan.collect(self.transport, upload)

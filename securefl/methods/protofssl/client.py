@@ -30,7 +30,7 @@ Steps (one exchange each):
     server stores) and sums the release; otherwise it sums its exact prototypes and
     counts, which never leave it otherwise.  The secure-sum input is
     :func:`securefl.protocols.prototype_sharing.prototype_sum_input`.
-``secagg/keys``, ``secagg/ciphertexts``, ``secagg/survivors``, ``secagg/signatures`` (real mode)
+``secagg/keys``, ``secagg/ciphertexts``, ``secagg/survivors``, ``secagg/endorsements`` (real mode)
     rounds 1-3 of the secure sum in progress (the model's after ``train``, the global
     prototypes' after ``prototypes``).
 

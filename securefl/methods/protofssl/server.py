@@ -142,7 +142,7 @@ from securefl.methods.prototypical import prototype_logits
 from securefl.models import resolve_model_name
 from securefl.protocols.prototype_sharing import PrototypeStore, prototypes_from_sum
 from securefl.runtime.costs import RoundMeter
-from securefl.runtime.transport import Record, Transport
+from securefl.runtime.transport import Transport
 
 AGGREGATIONS = ("fedavg", "fedprox")
 NORMS = ("none", "bn", "gn")
@@ -304,8 +304,8 @@ class ProtoFSSL(Method):
             arrays[f"helpers/{i}/vectors"] = np.asarray(h.vectors, dtype=np.float64)
             arrays[f"helpers/{i}/mask"] = np.asarray(h.mask, dtype=np.uint8)
         train = self.transport.exchange(TRAIN, {
-            k: Record(dict(arrays), {"round": int(round_index), "helpers": len(helpers),
-                                     **plan.request_config(k)}) for k in chosen})
+            k: plan.request(k, arrays, {"round": int(round_index), "helpers": len(helpers)})
+            for k in chosen})
         meter.add(train)
         outcome = plan.collect(self.transport, train)
         meter.add(outcome.exchanges)
@@ -322,7 +322,7 @@ class ProtoFSSL(Method):
                                 dims={GLOBAL_SUM: shape[0] * (shape[1] + 1)}, weighted=False)
         theta = model_vector(self.network)
         release = self.transport.exchange(PROTOTYPES, {
-            k: Record({"model": theta}, {"round": int(round_index), **sums.request_config(k)})
+            k: sums.request(k, {"model": theta}, {"round": int(round_index)})
             for k in members})
         meter.add(release)
         summed = sums.collect(self.transport, release)

@@ -19,14 +19,16 @@ position among the round's selected clients, config ``cclp/party``):
     be at its position), config ``round``, ``cclp/party``, ``cclp/session`` (8 bytes).  The client takes its features
     V_j (:meth:`CrossClientSteps.features`: a method embeds its points by the request's
     model; kept in its state until hashed), and starts the LSH seed
-    agreement (:class:`~securefl.protocols.lsh.SeedAgreementClient`: public key up, signed
-    in real mode; the share from ``cclp.crypto_seed_for("lsh", round)``) and its links
-    (:func:`securefl.runtime.links.advertise`).  Plaintext: the share itself goes up.
+    agreement (:class:`~securefl.protocols.lsh.SeedAgreementClient`: public key up, tagged
+    for each peer in real mode; the share from ``cclp.crypto_seed_for("lsh", round)``) and opens its links
+    to the round's members (:func:`securefl.runtime.links.open_links`: keys derived from
+    the node's identity and the members' roster entries, nothing sent).  Plaintext: the
+    share itself goes up.
 ``cclp/shares``
     real: the relayed public keys down, each checked against the node's roster (signed by
     its party's member for this session and the round's members, :mod:`securefl.protocols.lsh`:
     a substituted, stranger's, unsigned or re-bound key is refused before any share is
-    sealed); the sealed seed shares up; the links' key table installed.  Plaintext: all shares down; the client hashes its features and sends its
+    sealed); the sealed seed shares up.  Plaintext: all shares down; the client hashes its features and sends its
     LSH codes in the clear (the placeholder computes H from them).
 ``cclp/codes`` (real)
     the relayed sealed shares down; the client derives the common seed, hashes (lines
@@ -216,7 +218,7 @@ class CrossClientSteps:
                    seed: int | None = None) -> SeedAgreementClient:
         """The seed-agreement party of ``client``'s state (``seed``: of its share); in real
         mode with the node's credentials for this transport session, round session and the
-        round's members (:mod:`securefl.protocols.lsh`: its key signed at advertise, the
+        round's members (:mod:`securefl.protocols.lsh`: its key tagged at advertise, the
         peers' keys checked at shares)."""
         if not self.real:
             return client.agreement(seed=seed)
@@ -255,8 +257,8 @@ class CrossClientSteps:
                                     seed=self.cclp.crypto_seed_for("lsh", round_index))
         if self.real:
             put_message(reply, SLOT_LSH, agreement.advertise())
-            reply.arrays["cclp/link-key"] = links.advertise(state, self._node.credentials(), me=party,
-                                                            label=f"cclp/{bytes(session).hex()}")
+            links.open_links(state, self._node.credentials(), me=party, members=members.tolist(),
+                             label=f"cclp/{bytes(session).hex()}")
         else:
             reply.arrays["cclp/share"] = np.frombuffer(agreement.draw_share(), np.uint8).copy()
         client.keep_agreement(agreement)
@@ -277,8 +279,6 @@ class CrossClientSteps:
         message = agreement.send_shares(take_message(request, SLOT_LSH))
         client.keep_agreement(agreement)
         keep_party(state, client)
-        links.install(state, request.arrays["cclp/link-ids"], request.arrays["cclp/link-keys"],
-                      me=client.party, credentials=self._node.credentials())
         put_message(reply, SLOT_LSH, message)
 
     def _codes(self, request: Record, state: Record, reply: Record) -> None:
@@ -322,9 +322,10 @@ class CrossClientSteps:
         if not self.real:
             reply.arrays["cclp/input"] = encoded
             return
+        members = secure_sum_steps.request_members(request, "cclp/sum/cohort", client.sum_members)
         config = SecAggConfig(bytes(request.config["cclp/sum/session"]), client.sum_members,
                               int(request.config["cclp/sum/threshold"]), int(encoded.size), 64,
-                              cohort=bytes(request.config["cclp/sum/cohort"]), consistency=True)
+                              members=members, consistency=True)
         secure_sum_steps.start(state, reply, index=int(request.config["cclp/sum/index"]),
                                config=config, encoded=encoded, name=SUM_NAME,
                                credentials=self._node.credentials(), policy=self._node.policy())

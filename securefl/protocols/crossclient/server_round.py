@@ -8,8 +8,7 @@ exchange per step, which :func:`cross_client_round` runs with the one driver
 
 1. ``cclp/advertise``: the block sizes (:func:`_advertise`, :func:`_sizes`);
 2. the setup and SecureHamming, by mode (:data:`SETUPS`): real mode relays the LSH seed
-   agreement (:class:`~securefl.protocols.lsh.SeedAgreementServer`) and the links' public
-   keys, collects the own blocks and runs the Hamming backend the clients resolved
+   agreement (:class:`~securefl.protocols.lsh.SeedAgreementServer`), collects the own blocks and runs the Hamming backend the clients resolved
    (:data:`~securefl.protocols.hamming.relay.HAMMING`: :class:`~securefl.protocols.hamming.relay.ShadeRelay` relays the sealed SHADE batches between clients,
    which it cannot read or alter, :mod:`securefl.runtime.links`; :class:`~securefl.protocols.hamming.relay.LweRelay` the LWE and
    ring-LWE broadcasts and answers), adds the two shares of every pair's block and places
@@ -92,7 +91,7 @@ from securefl.protocols.hamming.relay import (
     timed_step,
 )
 from securefl.protocols.lsh import SeedAgreementServer
-from securefl.runtime import links, secure_sum_steps
+from securefl.runtime import secure_sum_steps
 from securefl.runtime.costs import COMPUTE, CRYPTO
 from securefl.runtime.engine import Step, drive, within
 from securefl.runtime.secure_sum_steps import Aggregation
@@ -233,9 +232,7 @@ class Secure:
 
 def _relay_keys(state: RoundState) -> dict[int, Record]:
     keys = state.agreement.broadcast_keys([state.message_from(j, SLOT_LSH) for j in state.live])
-    ids, table = links.key_table({j: state.reply(j).arrays["cclp/link-key"] for j in state.live})
-    return state.addressed({m.receiver: state.to_client(
-        Record({"cclp/link-ids": ids, "cclp/link-keys": table}), SLOT_LSH, m) for m in keys})
+    return state.addressed({m.receiver: state.to_client(Record(), SLOT_LSH, m) for m in keys})
 
 
 def _relay_shares(state: RoundState) -> dict[int, Record]:
@@ -369,7 +366,8 @@ class SecAggRows:
         config = state.sum_config
         request.config.update({"cclp/sum/index": state.in_sum.index(j),
                                "cclp/sum/threshold": config.threshold,
-                               "cclp/sum/session": config.session, "cclp/sum/cohort": config.cohort})
+                               "cclp/sum/session": config.session})
+        request.arrays["cclp/sum/cohort"] = secure_sum_steps.packed_members(config.members)
 
     def steps(self, state: RoundState) -> Iterator[Step]:
         state.aggregation = secure_sum_steps.open_aggregation(

@@ -7,10 +7,10 @@ reconstruction of H) with the one driver (:func:`securefl.runtime.engine.drive`)
 (:class:`MatrixData`), the client half :class:`MatrixClient`.  The code it times is the code
 CrossClientLP runs at its clients and server; only the two setup steps are this protocol's:
 
-1. ``hamming/keys``: each party draws its links' X25519 key, signed by its node's identity
-   (:func:`securefl.runtime.links.advertise`);
-2. ``hamming/open``: the relayed key table (installed by every party, each row checked against
-   the node's roster), the live parties and block sizes; each party sends its own block and
+1. ``hamming/keys``: each party checks the member list and opens its links, keys derived
+   from its node's identity and the members' roster entries
+   (:func:`securefl.runtime.links.open_links`; nothing is sent for them);
+2. ``hamming/open``: the live parties and block sizes; each party sends its own block and
    hop 0 of the backend (:func:`securefl.protocols.hamming.client.open_session`);
 
 then the backend's hops (:data:`securefl.protocols.hamming.relay.HAMMING`).  Party ``j`` is
@@ -125,14 +125,12 @@ def _keys(request: Record, state: Record, node: NodeContext, reply: Record) -> N
                          f"{_PARTY}backend": backend})
     state.arrays[f"{_PARTY}members"] = members
     reply.config["hamming/points"] = int(node.data.codes.shape[0])
-    reply.arrays["hamming/link-key"] = links.advertise(state, node.credentials(), me=index,
-                                                      label=f"hamming/{session.hex()}")
+    links.open_links(state, node.credentials(), me=index, members=members.tolist(),
+                     label=f"hamming/{session.hex()}")
 
 
 def _open(request: Record, state: Record, node: NodeContext, reply: Record) -> None:
     party = _party(state, node)
-    links.install(state, request.arrays["hamming/link-ids"], request.arrays["hamming/link-keys"],
-                  me=party.index, credentials=node.credentials())
     open_session(party, request, state, reply, node)
 
 
@@ -204,13 +202,7 @@ def _advertise(state: MatrixState) -> dict[int, Record]:
 
 
 def _install(state: MatrixState) -> dict[int, Record]:
-    ids, table = links.key_table({j: state.reply(j).arrays["hamming/link-key"] for j in state.live})
-    requests = {}
-    for j in state.live:
-        request = state.layout()
-        request.arrays.update({"hamming/link-ids": ids, "hamming/link-keys": table})
-        requests[j] = request
-    return state.addressed(requests)
+    return state.addressed({j: state.layout() for j in state.live})
 
 
 def _opened(state: MatrixState, exchange: Exchange) -> None:

@@ -35,8 +35,8 @@ id must be ``u``) or runs the unauthenticated semi-honest variant."""
 class SumSpec:
     """Public parameters of one secure sum, as each of its members receives them:
     a fresh 16-byte ``session``, the number of ``members``, the ``threshold``, the ring
-    vector's ``dim`` and ``modulus_bits``, the ``cohort`` digest of the members' roster ids
-    in index order (empty: the unauthenticated semi-honest variant, simulator only) and
+    vector's ``dim`` and ``modulus_bits``, the ``cohort``: the members' roster ids in index
+    order (empty: the unauthenticated semi-honest variant, simulator only) and
     the SecAgg+ ``neighbours`` (``None``: complete graph)."""
 
     session: bytes
@@ -44,7 +44,7 @@ class SumSpec:
     threshold: int
     dim: int
     modulus_bits: int
-    cohort: bytes = b""
+    cohort: tuple[int, ...] = ()
     neighbours: int | None = None
 
 
@@ -225,7 +225,7 @@ def _simulate(backend: SumBackend, encoded: Sequence[np.ndarray], *, plan: Survi
                                     modulus_bits=modulus_bits),
                    session=session, neighbours=plan.neighbours)
     if credentials is None:
-        spec = replace(spec, cohort=b"")
+        spec = replace(spec, cohort=())
     half = _SimulatedClient(backend, n)
     nodes = [NodeContext(u, {AUTHENTICATED: credentials is not None,
                              **({} if credentials is None else {CREDENTIALS: credentials[u]}),

@@ -2,9 +2,9 @@
 (Bonawitz et al. 2017, :mod:`securefl.crypto.secagg`), authenticated, with the consistency
 round; its exchanges are :mod:`securefl.runtime.secure_sum_steps`.
 
-A client contributes round 0 (its signed keys) in the reply of the step that produced its
+A client contributes round 0 (its tagged keys) in the reply of the step that produced its
 vector and answers ``secagg/keys``, ``secagg/ciphertexts``, ``secagg/survivors`` and
-``secagg/signatures``; the server collects with
+``secagg/endorsements``; the server collects with
 :func:`~securefl.runtime.secure_sum_steps.aggregate_steps`.  Who learns what: the server, each
 sum over its survivors and who dropped; a coalition of fewer than t clients with the
 server, nothing else (complete graph; SecAgg+ in the simulator only covers the server
@@ -31,7 +31,7 @@ def config_of(spec: SumSpec) -> SecAggConfig:
     """The :class:`SecAggConfig` of ``spec``: authenticated with the consistency round when
     it names a cohort, else the semi-honest variant."""
     return SecAggConfig(spec.session, spec.members, spec.threshold, spec.dim, spec.modulus_bits,
-                        spec.neighbours, cohort=spec.cohort, consistency=bool(spec.cohort))
+                        spec.neighbours, members=spec.cohort, consistency=bool(spec.cohort))
 
 
 class SecAgg(SumBackend):
@@ -60,7 +60,7 @@ class SecAgg(SumBackend):
         config = secure_sum_steps.new_config(members, threshold=threshold, dim=dim,
                                              modulus_bits=modulus_bits)
         return SumSpec(config.session, config.clients, config.threshold, dim, modulus_bits,
-                       config.cohort)
+                       config.members)
 
     def collect(self, transport: Transport, specs: Mapping[str, SumSpec],
                 members: Mapping[str, Sequence[int]], first: Exchange, *,
