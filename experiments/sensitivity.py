@@ -14,7 +14,7 @@ The method's *default* value d is what ``securefl run`` uses with ``--config`` (
 digits default): ``[hyper.<method>]`` of the config, else the hyper-parameter dataclass's
 default.  Printed, one Markdown row per method: every grid value's validation accuracy
 (mean ± std, %), d and its accuracy, the gap acc(d) - acc(reference) in points, and the
-grid value of highest mean (the first listed on ties).  ``--plot`` draws one panel per method:
+grid values of highest mean (all of them on ties).  ``--plot`` draws one panel per method:
 accuracy against the grid values (evenly spaced, in the grid's order), error bars ± std, the
 reference as a horizontal line with a ± std band, d as a star.
 
@@ -68,9 +68,11 @@ class Axis:
         return None
 
     @property
-    def best(self) -> int:
-        """Position of the highest mean (the first listed on ties)."""
-        return max(range(len(self.means)), key=lambda i: (self.means[i], -i))
+    def best(self) -> tuple[str, ...]:
+        """The grid values of the highest mean (all of them on ties)."""
+        top = max(self.means)
+        return tuple(v for v, m in zip(self.values, self.means)
+                     if math.isclose(m, top, abs_tol=1e-9))
 
 
 def read_axis(folder: Path) -> Axis:
@@ -127,7 +129,7 @@ def table(axes: list[Axis], defaults: list[Any], reference: Axis) -> str:
         else:
             acc, gap = _pct(axis.means[at], axis.stds[at]), f"{100 * (axis.means[at] - ref):+.2f}"
         lines.append(f"| {axis.method} | `{axis.name}` | {cells} | {default} | {acc} | {gap} | "
-                     f"{axis.values[axis.best]} |")
+                     f"{', '.join(axis.best)} |")
     return "\n".join(lines) + "\n"
 
 

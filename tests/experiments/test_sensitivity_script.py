@@ -58,8 +58,8 @@ def test_table_marks_defaults_gaps_and_best(sweeps, tmp_path, monkeypatch, capsy
     assert "0.5: 93.00 ± 2.00<br>0.7: 95.00 ± 1.00<br>0.99: 88.00 ± 3.00" in rows["fedprop"]
     # default 0.7 from the config (not the class's 0.99): 95.00 - 90.00 = +5.00, and the best
     assert rows["fedprop"].endswith("| 0.7 | 95.00 ± 1.00 | +5.00 | 0.7 |")
-    # the class default 0.3 falls below the reference; ties go to the first value listed
-    assert rows["protofssl"].endswith("| 0.3 | 85.00 ± 2.00 | -5.00 | 0.1 |")
+    # the class default 0.3 falls below the reference; tied best values are all named
+    assert rows["protofssl"].endswith("| 0.3 | 85.00 ± 2.00 | -5.00 | 0.1, 1.0 |")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
