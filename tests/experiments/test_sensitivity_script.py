@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import runpy
+import subprocess
 import sys
 from pathlib import Path
 
@@ -125,3 +126,22 @@ def test_cross_check_pairs_seeds_and_reads_the_value_run(sweeps, tmp_path, monke
             in out)
     # ProtoFSSL's round 1 (val 0.95, test 0.80): -13 on test, +1 on validation; the class default
     assert "| protofssl | mixed: test -13.00, val +1.00 (1 seed; lambda_u = 0.3) | not run |" in out
+
+
+ROOT = SCRIPT.parents[1]
+RECORDS = ("digits", "digits-fixmatch", "mnist-fedsemi-iid", "mnist-fedsemi-noniid1",
+           "mnist-fedsemi-noniid2", "fashion-mnist-iid")
+
+
+def test_results_page_shows_the_committed_sweeps_and_records():
+    """docs/results.md's sensitivity and cross-check tables are the script's output over the
+    committed digits-sens-* sweeps and the records of other data sets."""
+    sweeps = sorted((ROOT / "experiments" / "sweeps").glob("digits-sens-*"))
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), *map(str, sweeps), "--reference",
+         str(ROOT / "experiments" / "sweeps" / "digits-sens-fedavg-labeled"), "--records",
+         *(str(ROOT / "experiments" / "results" / name) for name in RECORDS)],
+        capture_output=True, text=True, cwd=ROOT, check=False)
+    assert done.returncode == 0, done.stderr
+    assert len(sweeps) >= 12
+    assert done.stdout in (ROOT / "docs" / "results.md").read_text()
