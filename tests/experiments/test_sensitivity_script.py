@@ -144,5 +144,5 @@ def test_results_page_shows_the_committed_sweeps_and_records():
          *(str(ROOT / "experiments" / "results" / name) for name in RECORDS)],
         capture_output=True, text=True, cwd=ROOT, check=False)
     assert done.returncode == 0, done.stderr
-    assert len(sweeps) >= 12
+    assert len(sweeps) >= 13
     assert done.stdout in (ROOT / "docs" / "results.md").read_text()
