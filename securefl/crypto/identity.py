@@ -59,8 +59,9 @@ than doubled its CPU.  There :meth:`Credentials.tags` binds the same statement (
 recipient) with a 16-byte HMAC under the static pair key K_uv that only the two clients can
 compute from their roster identities (:mod:`securefl.crypto.pairkeys`), derived once per
 pair and kept; a tag costs a hash.  It convinces its recipient as a signature would and is
-not transferable, which no check of securefl needs.  Keys broadcast once to many receivers
-that each verify once (links, the LSH seed agreement, the HE dealer, LWE) keep signatures.
+not transferable, which no check of securefl needs.  The LSH seed agreement's keys are
+tagged the same way, client-to-client links derive their keys from the pair keys with no
+exchange (:mod:`securefl.runtime.links`), and the HE dealer's and LWE's keys keep signatures.
 
 **What is not repeated.**  Nothing is verified, derived or parsed twice: a roster parses a
 member's key into its verifier object on first use and keeps it (the roster is immutable);
@@ -128,6 +129,12 @@ def _tail(sender: int, cohort: bytes, key: bytes) -> bytes:
     if not isinstance(cohort, bytes) or len(cohort) != 32:
         raise InputError("cohort", cohort, "must be a 32-byte cohort_digest")
     return struct.pack(">q", int(sender)) + _field(cohort) + _field(bytes(key))
+
+
+def _tag(pair_key: bytes, statement_bytes: bytes, recipient: int) -> bytes:
+    """HMAC-SHA256(pair key, statement || recipient), truncated to :data:`TAG_BYTES`."""
+    return hmac.new(pair_key, statement_bytes + struct.pack(">q", recipient),
+                    hashlib.sha256).digest()[:TAG_BYTES]
 
 
 @dataclass(frozen=True)
@@ -345,8 +352,7 @@ class Credentials:
         truncated (:mod:`securefl.crypto.pairkeys`).  The statement is the one :meth:`sign`
         signs, so a tag binds exactly what a signature binds, for its recipient only."""
         body = statement(self.roster.id, protocol, context, self.client, cohort, key)
-        return [hmac.new(self.pair_key(r, protocol), body + struct.pack(">q", int(r)),
-                         hashlib.sha256).digest()[:TAG_BYTES] for r in recipients]
+        return [_tag(self.pair_key(r, protocol), body, int(r)) for r in recipients]
 
     def check_tags(self, tags: Sequence[bytes], *, protocol: str, context: bytes,
                    senders: Sequence[int], cohort: bytes, keys: Sequence[bytes]) -> None:
@@ -355,14 +361,13 @@ class Credentials:
         if not len(tags) == len(senders) == len(keys):
             raise InputError("tags", len(tags), f"needs one sender and one key each "
                                                 f"({len(senders)}, {len(keys)})")
-        prefix, me = _prefix(self.roster.id, protocol, context), struct.pack(">q", self.client)
+        prefix = _prefix(self.roster.id, protocol, context)
         for tag, sender, key in zip(tags, senders, keys):
             sender = int(sender)
             secret = self.pair_key(sender, protocol)
             if not isinstance(tag, (bytes, bytearray)) or len(tag) != TAG_BYTES:
                 raise ProtocolError(f"{protocol}: key of client {sender} carries no tag")
-            expected = hmac.new(secret, prefix + _tail(sender, cohort, key) + me,
-                                hashlib.sha256).digest()[:TAG_BYTES]
+            expected = _tag(secret, prefix + _tail(sender, cohort, key), self.client)
             if not hmac.compare_digest(expected, bytes(tag)):
                 raise ProtocolError(
                     f"{protocol}: client {sender}'s tag on its key does not verify under roster "

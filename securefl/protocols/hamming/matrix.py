@@ -487,25 +487,37 @@ def shade_pair(
                          chunk_bytes=shade_hops.check_chunk_bytes(chunk_bytes))
 
 
+def _one_vs_many(pair: Callable[..., tuple[np.ndarray, np.ndarray]], many: np.ndarray,
+                 one: np.ndarray, **run: object) -> tuple[np.ndarray, np.ndarray]:
+    """``pair`` of ``many`` against the single code ``one``: the two ``(n,)`` share vectors."""
+    one = np.asarray(one)
+    if one.ndim != 1:
+        raise InputError("one", one, "must be a single (L,) code")
+    active, passive = pair(many, one[None, :], **run)
+    return active[:, 0], passive[:, 0]
+
+
+def _distance(one_vs_many: Callable[..., tuple[np.ndarray, np.ndarray]], x: np.ndarray,
+              y: np.ndarray, seed: bytes | int | None) -> tuple[int, int]:
+    """``one_vs_many`` for one pair of ``(L,)`` codes: the two shares of ``HD(x, y)``."""
+    x = np.asarray(x)
+    if x.ndim != 1:
+        raise InputError("x", x, "must be a single (L,) code")
+    active, passive = one_vs_many(x[None, :], y, seed=seed)
+    return int(active[0]), int(passive[0])
+
+
 def shade_one_vs_many(many: np.ndarray, one: np.ndarray, *, seed: bytes | int | None = None,
                       wrap: Callable[[Transport], Transport] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """SHADE of one code ``one`` (``(L,)``, the OT receiver's) against ``many`` (``(n, L)``, the
     sender's): ``L`` OTs whatever ``n`` (GSHADE batching); the sender's and the receiver's
     ``(n,)`` uint16 shares of ``HD(many[i], one)``."""
-    one = np.asarray(one)
-    if one.ndim != 1:
-        raise InputError("one", one, "must be a single (L,) code")
-    sent, received = shade_pair(many, one[None, :], seed=seed, wrap=wrap)
-    return sent[:, 0], received[:, 0]
+    return _one_vs_many(shade_pair, many, one, seed=seed, wrap=wrap)
 
 
 def shade_distance(x: np.ndarray, y: np.ndarray, *, seed: bytes | int | None = None) -> tuple[int, int]:
     """SHADE for one pair of ``(L,)`` codes: the two parties' shares of ``HD(x, y)`` mod 2^16."""
-    x = np.asarray(x)
-    if x.ndim != 1:
-        raise InputError("x", x, "must be a single (L,) code")
-    sent, received = shade_one_vs_many(x[None, :], y, seed=seed)
-    return int(sent[0]), int(received[0])
+    return _distance(shade_one_vs_many, x, y, seed)
 
 
 def lwe_pair(
@@ -536,17 +548,9 @@ def lwe_one_vs_many(many: np.ndarray, one: np.ndarray, *, seed: bytes | int | No
                     wrap: Callable[[Transport], Transport] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """LWE of one code ``one`` (``(L,)``, the evaluator's) against ``many`` (``(n, L)``, encrypted):
     the encryptor's and the evaluator's ``(n,)`` uint16 shares of ``HD(many[i], one)``."""
-    one = np.asarray(one)
-    if one.ndim != 1:
-        raise InputError("one", one, "must be a single (L,) code")
-    encrypted, evaluated = lwe_pair(many, one[None, :], seed=seed, wrap=wrap)
-    return encrypted[:, 0], evaluated[:, 0]
+    return _one_vs_many(lwe_pair, many, one, seed=seed, wrap=wrap)
 
 
 def lwe_distance(x: np.ndarray, y: np.ndarray, *, seed: bytes | int | None = None) -> tuple[int, int]:
     """LWE for one pair of ``(L,)`` codes: the two parties' shares of ``HD(x, y)`` mod 2^16."""
-    x = np.asarray(x)
-    if x.ndim != 1:
-        raise InputError("x", x, "must be a single (L,) code")
-    encrypted, evaluated = lwe_one_vs_many(x[None, :], y, seed=seed)
-    return int(encrypted[0]), int(evaluated[0])
+    return _distance(lwe_one_vs_many, x, y, seed)
