@@ -32,9 +32,10 @@ for every other party k,
 identities, F the federation id, ``binding`` the session the caller names, j the party,
 c_j = ``cohort[j]`` its roster id, C the digest of the round's ``cohort`` -- the roster
 ids of the parties in party order, as this client was shown them); the server relays to k
-each party's tag to k, and :meth:`SeedAgreementClient.send_shares` checks every relayed
-key against its own roster, its own view of the cohort and this session before it seals a
-share to it.  A key the server made, one tagged by a stranger, one of another session or
+the XOR of every other party's tag to k (one 16-byte Katz-Lindell aggregate,
+:func:`securefl.crypto.pairkeys.aggregate`), and :meth:`SeedAgreementClient.send_shares`
+checks it against every relayed key, its own roster, its own view of the cohort and this
+session before it seals a share to anyone.  A key the server made, one tagged by a stranger, one of another session or
 round, one relabelled to another party, one tagged for another cohort (a server showing
 clients different member lists) or an untagged one raises ProtocolError and no share
 leaves the client.  The server can still drop keys (the seed then mixes fewer
@@ -59,7 +60,7 @@ import numpy as np
 from securefl.crypto.channel import SERVER, Message
 from securefl.crypto.identity import Credentials, cohort_digest
 from securefl.crypto.keys import KeyPair, deterministic_bytes, open_sealed, pairwise_secret, seal
-from securefl.crypto.pairkeys import TAG_BYTES
+from securefl.crypto.pairkeys import TAG_BYTES, aggregate
 from securefl.crypto.prg import SEED_BYTES, expand, random_seed
 from securefl.errors import InputError, ProtocolError
 
@@ -223,15 +224,18 @@ class SeedAgreementClient:
         return Message(self.party, SERVER, TAG_SHARES, (recipients, blob))
 
     def _verify(self, parties: np.ndarray, publics: np.ndarray, rest: tuple) -> None:
-        """Every broadcast key but this client's own tagged to it by its party's roster
-        member for this session and cohort (module docstring); else ProtocolError."""
-        if len(rest) != 1 or np.shape(rest[0]) != (len(parties), TAG_BYTES):
-            raise ProtocolError(f"client {self.party}: seed-agreement keys carry no tags "
-                                "(unauthenticated)")
-        for party, public, tag in zip(parties, publics, rest[0]):
-            if int(party) != self.party:  # its own key it compares instead
-                self.credentials.check_tags([bytes(tag)], senders=[int(self.cohort[int(party)])],
-                                            keys=[bytes(public)], **self._binding(int(party)))
+        """The aggregate of the tags to this client on every broadcast key but its own, each
+        by its party's roster member for this session and cohort (module docstring; parties
+        are distinct, checked by the caller); else ProtocolError."""
+        if len(rest) != 1 or np.shape(rest[0]) != (TAG_BYTES,) or rest[0].dtype != np.uint8:
+            raise ProtocolError(f"client {self.party}: seed-agreement keys carry no "
+                                f"({TAG_BYTES},) uint8 aggregate tag (unauthenticated)")
+        others = [(int(p), bytes(k)) for p, k in zip(parties, publics) if int(p) != self.party]
+        self.credentials.check_aggregate(
+            rest[0].tobytes(), protocol=KEY_PROTOCOL,
+            context=[self._binding(p)["context"] for p, _ in others],
+            senders=[int(self.cohort[p]) for p, _ in others],
+            cohort=cohort_digest([int(c) for c in self.cohort]), keys=[k for _, k in others])
 
     def receive_shares(self, message: Message) -> bytes:
         """Open every relayed share and derive the common seed."""
@@ -253,8 +257,8 @@ class SeedAgreementClient:
 
 @dataclass
 class SeedAgreementServer:
-    """Server side: broadcasts public keys (with, for each receiver, the tags to it where
-    the clients sent them), relays sealed shares; never holds a secret."""
+    """Server side: broadcasts public keys (with, for each receiver, the aggregate of the tags
+    to it where the clients sent them), relays sealed shares; never holds a secret."""
 
     parties: list[int] = field(default_factory=list)
 
@@ -270,8 +274,8 @@ class SeedAgreementServer:
         keys = np.stack([m.arrays[0] for m in messages])
         if not all(len(m.arrays) == 2 for m in messages):
             return [Message(SERVER, p, TAG_PUBLIC_KEYS, (ids, keys)) for p in self.parties]
-        return [Message(SERVER, k, TAG_PUBLIC_KEYS, (ids, keys, np.stack(
-                    [_tag_to(m, k) for m in messages]))) for k in self.parties]
+        return [Message(SERVER, k, TAG_PUBLIC_KEYS, (ids, keys, aggregate(np.stack(
+                    [_tag_to(m, k) for m in messages])))) for k in self.parties]
 
     def relay_shares(self, messages: list[Message]) -> list[Message]:
         """Route each sealed share to its recipient (the server cannot open them)."""
@@ -292,7 +296,8 @@ class SeedAgreementServer:
 
 def _tag_to(message: Message, receiver: int) -> np.ndarray:
     """The tag to ``receiver`` in a party's advertise message (its tags follow the party
-    order with its own place left out); the receiver's own row: zeros (it compares its key)."""
+    order with its own place left out); the receiver's own: zeros, the aggregate's identity
+    (it compares its key instead)."""
     if message.sender == receiver:
         return np.zeros(TAG_BYTES, np.uint8)
     tags, row = message.arrays[1], receiver - (receiver > message.sender)
