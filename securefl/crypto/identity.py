@@ -61,8 +61,9 @@ compute from their roster identities (:mod:`securefl.crypto.pairkeys`), derived 
 pair and kept; a tag costs a hash.  The server relays to each receiver the XOR of the tags
 to it (Katz-Lindell aggregation, :meth:`Credentials.check_aggregate`), 16 bytes whatever
 the number of senders.  It convinces its recipient as the signatures would and is not
-transferable, which no check of securefl needs.  The LSH seed agreement's keys are tagged
-the same way, client-to-client links derive their keys from the pair keys with no exchange
+transferable, which no check of securefl needs.  The LSH seed agreement mixes the pair key
+into its seal keys instead (:mod:`securefl.protocols.lsh`: no tag travels),
+client-to-client links derive their keys from the pair keys with no exchange
 (:mod:`securefl.runtime.links`), and the HE dealer's and LWE's keys keep signatures.
 
 **What is not repeated.**  Nothing is verified, derived or parsed twice: a roster parses a

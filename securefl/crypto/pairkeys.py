@@ -34,7 +34,7 @@ Ed25519 and an X25519 based KEM* (ePrint 2021/509).  A 16-byte tag: forging one 
 
 **One aggregate tag per receiver** (Katz and Lindell, *Aggregate Message Authentication
 Codes*, CT-RSA 2008).  Where a receiver v checks tags from many senders at once (SecAgg's
-key list and endorsements, the LSH seed agreement's key broadcast) the server relays not
+key list and its survivor-list endorsements) the server relays not
 each sender's tag to v but their XOR, :func:`aggregate`; v recomputes every sender's tag
 (it holds every K_uv) and compares the XOR.  Katz and Lindell prove XOR aggregation of a
 deterministic MAC unforgeable in a model where the adversary also holds any other keys
