@@ -162,6 +162,7 @@ class SeedAgreementClient:
     credentials: Credentials | None = None
     cohort: Sequence[int] = ()
     binding: bytes = b""
+    _cohort_digest: bytes = field(default=b"", init=False, repr=False, compare=False)
 
     def _roster_id(self, party: int) -> int:
         """Party ``party``'s roster id in the cohort this client was shown."""
@@ -206,8 +207,9 @@ class SeedAgreementClient:
             return secret
         pair = self.credentials.pair_key(self._roster_id(peer), KEY_PROTOCOL)
         low, high = sorted((self.party, int(peer)))
-        info = (SEAL_DOMAIN + label.encode() + cohort_digest([int(c) for c in self.cohort])
-                + struct.pack(">qq", low, high))
+        if not self._cohort_digest:  # the cohort is fixed for the agreement: hashed once
+            self._cohort_digest = cohort_digest([int(c) for c in self.cohort])
+        info = SEAL_DOMAIN + label.encode() + self._cohort_digest + struct.pack(">qq", low, high)
         return HKDF(hashes.SHA256(), 32, salt=bytes(self.binding), info=info).derive(secret + pair)
 
     def send_shares(self, message: Message) -> Message:
