@@ -58,10 +58,13 @@ about three X25519 exchanges (``benchmarks/active_security.py``, ``primitives``)
 than doubled its CPU.  There :meth:`Credentials.tags` binds the same statement (plus the
 recipient) with a 16-byte HMAC under the static pair key K_uv that only the two clients can
 compute from their roster identities (:mod:`securefl.crypto.pairkeys`), derived once per
-pair and kept; a tag costs a hash.  It convinces its recipient as a signature would and is
-not transferable, which no check of securefl needs.  The LSH seed agreement's keys are
-tagged the same way, client-to-client links derive their keys from the pair keys with no
-exchange (:mod:`securefl.runtime.links`), and the HE dealer's and LWE's keys keep signatures.
+pair and kept; a tag costs a hash.  The server relays to each receiver the XOR of the tags
+to it (Katz-Lindell aggregation, :meth:`Credentials.check_aggregate`), 16 bytes whatever
+the number of senders.  It convinces its recipient as the signatures would and is not
+transferable, which no check of securefl needs.  The LSH seed agreement mixes the pair key
+into its seal keys instead (:mod:`securefl.protocols.lsh`: no tag travels),
+client-to-client links derive their keys from the pair keys with no exchange
+(:mod:`securefl.runtime.links`), and the HE dealer's and LWE's keys keep signatures.
 
 **What is not repeated.**  Nothing is verified, derived or parsed twice: a roster parses a
 member's key into its verifier object on first use and keeps it (the roster is immutable);
@@ -354,25 +357,33 @@ class Credentials:
         body = statement(self.roster.id, protocol, context, self.client, cohort, key)
         return [_tag(self.pair_key(r, protocol), body, int(r)) for r in recipients]
 
-    def check_tags(self, tags: Sequence[bytes], *, protocol: str, context: bytes,
-                   senders: Sequence[int], cohort: bytes, keys: Sequence[bytes]) -> None:
-        """Check ``tags[i]``, ``senders[i]``'s tag to this client binding ``keys[i]``, every
-        one of them (constant-time comparisons).  The first fault: ProtocolError."""
-        if not len(tags) == len(senders) == len(keys):
-            raise InputError("tags", len(tags), f"needs one sender and one key each "
-                                                f"({len(senders)}, {len(keys)})")
-        prefix = _prefix(self.roster.id, protocol, context)
-        for tag, sender, key in zip(tags, senders, keys):
-            sender = int(sender)
-            secret = self.pair_key(sender, protocol)
-            if not isinstance(tag, (bytes, bytearray)) or len(tag) != TAG_BYTES:
-                raise ProtocolError(f"{protocol}: key of client {sender} carries no tag")
-            expected = _tag(secret, prefix + _tail(sender, cohort, key), self.client)
-            if not hmac.compare_digest(expected, bytes(tag)):
-                raise ProtocolError(
-                    f"{protocol}: client {sender}'s tag on its key does not verify under roster "
-                    f"{self.roster.name!r} (substituted key, or bound to another session, round "
-                    "or cohort)")
+    def check_aggregate(self, aggregate: bytes, *, protocol: str, context: bytes | Sequence[bytes],
+                        senders: Sequence[int], cohort: bytes, keys: Sequence[bytes]) -> None:
+        """Check the Katz-Lindell aggregate of ``senders[i]``'s tags to this client binding
+        ``keys[i]`` (under ``context``, or ``context[i]`` when one per sender): the XOR of
+        every expected tag must equal ``aggregate`` (constant-time comparison;
+        :func:`securefl.crypto.pairkeys.aggregate`).  A sender named twice (its tags would
+        cancel), a malformed aggregate or a mismatch: ProtocolError."""
+        contexts = [context] * len(senders) if isinstance(context, (bytes, bytearray)) else list(context)
+        if not len(contexts) == len(senders) == len(keys):
+            raise InputError("senders", len(senders), f"needs one key and one context each "
+                                                      f"({len(keys)}, {len(contexts)})")
+        senders = [int(s) for s in senders]
+        if len(set(senders)) != len(senders):
+            raise ProtocolError(f"{protocol}: a sender is named twice among {senders} (its tags "
+                                "would cancel out of the aggregate)")
+        if not isinstance(aggregate, (bytes, bytearray)) or len(aggregate) != TAG_BYTES:
+            raise ProtocolError(f"{protocol}: keys to client {self.client} carry no {TAG_BYTES}-byte "
+                                "aggregate tag")
+        expected = 0
+        for sender, each, key in zip(senders, contexts, keys):
+            body = _prefix(self.roster.id, protocol, each) + _tail(sender, cohort, key)
+            expected ^= int.from_bytes(_tag(self.pair_key(sender, protocol), body, self.client), "big")
+        if not hmac.compare_digest(expected.to_bytes(TAG_BYTES, "big"), bytes(aggregate)):
+            raise ProtocolError(
+                f"{protocol}: the aggregate tag of clients {senders} to client {self.client} does "
+                f"not verify under roster {self.roster.name!r} (a substituted key, or one bound to "
+                "another session, round or cohort)")
 
 
 def new_federation(name: str, clients: int) -> tuple[Roster, list[Credentials]]:

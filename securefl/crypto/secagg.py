@@ -83,10 +83,12 @@ every other member v with the static pair key K_uv of their roster identities
 (:mod:`securefl.crypto.pairkeys`): a 16-byte HMAC over the statement (federation id,
 ``secagg/keys``, session, cohort digest C of the members, u, keys) and v
 (:meth:`securefl.crypto.identity.Credentials.tags`).  The server relays to v, with the key
-list, each listed owner's tag *to v* (v's own keys it compares instead); v checks every tag
-and that its own keys are listed unchanged -- before it encrypts a share.  A tag convinces
-its recipient exactly as a signature would (only u and v can compute K_uv), at the cost of
-a hash instead of an Ed25519 verification per peer.  Against a deviating server this rules
+list, the XOR of the listed owners' tags *to v* (v's own keys it compares instead): one
+16-byte Katz-Lindell aggregate (:func:`securefl.crypto.pairkeys.aggregate`); v recomputes
+every tag, checks their XOR and that its own keys are listed unchanged -- before it
+encrypts a share.  The aggregate convinces its recipient exactly as a signature per key
+would (only u and v can compute K_uv; the key list names each owner once), at the cost of
+a hash per peer instead of an Ed25519 verification.  Against a deviating server this rules
 out key substitution: the review's attack (n = 5, t = 3, no colluding client: relay its own
 keys, open the shares sent to them, rebuild b_v and s_v^SK, unmask x_v) is refused in round
 1 (a test runs it against both variants).
@@ -94,14 +96,14 @@ keys, open the shares sent to them, rebuild b_v and s_v^SK, unmask x_v) is refus
 **Consistency round** (``SecAggConfig.consistency``, authenticated only; Bonawitz et al.
 §4): between masked input and unmasking, the server sends U3; each client checks it as for
 unmasking and *endorses* it: one tag on U3 (``secagg/survivors`` over the sorted indices)
-for every other member of U3.  The server relays to each client the tags to it of the t - 1
-lowest-numbered endorsers other than itself (t endorsements of one list are the whole proof
-and the receiver is the t-th: it endorsed exactly this list itself), the endorsers named by
-a bitmap over U3 (:func:`securefl.crypto.idsets.pack_subset`: an endorser outside U3, or
-named twice, cannot be expressed).  A client reveals shares only after checking every
-relayed tag -- at least t - 1, of other clients of its own U3, on exactly that U3 -- and
-refuses its own entry, any tag on another list or that fails to verify, however many valid
-ones come with it.  Two lists A != B would each need t > n/2 endorsers, and a client
+for every other member of U3.  The server relays to each client the aggregate (XOR) of the
+tags to it of the t - 1 lowest-numbered endorsers other than itself (t endorsements of one
+list are the whole proof and the receiver is the t-th: it endorsed exactly this list
+itself), the endorsers named by a bitmap over U3 (:func:`securefl.crypto.idsets.pack_subset`:
+an endorser outside U3, or named twice, cannot be expressed).  A client reveals shares only
+after checking the aggregate -- of at least t - 1 other clients of its own U3, on exactly
+that U3 -- and refuses its own entry, and an aggregate that any tag on another list (or
+none at all) went into.  Two lists A != B would each need t > n/2 endorsers, and a client
 endorses once: the server cannot show different survivor sets to different clients and
 still unmask, so a sum over fewer than t survivors is ruled out too.  Every transport runs
 it (:mod:`securefl.runtime.secure_sum_steps`: one more exchange); without it the *Survivor
@@ -145,7 +147,7 @@ from securefl.crypto.channel import SERVER, Message
 from securefl.crypto.fixed_point import container_dtype, ring_mask
 from securefl.crypto.identity import Credentials, cohort_digest
 from securefl.crypto.idsets import pack_subset, unpack_subset
-from securefl.crypto.pairkeys import TAG_BYTES
+from securefl.crypto.pairkeys import TAG_BYTES, aggregate
 from securefl.errors import DropoutError, InputError, ProtocolError
 
 ROUNDS = ("advertise", "share", "masked_input", "unmask")
@@ -545,12 +547,11 @@ def _tag_rows(tags: Sequence[bytes]) -> np.ndarray:
     return np.frombuffer(b"".join(tags), dtype=np.uint8).reshape(len(tags), TAG_BYTES)
 
 
-def _tag_list(rows: np.ndarray, count: int, name: str) -> list[bytes]:
-    """``count`` tags from their wire form; another shape or dtype: ProtocolError."""
-    if rows.shape != (count, TAG_BYTES) or rows.dtype != np.uint8:
-        raise ProtocolError(f"{name}: tags must be ({count}, {TAG_BYTES}) uint8, one per peer "
-                            "(a client's own is never relayed back)")
-    return [row.tobytes() for row in rows]
+def _aggregate_tag(array: np.ndarray, name: str) -> bytes:
+    """The relayed aggregate tag from its wire form; another shape or dtype: ProtocolError."""
+    if array.shape != (TAG_BYTES,) or array.dtype != np.uint8:
+        raise ProtocolError(f"{name}: the tags must come as one ({TAG_BYTES},) uint8 aggregate")
+    return array.tobytes()
 
 
 def _ids(array: np.ndarray, name: str) -> list[int]:
@@ -675,17 +676,17 @@ class SecAggClient:
         return Message(self.index, SERVER, TAGS["shares"], (np.array(receivers, dtype=np.int32), blob))
 
     def _verify_keys(self, message: Message, ids: list[int], keys: np.ndarray) -> None:
-        """Authenticated run: every listed peer key must carry its owner's tag to this client
-        bound to this session and cohort (the tags come in list order, one per listed key
-        but this client's own, which it compares instead).  Otherwise ProtocolError before
-        any key is used."""
+        """Authenticated run: the aggregate of every listed peer's tag to this client, bound to
+        this session and cohort, must verify (this client's own keys it compares instead;
+        ``ids`` are distinct, so no tag cancels).  Otherwise ProtocolError before any key is
+        used."""
         if len(message.arrays) != 3:
             raise ProtocolError(f"client {self.index}: keys arrived without tags")
-        peers = [i for i, v in enumerate(ids) if v != self.index]  # its own keys: compared, not checked
-        tags = _tag_list(message.arrays[2], len(peers), "keys message")
-        self.credentials.check_tags(tags, protocol=KEY_PROTOCOL, context=self.config.session,
-                                    senders=[self.config.members[ids[i]] for i in peers],
-                                    cohort=self.config.cohort, keys=[keys[i].tobytes() for i in peers])
+        peers = [i for i, v in enumerate(ids) if v != self.index]
+        self.credentials.check_aggregate(
+            _aggregate_tag(message.arrays[2], "keys message"), protocol=KEY_PROTOCOL,
+            context=self.config.session, senders=[self.config.members[ids[i]] for i in peers],
+            cohort=self.config.cohort, keys=[keys[i].tobytes() for i in peers])
 
     def _gcm_key(self, v: int) -> bytes:
         shared = self._c_key.exchange(X25519PublicKey.from_public_bytes(self._peers[v][0]))
@@ -746,21 +747,21 @@ class SecAggClient:
     def _checked_unmask(self, message: Message) -> Message:
         """Reveal shares only after t members of U3 endorsed the U3 this client endorsed: the
         message names t - 1 *other* endorsers by a bitmap over U3 (so none can lie outside
-        it, and none twice) and carries their tags to this client in U3 order, each checked
-        once; this client is the t-th (it endorsed exactly this list in the step before)."""
+        it, and none twice) and carries the aggregate of their tags to this client; this
+        client is the t-th (it endorsed exactly this list in the step before)."""
         self._advance(4)
         if len(message.arrays) != 2:
-            raise ProtocolError("endorsements message must hold (endorser bitmap over U3, tags)")
+            raise ProtocolError("endorsements message must hold (endorser bitmap over U3, tag)")
         survivors = self._survivors.tolist()
         endorsers = unpack_subset(message.arrays[0], survivors, "endorsers")
-        tags = _tag_list(message.arrays[1], len(endorsers), "endorsements")
+        tag = _aggregate_tag(message.arrays[1], "endorsements")
         if self.index in endorsers:
             raise ProtocolError(f"client {self.index}: its own survivor-list endorsement was relayed "
                                 "back (the format names only the other endorsers)")
         listed = _survivor_bytes(self._survivors)
-        self.credentials.check_tags(tags, protocol=SURVIVORS_PROTOCOL, context=self.config.session,
-                                    senders=[self.config.members[v] for v in endorsers],
-                                    cohort=self.config.cohort, keys=[listed] * len(endorsers))
+        self.credentials.check_aggregate(tag, protocol=SURVIVORS_PROTOCOL, context=self.config.session,
+                                         senders=[self.config.members[v] for v in endorsers],
+                                         cohort=self.config.cohort, keys=[listed] * len(endorsers))
         if len(endorsers) + 1 < self.config.threshold:
             raise DropoutError(f"client {self.index}: only {len(endorsers) + 1} clients (itself included) "
                                f"endorsed the survivor list it was shown; threshold is {self.config.threshold}")
@@ -933,12 +934,13 @@ class SecAggServer:
             at = np.array([position[s] for s in lowest.tolist()])
             out = []
             # every client that answered (an endorsement of another list too: it then refuses
-            # these), the tags to it of the t - 1 lowest endorsers other than itself
+            # this), the aggregate of the tags to it of the t - 1 lowest endorsers but itself
             for u in sorted(self._consistency.keys() | self._unendorsed):
                 shown = np.flatnonzero(lowest != u)[:t - 1]
                 rows = stacked[shown, _slot(position[u], at[shown])]
                 out.append(Message(SERVER, u, TAGS["endorsements"],
-                                   (pack_subset(lowest[shown].tolist(), self.survivors), rows)))
+                                   (pack_subset(lowest[shown].tolist(), self.survivors),
+                                    aggregate(rows))))
             return out
         received = (self._keys, self._shares, self._masked, self._unmask)[stage]
         if len(received) < self.config.threshold:
@@ -954,14 +956,15 @@ class SecAggServer:
         ids = np.array(sorted(self._keys), dtype=np.int32)
         keys = np.stack([np.frombuffer(self._keys[u], dtype=np.uint8) for u in ids])
         if self.config.members:
-            # each receiver v gets, for every other listed key, its owner's tag to v
+            # each receiver v gets the aggregate of every other listed key's owner's tag to v
             m = len(ids)
             stacked = np.stack([self._tags[int(u)] for u in ids])  # (m, n - 1, TAG_BYTES)
             own = np.eye(m, dtype=bool)  # a sender's tag to itself does not exist
             slots = np.where(own, 0, _slot(ids[:, None], ids[None, :]))
             relayed = (stacked[np.arange(m)[None, :], slots][~own].reshape(m, m - 1, TAG_BYTES)
                        if stacked.shape[1] else np.zeros((m, m - 1, TAG_BYTES), np.uint8))
-            return [Message(SERVER, int(v), TAGS["keys"], (ids, keys, relayed[i]))
+            aggregates = aggregate(relayed)
+            return [Message(SERVER, int(v), TAGS["keys"], (ids, keys, aggregates[i]))
                     for i, v in enumerate(ids)]
         return [Message(SERVER, int(u), TAGS["keys"], (ids, keys)) for u in ids]
 

@@ -14,33 +14,43 @@ common seed is SHA-256("securefl/lsh", s_1, ..., s_P)[:16].  Shares travel
 sealed with AES-GCM under pairwise X25519 keys (:mod:`securefl.crypto.keys`); the
 server only relays public keys and ciphertexts.
 
-*Who learns what.*  Each client learns the seed (it needs the hyperplanes).  The server
-sees public keys and AES-GCM ciphertexts only; the seed is pseudo-random to it as long
-as one client is honest, so it cannot compute codes of guessed feature vectors, which is
-what keeps H (the only thing it later receives) from being matched against candidate
-inputs.
+*Who learns what.*  Each client learns the seed (it needs the hyperplanes), a client
+colluding with the server included.  The server alone sees public keys and AES-GCM
+ciphertexts only; the seed is pseudo-random to it (one honest share suffices), so it cannot
+compute codes of guessed feature vectors, which is what keeps H (the only thing it later
+receives) from being matched against candidate inputs; a server with a colluding member
+has the seed.
 
-*Tagged keys (against a deviating server).*  Unauthenticated, the agreement falls to key
-substitution: a server that relays its own X25519 key in place of every peer's opens
-every sealed share and computes the seed.  A client that holds
-:class:`~securefl.crypto.identity.Credentials` (``credentials``) therefore tags its key
-for every other party k,
+*Seal keys bound to the roster (against a deviating server).*  Unauthenticated, the
+agreement falls to key substitution: a server that relays its own X25519 key in place of
+every peer's opens every sealed share and computes the seed.  A client that holds
+:class:`~securefl.crypto.identity.Credentials` (``credentials``) therefore seals its share
+to party k under
 
-    tag_jk = HMAC(K_(c_j, c_k), (F, "lsh", binding || j, C, pk_j), c_k)
+    k_jk = HKDF-SHA256(X25519(e_j, E_k) || K_(c_j, c_k), salt = binding,
+                       info = "securefl/lsh-seal/v1" || C || min(j,k) || max(j,k))
 
-(:meth:`~securefl.crypto.identity.Credentials.tags`: K the static pair key of the two roster
-identities, F the federation id, ``binding`` the session the caller names, j the party,
-c_j = ``cohort[j]`` its roster id, C the digest of the round's ``cohort`` -- the roster
-ids of the parties in party order, as this client was shown them); the server relays to k
-each party's tag to k, and :meth:`SeedAgreementClient.send_shares` checks every relayed
-key against its own roster, its own view of the cohort and this session before it seals a
-share to it.  A key the server made, one tagged by a stranger, one of another session or
-round, one relabelled to another party, one tagged for another cohort (a server showing
-clients different member lists) or an untagged one raises ProtocolError and no share
-leaves the client.  The server can still drop keys (the seed then mixes fewer
-shares, still with the client's own, so it stays pseudorandom to the server) or make the
-round fail.  Without credentials (the in-process library, every party in one process)
-keys travel untagged and are not checked.
+(E_k the relayed ephemeral key, K the static pair key of the two roster identities,
+:meth:`~securefl.crypto.identity.Credentials.pair_key`, c_j = ``cohort[j]`` party j's
+roster id, C the digest of the round's ``cohort`` -- the roster ids of the parties in
+party order, as this client was shown them -- and ``binding`` the session the caller
+names).  A substituted ephemeral key gives the server X25519(e_j, E_server) but not K_jk
+(CDH on curve25519, as for the pair tags), so every share sealed to it stays IND-CPA to the
+server and its colluding clients; the real receiver cannot open it either, and
+:meth:`SeedAgreementClient.receive_shares` raises ProtocolError (AES-GCM authenticates the
+key, the parties, the cohort and the session together: a key of another session, a party
+relabelled, a cohort this client was not shown all fail the same way).  No tag travels,
+so the authenticated agreement sends exactly the semi-honest one's bytes.  The ephemeral
+keys stay (unlike the links' keys, derived from the pair keys alone): the seed is secret,
+and a later theft of a roster identity must not open old sessions' shares (forward
+secrecy: the ephemeral secrets are gone).  A client that opened every peer's share has
+confirmed each ephemeral exchange both ways (equal seal keys need equal X25519 outputs,
+which a server relaying its own keys cannot arrange without a discrete logarithm), so keys
+later derived from the exchange alone (CrossClientLP's pads, ``pairwise_key(peer, "pad")``
+of a party without credentials) are as authenticated.  The server can still drop keys or
+shares (a missing share: ProtocolError) or make the round fail.  Without credentials (the
+in-process library, every party in one process) the seal key is the ephemeral exchange
+alone.
 
 The normals come from the AES-CTR PRG (:mod:`securefl.crypto.prg`) through Box-Muller,
 because every client must derive bit-identical hyperplanes from the seed on any machine;
@@ -55,11 +65,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from securefl.crypto.channel import SERVER, Message
 from securefl.crypto.identity import Credentials, cohort_digest
 from securefl.crypto.keys import KeyPair, deterministic_bytes, open_sealed, pairwise_secret, seal
-from securefl.crypto.pairkeys import TAG_BYTES
 from securefl.crypto.prg import SEED_BYTES, expand, random_seed
 from securefl.errors import InputError, ProtocolError
 
@@ -67,7 +78,8 @@ TAG_PUBLIC_KEY = "lsh/public-key"
 TAG_PUBLIC_KEYS = "lsh/public-keys"
 TAG_SHARES = "lsh/seed-shares"
 KEY_PROTOCOL = "lsh"
-"""The protocol name a seed-agreement key is tagged under (:mod:`securefl.crypto.identity`)."""
+"""The protocol name a seed-agreement pair key is asked for under (errors name it)."""
+SEAL_DOMAIN = b"securefl/lsh-seal/v1"
 
 
 def hyperplanes(seed: bytes, dim: int, L: int) -> np.ndarray:
@@ -135,8 +147,8 @@ class SeedAgreementClient:
     server must then not know it), ``key_seed`` the X25519 key pair (deterministic
     transcripts in tests); ``None`` draws from the OS CSPRNG.  ``credentials``,
     ``cohort`` (the roster id of every party, in party order) and ``binding`` (the
-    session bytes the tags bind) make the keys tagged and checked (module docstring);
-    with ``credentials`` a cohort is required and untagged keys are refused.
+    session bytes the seal keys bind) bind every seal key to the pair key of the two
+    roster identities (module docstring); with ``credentials`` a cohort is required.
     """
 
     party: int
@@ -150,15 +162,14 @@ class SeedAgreementClient:
     credentials: Credentials | None = None
     cohort: Sequence[int] = ()
     binding: bytes = b""
+    _cohort_digest: bytes = field(default=b"", init=False, repr=False, compare=False)
 
-    def _binding(self, party: int) -> dict:
-        """The fields a key of ``party`` is tagged over, as this client sees the round."""
-        cohort = [int(c) for c in self.cohort]
-        if not 0 <= int(party) < len(cohort):
+    def _roster_id(self, party: int) -> int:
+        """Party ``party``'s roster id in the cohort this client was shown."""
+        if not 0 <= int(party) < len(self.cohort):
             raise ProtocolError(f"client {self.party}: a seed-agreement key of party {party}, "
-                                f"outside the round's {len(cohort)} members")
-        return {"protocol": KEY_PROTOCOL, "context": bytes(self.binding) + struct.pack(">q", int(party)),
-                "cohort": cohort_digest(cohort)}
+                                f"outside the round's {len(self.cohort)} members")
+        return int(self.cohort[int(party)])
 
     def draw_share(self) -> bytes:
         """This client's 16-byte contribution to the seed (CSPRNG, or from ``seed``)."""
@@ -169,26 +180,22 @@ class SeedAgreementClient:
         return self.share
 
     def advertise(self) -> Message:
-        """Generate the key pair and share; send the public key to the server (with a tag
-        for every other party, in party order, when the client holds credentials)."""
-        self.keys = KeyPair.generate(seed=self.key_seed, party=self.party)
-        self.draw_share()
-        if self.credentials is None:
-            return Message(self.party, SERVER, TAG_PUBLIC_KEY, (self.keys.public_array(),))
-        binding = self._binding(self.party)
-        if int(self.cohort[self.party]) != self.credentials.client:
+        """Generate the key pair and share; send the public key to the server (the same
+        message with or without credentials: the roster binding is in the seal keys)."""
+        if self.credentials is not None and self._roster_id(self.party) != self.credentials.client:
             raise ProtocolError(f"party {self.party} of the cohort is client {self.cohort[self.party]}, "
                                 f"not this client ({self.credentials.client})")
-        others = [int(c) for p, c in enumerate(self.cohort) if p != self.party]
-        tags = self.credentials.tags(others, key=self.keys.public, **binding)
-        rows = np.frombuffer(b"".join(tags), np.uint8).reshape(len(tags), TAG_BYTES).copy()
-        return Message(self.party, SERVER, TAG_PUBLIC_KEY, (self.keys.public_array(), rows))
+        self.keys = KeyPair.generate(seed=self.key_seed, party=self.party)
+        self.draw_share()
+        return Message(self.party, SERVER, TAG_PUBLIC_KEY, (self.keys.public_array(),))
 
     def pairwise_key(self, peer: int, label: str) -> bytes:
-        """Key ``label`` shared with ``peer`` (needs the peer's public key)."""
+        """Key ``label`` shared with ``peer`` (needs the peer's public key); with credentials
+        bound to the two roster identities' pair key, the cohort and ``binding`` (module
+        docstring)."""
         if self.keys is None or peer not in self.peer_keys:
             raise ProtocolError(f"client {self.party} has no public key of client {peer}")
-        return pairwise_secret(
+        secret = pairwise_secret(
             self.keys.private,
             self.peer_keys[peer],
             session=self.session,
@@ -196,17 +203,25 @@ class SeedAgreementClient:
             peer=peer,
             label=label,
         )
+        if self.credentials is None:
+            return secret
+        pair = self.credentials.pair_key(self._roster_id(peer), KEY_PROTOCOL)
+        low, high = sorted((self.party, int(peer)))
+        if not self._cohort_digest:  # the cohort is fixed for the agreement: hashed once
+            self._cohort_digest = cohort_digest([int(c) for c in self.cohort])
+        info = SEAL_DOMAIN + label.encode() + self._cohort_digest + struct.pack(">qq", low, high)
+        return HKDF(hashes.SHA256(), 32, salt=bytes(self.binding), info=info).derive(secret + pair)
 
     def send_shares(self, message: Message) -> Message:
         """Store the broadcast public keys; seal the share for every other client."""
         if message.tag != TAG_PUBLIC_KEYS:
             raise ProtocolError(f"expected {TAG_PUBLIC_KEYS!r}, got {message.tag!r}")
-        parties, publics = message.arrays[:2]
+        if len(message.arrays) != 2:
+            raise ProtocolError(f"client {self.party}: the key broadcast must hold (parties, keys)")
+        parties, publics = message.arrays
         peer_keys = {int(p): bytes(k) for p, k in zip(parties, publics)}
         if len(peer_keys) != len(parties):
             raise ProtocolError(f"client {self.party}: the key broadcast lists a party twice")
-        if self.credentials is not None:
-            self._verify(parties, publics, message.arrays[2:])
         self.peer_keys = peer_keys
         if self.peer_keys.get(self.party) != self.keys.public:
             raise ProtocolError(f"server broadcast a wrong public key for client {self.party}")
@@ -222,17 +237,6 @@ class SeedAgreementClient:
         blob = np.stack(sealed) if sealed else np.zeros((0, 0), dtype=np.uint8)
         return Message(self.party, SERVER, TAG_SHARES, (recipients, blob))
 
-    def _verify(self, parties: np.ndarray, publics: np.ndarray, rest: tuple) -> None:
-        """Every broadcast key but this client's own tagged to it by its party's roster
-        member for this session and cohort (module docstring); else ProtocolError."""
-        if len(rest) != 1 or np.shape(rest[0]) != (len(parties), TAG_BYTES):
-            raise ProtocolError(f"client {self.party}: seed-agreement keys carry no tags "
-                                "(unauthenticated)")
-        for party, public, tag in zip(parties, publics, rest[0]):
-            if int(party) != self.party:  # its own key it compares instead
-                self.credentials.check_tags([bytes(tag)], senders=[int(self.cohort[int(party)])],
-                                            keys=[bytes(public)], **self._binding(int(party)))
-
     def receive_shares(self, message: Message) -> bytes:
         """Open every relayed share and derive the common seed."""
         if message.tag != TAG_SHARES:
@@ -241,9 +245,13 @@ class SeedAgreementClient:
         shares = {self.party: self.share}
         for sender, blob in zip(senders, blobs):
             sender = int(sender)
-            shares[sender] = open_sealed(
-                self.pairwise_key(sender, "seal"), blob, associated=_context(sender, self.party)
-            )
+            try:
+                shares[sender] = open_sealed(
+                    self.pairwise_key(sender, "seal"), blob, associated=_context(sender, self.party))
+            except ProtocolError as error:
+                raise ProtocolError(
+                    f"client {self.party}: the seed share of party {sender} does not open ({error}; "
+                    "a substituted or relabelled key, or one of another session or cohort)") from None
         missing = sorted(set(self.peer_keys) - set(shares))
         if missing:
             raise ProtocolError(f"client {self.party} is missing seed shares from {missing}")
@@ -253,8 +261,7 @@ class SeedAgreementClient:
 
 @dataclass
 class SeedAgreementServer:
-    """Server side: broadcasts public keys (with, for each receiver, the tags to it where
-    the clients sent them), relays sealed shares; never holds a secret."""
+    """Server side: broadcasts public keys, relays sealed shares; never holds a secret."""
 
     parties: list[int] = field(default_factory=list)
 
@@ -268,10 +275,7 @@ class SeedAgreementServer:
             return []
         ids = np.array(self.parties, dtype=np.int32)
         keys = np.stack([m.arrays[0] for m in messages])
-        if not all(len(m.arrays) == 2 for m in messages):
-            return [Message(SERVER, p, TAG_PUBLIC_KEYS, (ids, keys)) for p in self.parties]
-        return [Message(SERVER, k, TAG_PUBLIC_KEYS, (ids, keys, np.stack(
-                    [_tag_to(m, k) for m in messages]))) for k in self.parties]
+        return [Message(SERVER, p, TAG_PUBLIC_KEYS, (ids, keys)) for p in self.parties]
 
     def relay_shares(self, messages: list[Message]) -> list[Message]:
         """Route each sealed share to its recipient (the server cannot open them)."""
@@ -288,18 +292,6 @@ class SeedAgreementServer:
             blobs = np.stack([b for _, b in items]) if items else np.zeros((0, 0), dtype=np.uint8)
             out.append(Message(SERVER, party, TAG_SHARES, (senders, blobs)))
         return out
-
-
-def _tag_to(message: Message, receiver: int) -> np.ndarray:
-    """The tag to ``receiver`` in a party's advertise message (its tags follow the party
-    order with its own place left out); the receiver's own row: zeros (it compares its key)."""
-    if message.sender == receiver:
-        return np.zeros(TAG_BYTES, np.uint8)
-    tags, row = message.arrays[1], receiver - (receiver > message.sender)
-    if tags.ndim != 2 or tags.shape[1] != TAG_BYTES or tags.dtype != np.uint8 or row >= len(tags):
-        raise ProtocolError(f"client {message.sender}: seed-agreement tags must be (parties - 1, "
-                            f"{TAG_BYTES}) uint8")
-    return tags[row]
 
 
 def _context(sender: int, receiver: int) -> bytes:

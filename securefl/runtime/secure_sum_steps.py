@@ -50,8 +50,8 @@ left at any round -> :class:`~securefl.errors.DropoutError`.
 members (their roster ids in index order) beside the session; each client tags its two
 keys for every other member with the pair keys of its roster identity (the node's own
 :class:`~securefl.crypto.identity.Credentials`, never the server's) bound to (federation,
-session, cohort digest); the server relays to each client the peers' tags to it, and every
-client checks all of them before it encrypts a share
+session, cohort digest); the server relays to each client the XOR of the peers' tags to it
+(one 16-byte aggregate), and every client checks it before it encrypts a share
 (:meth:`securefl.crypto.secagg.SecAggClient._verify_keys`).  A request without members
 is refused.
 

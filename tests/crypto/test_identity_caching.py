@@ -22,7 +22,7 @@ from securefl.crypto.identity import (
     write_federation,
 )
 from securefl.crypto.idsets import pack_ids, pack_subset, unpack_ids, unpack_subset
-from securefl.crypto.pairkeys import TAG_BYTES
+from securefl.crypto.pairkeys import TAG_BYTES, aggregate
 from securefl.crypto.secagg import TAGS, SecAggClient, SecAggConfig, SecAggServer
 from securefl.errors import DropoutError, InputError, ProtocolError
 
@@ -110,42 +110,59 @@ def _endorsers(message: Message) -> list[int]:
     return unpack_subset(message.arrays[0], list(range(N)), "endorsers")
 
 
-def test_the_server_relays_t_minus_one_other_endorsements_and_a_bad_extra_one_is_refused():
+def _endorsement(server: SecAggServer, endorser: int, receiver: int) -> np.ndarray:
+    """``endorser``'s consistency-round tag to ``receiver`` (its tags follow U3 = 0..N-1 with
+    its own place left out)."""
+    return server._consistency[endorser][receiver - (receiver > endorser)]
+
+
+def test_the_server_relays_the_aggregate_of_t_minus_one_other_endorsements():
     clients, server = _endorsed_survivor_lists()
     relayed = server.close_round()
     # each client is shown the t - 1 lowest endorsers other than itself: it is the t-th
     assert [_endorsers(m) for m in relayed] == [[1, 2], [0, 2], [0, 1], [0, 1], [0, 1]]
-    assert all(m.arrays[0].nbytes == 1 and m.arrays[1].shape == (T - 1, TAG_BYTES) for m in relayed)
+    for u, message in enumerate(relayed):  # one 16-byte XOR of their tags to it, a bitmap byte
+        assert message.arrays[0].nbytes == 1 and message.arrays[1].shape == (TAG_BYTES,)
+        assert np.array_equal(message.arrays[1], aggregate(np.stack(
+            [_endorsement(server, e, u) for e in _endorsers(message)])))
     assert clients[0].handle(relayed[0]).tag == TAGS["unmask"]  # t - 1 others and itself suffice
-    tags = relayed[4].arrays[1]
-    forged = tags[1].copy()  # client 1's tag to client 4, presented as client 3's
-    extra = Message(SERVER, 4, TAGS["endorsements"], (pack_subset([0, 1, 3], range(N)),
-                                                     np.vstack([tags, forged[None]])))
-    with pytest.raises(ProtocolError, match="client 3's tag on its key does not verify"):
-        clients[4].handle(extra)
+
+
+def test_an_endorser_named_without_its_tag_is_refused():
+    """A server that names client 3 as a third endorser for client 4 cannot produce client
+    3's tag: neither leaving it out of the XOR nor putting client 1's tag to client 4 in
+    its place verifies."""
+    for extra in (None, 1):
+        clients, server = _endorsed_survivor_lists()
+        shown = server.close_round()[4].arrays[1]
+        forged = shown if extra is None else shown ^ _endorsement(server, extra, 4)
+        message = Message(SERVER, 4, TAGS["endorsements"], (pack_subset([0, 1, 3], range(N)), forged))
+        with pytest.raises(ProtocolError, match=r"clients \[0, 1, 3\] to client 4 does not verify"):
+            clients[4].handle(message)
 
 
 def test_a_client_refuses_its_own_endorsement_relayed_and_counts_only_what_is_shown():
     clients, server = _endorsed_survivor_lists()
     relayed = server.close_round()
     back = Message(SERVER, 0, TAGS["endorsements"], (pack_subset([0, 1, 2], range(N)),
-                                                    np.vstack([relayed[0].arrays[1][:1], relayed[0].arrays[1]])))
+                                                    relayed[0].arrays[1]))
     with pytest.raises(ProtocolError, match="own survivor-list endorsement was relayed back"):
         clients[0].handle(back)
-    one = Message(SERVER, 1, TAGS["endorsements"], (pack_subset([0], range(N)), relayed[1].arrays[1][:1]))
+    one = Message(SERVER, 1, TAGS["endorsements"], (pack_subset([0], range(N)),
+                                                   _endorsement(server, 0, 1)))
     with pytest.raises(DropoutError, match="only 2 clients"):
         clients[1].handle(one)
 
 
 def test_the_endorser_bitmap_names_each_endorser_once_and_only_members_of_the_receivers_list():
-    cases = ((np.array([0b11000000, 0], np.uint8), "endorsers"),  # a byte too many
-             (np.array([0b11000001], np.uint8), "padding bit"),  # an index beyond U3
-             (pack_subset([0, 1, 2], range(N)), "one per peer"))  # three named, two rows
-    for bitmap, error in cases:
+    cases = ((np.array([0b11000000, 0], np.uint8), lambda tag: tag, "endorsers"),  # a byte too many
+             (np.array([0b11000001], np.uint8), lambda tag: tag, "padding bit"),  # beyond U3
+             (pack_subset([0, 1], range(N)), lambda tag: np.stack([tag, tag]), "aggregate"))
+    for bitmap, shape, error in cases:
         clients, server = _endorsed_survivor_lists()  # a refused message ends the client's run
-        tags = server.close_round()[3].arrays[1]
+        tag = server.close_round()[3].arrays[1]
         with pytest.raises(ProtocolError, match=error):
-            clients[3].handle(Message(SERVER, 3, TAGS["endorsements"], (bitmap, tags)))
+            clients[3].handle(Message(SERVER, 3, TAGS["endorsements"], (bitmap, shape(tag))))
 
 
 def _keys_round():
@@ -161,22 +178,23 @@ def _keys_round():
     return clients, advertised, server.close_round()
 
 
-def test_the_keys_message_relays_each_peers_tag_to_the_receiver_and_nothing_else():
+def test_the_keys_message_relays_the_aggregate_of_the_peers_tags_to_the_receiver():
     clients, advertised, keys = _keys_round()
     for u, message in enumerate(keys):
-        ids, _, tags = message.arrays
+        ids, _, tag = message.arrays
         # v's tags follow the member order with v's own place left out
-        assert np.array_equal(tags, np.stack([advertised[v].arrays[1][u - (u > v)]
-                                              for v in range(N) if v != u]))
+        assert np.array_equal(tag, aggregate(np.stack([advertised[v].arrays[1][u - (u > v)]
+                                                       for v in range(N) if v != u])))
     assert all(a.arrays[1].shape == (N - 1, TAG_BYTES) for a in advertised)
     assert clients[2].handle(keys[2]).tag == TAGS["shares"]
-    cases = ((lambda tags, other: tags[[1, 0, 2, 3]], "does not verify"),  # two peers' swapped
-             (lambda tags, other: other, "does not verify"),  # the tags to another receiver
-             (lambda tags, other: np.vstack([tags, tags[:1]]), "one per peer"))
-    for rows, error in cases:
+    to_2 = np.stack([advertised[v].arrays[1][2 - (2 > v)] for v in range(N) if v != 2])
+    cases = ((lambda tag, other: other, "does not verify"),  # the aggregate to another receiver
+             (lambda tag, other: aggregate(to_2[1:]), "does not verify"),  # one peer's tag left out
+             (lambda tag, other: to_2, r"one \(16,\) uint8 aggregate"))  # the tags, not their XOR
+    for forge, error in cases:
         clients, advertised, keys = _keys_round()  # a refused message ends the client's run
-        ids, listed, tags = keys[2].arrays
-        forged = (ids, listed, rows(tags, keys[3].arrays[2]))
+        ids, listed, tag = keys[2].arrays
+        forged = (ids, listed, forge(tag, keys[3].arrays[2]))
         with pytest.raises(ProtocolError, match=error):
             clients[2].handle(Message(SERVER, 2, TAGS["keys"], forged))
 
@@ -193,13 +211,13 @@ def test_pack_ids_takes_the_shorter_encoding_and_round_trips():
 
 def test_a_client_checks_each_peer_tag_it_is_shown_once_and_derives_each_pair_key_once(monkeypatch):
     checked: list[list[int]] = []
-    original = Credentials.check_tags
+    original = Credentials.check_aggregate
 
-    def counting(self, tags, **kwargs):
+    def counting(self, tag, **kwargs):
         checked.append([int(s) for s in kwargs["senders"]])
-        return original(self, tags, **kwargs)
+        return original(self, tag, **kwargs)
 
-    monkeypatch.setattr(Credentials, "check_tags", counting)
+    monkeypatch.setattr(Credentials, "check_aggregate", counting)
     clients, server = _endorsed_survivor_lists()
     assert checked[:N] == [[v for v in range(N) if v != u] for u in range(N)]  # keys: every peer
     checked.clear()

@@ -1,14 +1,16 @@
-"""Static pair keys and tags (securefl.crypto.pairkeys, Credentials.tags / check_tags): the
-Edwards-to-Montgomery map agrees with X25519's own public key of the same scalar, a pair key
-is shared by exactly its two clients, and a tag convinces its recipient only."""
+"""Static pair keys and tags (securefl.crypto.pairkeys, Credentials.tags / check_aggregate):
+the Edwards-to-Montgomery map agrees with X25519's own public key of the same scalar, a pair
+key is shared by exactly its two clients, a tag convinces its recipient only, and an
+aggregate (XOR) of tags only if every listed sender tagged its statement."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from securefl.crypto.identity import Credentials, Identity, Roster, new_federation
-from securefl.crypto.pairkeys import TAG_BYTES, P, exchange_private, montgomery_public
+from securefl.crypto.pairkeys import TAG_BYTES, P, aggregate, exchange_private, montgomery_public
 from securefl.errors import ProtocolError
 
 COHORT = b"c" * 32
@@ -51,24 +53,68 @@ def test_a_tag_convinces_its_recipient_only_and_binds_every_field():
     binding = {"protocol": "secagg/keys", "context": b"s" * 16, "cohort": COHORT}
     to_receiver, to_bystander = sender.tags([1, 2], key=KEY, **binding)
     assert len(to_receiver) == TAG_BYTES and to_receiver != to_bystander
-    receiver.check_tags([to_receiver], senders=[0], keys=[KEY], **binding)
-    bystander.check_tags([to_bystander], senders=[0], keys=[KEY], **binding)
+    # the aggregate of one tag is the tag itself
+    receiver.check_aggregate(to_receiver, senders=[0], keys=[KEY], **binding)
+    bystander.check_aggregate(to_bystander, senders=[0], keys=[KEY], **binding)
     with pytest.raises(ProtocolError, match="does not verify"):  # shown to another recipient
-        bystander.check_tags([to_receiver], senders=[0], keys=[KEY], **binding)
+        bystander.check_aggregate(to_receiver, senders=[0], keys=[KEY], **binding)
     changes = ({"protocol": "secagg/survivors"}, {"context": b"t" * 16}, {"cohort": b"d" * 32})
     for change in changes:
         with pytest.raises(ProtocolError, match="does not verify"):
-            receiver.check_tags([to_receiver], senders=[0], keys=[KEY], **{**binding, **change})
+            receiver.check_aggregate(to_receiver, senders=[0], keys=[KEY], **{**binding, **change})
     with pytest.raises(ProtocolError, match="does not verify"):  # another key
-        receiver.check_tags([to_receiver], senders=[0], keys=[b"K" * 64], **binding)
+        receiver.check_aggregate(to_receiver, senders=[0], keys=[b"K" * 64], **binding)
     with pytest.raises(ProtocolError, match="does not verify"):  # another sender
-        receiver.check_tags([to_receiver], senders=[2], keys=[KEY], **binding)
+        receiver.check_aggregate(to_receiver, senders=[2], keys=[KEY], **binding)
     # a colluding member tags under its own pair keys only: presented as the sender's, refused
     forged = colluder.tags([1], key=b"K" * 64, **binding)[0]
-    with pytest.raises(ProtocolError, match="client 0's tag"):
-        receiver.check_tags([forged], senders=[0], keys=[b"K" * 64], **binding)
-    with pytest.raises(ProtocolError, match="carries no tag"):
-        receiver.check_tags([b""], senders=[0], keys=[KEY], **binding)
+    with pytest.raises(ProtocolError, match=r"clients \[0\] to client 1 does not verify"):
+        receiver.check_aggregate(forged, senders=[0], keys=[b"K" * 64], **binding)
+    with pytest.raises(ProtocolError, match="carry no 16-byte aggregate"):
+        receiver.check_aggregate(b"", senders=[0], keys=[KEY], **binding)
+
+
+def _xor(*tags: bytes) -> bytes:
+    return aggregate(np.stack([np.frombuffer(t, np.uint8) for t in tags])).tobytes()
+
+
+def test_the_aggregate_is_the_xor_and_needs_every_listed_senders_tag():
+    """Katz-Lindell aggregation: the receiver accepts the XOR of the listed senders' tags to
+    it and nothing a server can make without one of them -- with a colluding member's key
+    in hand, and by listing a sender twice so that its tags would cancel."""
+    _, credentials = new_federation("fed", 5)
+    receiver, colluder = credentials[4], credentials[3]
+    binding = {"protocol": "secagg/keys", "context": b"s" * 16, "cohort": COHORT}
+    keys = [bytes([65 + s]) * 64 for s in range(4)]
+    tags = [credentials[s].tags([4], key=keys[s], **binding)[0] for s in range(4)]
+    assert _xor(*tags) == bytes(a ^ b ^ c ^ d for a, b, c, d in zip(*tags))
+    receiver.check_aggregate(_xor(*tags), senders=[0, 1, 2, 3], keys=keys, **binding)
+    receiver.check_aggregate(_xor(*tags), senders=[3, 1, 0, 2], keys=[keys[s] for s in (3, 1, 0, 2)],
+                             **binding)  # order does not matter
+    swapped = [keys[0], b"S" * 64, keys[2], keys[3]]  # the server substitutes sender 1's key
+    with pytest.raises(ProtocolError, match="does not verify"):
+        receiver.check_aggregate(_xor(*tags), senders=[0, 1, 2, 3], keys=swapped, **binding)
+    # the colluder (3) retags its own key at will, but sender 1's tag on the substitute is not
+    # in anyone's hands: no aggregate the server can compute verifies
+    retagged = colluder.tags([4], key=keys[3], **binding)[0]
+    with pytest.raises(ProtocolError, match="does not verify"):
+        receiver.check_aggregate(_xor(tags[0], tags[2], retagged), senders=[0, 1, 2, 3],
+                                 keys=swapped, **binding)
+    with pytest.raises(ProtocolError, match="does not verify"):  # one tag left out
+        receiver.check_aggregate(_xor(*tags[:3]), senders=[0, 1, 2, 3], keys=keys, **binding)
+    # sender 1 listed twice with the same statement: its two tags would cancel, leaving an
+    # aggregate the server can compute without sender 1 -- refused before any tag is computed
+    with pytest.raises(ProtocolError, match="named twice"):
+        receiver.check_aggregate(_xor(tags[0]), senders=[0, 1, 1], keys=[keys[0], keys[1], keys[1]],
+                                 **binding)
+
+
+def test_aggregate_refuses_what_is_not_a_stack_of_tags():
+    assert aggregate(np.zeros((3, 0, TAG_BYTES), np.uint8)).shape == (3, TAG_BYTES)
+    for bad in (np.zeros((2, 8), np.uint8), np.zeros((2, TAG_BYTES), np.int64),
+                np.zeros(TAG_BYTES, np.uint8)):
+        with pytest.raises(ProtocolError, match="uint8"):
+            aggregate(bad)
 
 
 def test_a_warm_executor_derives_the_pair_keys_its_forked_handlers_then_find(tmp_path):

@@ -2,11 +2,12 @@
 
 Unauthenticated, the agreement falls to a server that relays its own X25519 keys: it opens
 every sealed share and computes the common seed, hence every hyperplane (the first test
-shows the attack succeeding).  With roster identities every key is tagged, for each
-receiver, for its session, party and cohort, and a substituted, stranger-tagged, untagged
-or re-bound key is refused
-with ProtocolError before any share is sealed: sans-I/O here; through a FedProp round
-over the in-process transport in (tests/methods/test_malicious_lsh.py).
+shows the attack succeeding).  With roster identities every share is sealed under a key
+bound to the pair key of the two clients' roster identities, the cohort and the session:
+the server (with a colluding member) opens none of them, and a substituted, relabelled,
+re-bound or stranger's key makes an honest receiver refuse the round with ProtocolError:
+sans-I/O here; through a FedProp round over the in-process transport in
+tests/methods/test_malicious_lsh.py.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from securefl.crypto.keys import KeyPair, open_sealed, pairwise_secret
 from securefl.errors import ProtocolError
 from securefl.protocols.lsh import (
     TAG_PUBLIC_KEYS,
-    TAG_SHARES,
     SeedAgreementClient,
     SeedAgreementServer,
     _context,
@@ -68,55 +68,118 @@ def test_an_unauthenticated_agreement_gives_a_key_substituting_server_the_seed()
     assert common_seed([opened[j] for j in range(3)]) == common_seed([c.share for c in clients])
 
 
-def _table(viewer, rows):
-    """A key broadcast to ``viewer`` from ``rows``: per party ``(public key, tag to viewer)``."""
-    ids = np.arange(len(rows), dtype=np.int32)
-    keys = np.stack([np.frombuffer(k, np.uint8) for k, _ in rows])
-    tags = np.stack([np.frombuffer(tag, np.uint8) for _, tag in rows])
-    return Message(SERVER, viewer.party, TAG_PUBLIC_KEYS, (ids, keys, tags))
-
-
-def _tagged(credential, signer_view, party, key, to=0):
-    """``key`` of ``party`` tagged by ``credential`` for client ``to`` over the fields
-    ``signer_view`` binds."""
-    return key, credential.tags([to], key=key, **signer_view._binding(party))[0]
-
-
-def test_tagged_agreement_refuses_substituted_stranger_untagged_and_rebound_keys():
-    """A client with credentials seals nothing to a key that is: the server's own under a
-    genuine tag, the server's own tagged by a stranger (same federation name and ids, other
-    keys), untagged, a genuine key relabelled to another party, tagged for a member list
-    this client was not shown, tagged for another client, or tagged for another session (a
-    replay into the next round).  Honest keys still agree on one seed."""
-    _, credentials = new_federation("fed", 3)
-    _, strangers = new_federation("fed", 3)
-    attacker = {j: KeyPair.generate().public for j in range(3)}
-    clients = _clients(credentials)
-    advertised = [c.advertise() for c in clients]
-    me = clients[0]
-    # each party's tag to client 0 is the first of its tags (party order, its own left out)
-    genuine = [(bytes(m.arrays[0]), bytes(m.arrays[1][0]) if j else bytes(16))
-               for j, m in enumerate(advertised)]
-
-    attacks = {
-        "substituted": [genuine[0], (attacker[1], genuine[1][1]), (attacker[2], genuine[2][1])],
-        "stranger": [genuine[0], *(_tagged(strangers[j], me, j, attacker[j]) for j in (1, 2))],
-        "relabelled": [genuine[0], genuine[2], genuine[1]],
-        "for another client": [genuine[0], (genuine[1][0], bytes(advertised[1].arrays[1][1])),
-                               genuine[2]],  # party 1's tag to client 2, shown to client 0
-    }
-    other_list = _clients(credentials, cohort=(0, 1, 3))[1]  # client 1 shown members [0, 1, 3]
-    attacks["other cohort"] = [genuine[0], _tagged(credentials[1], other_list, 1, attacker[1]), genuine[2]]
-    next_round = _clients(credentials)[1]
-    next_round.binding = b"other-rd"
-    attacks["other session"] = [genuine[0], genuine[1], _tagged(credentials[2], next_round, 2, attacker[2])]
-    for rows in attacks.values():
-        with pytest.raises(ProtocolError, match="does not verify"):
-            me.send_shares(_table(me, rows))
-    with pytest.raises(ProtocolError, match="carry no tags"):
-        me.send_shares(Message(SERVER, 0, TAG_PUBLIC_KEYS, _table(me, genuine).arrays[:2]))
-
+def _outcomes(clients, broadcast=lambda message: message):
+    """Run the agreement among ``clients`` with ``broadcast`` rewriting each key broadcast;
+    each client's seed, or the ProtocolError its ``receive_shares`` raised."""
     relay = SeedAgreementServer()
-    sent = [c.send_shares(m) for c, m in zip(clients, relay.broadcast_keys(advertised))]
-    seeds = {c.receive_shares(m) for c, m in zip(clients, relay.relay_shares(sent))}
-    assert len(seeds) == 1 and all(m.tag == TAG_SHARES for m in sent)
+    advertised = [c.advertise() for c in clients]
+    sent = [c.send_shares(broadcast(m)) for c, m in zip(clients, relay.broadcast_keys(advertised))]
+    outcome = {}
+    for message in relay.relay_shares(sent):
+        try:
+            outcome[message.receiver] = clients[message.receiver].receive_shares(message)
+        except ProtocolError as error:
+            outcome[message.receiver] = error
+    return outcome
+
+
+def _with_keys(message, keys):
+    """``message`` (a key broadcast) with its key rows replaced by ``keys``."""
+    ids, _ = message.arrays
+    return Message(SERVER, message.receiver, TAG_PUBLIC_KEYS, (ids, keys))
+
+
+def test_a_key_substituting_server_opens_no_share_of_a_bound_agreement():
+    """The same attack against clients with roster credentials: every share is sealed under
+    a key that mixes the pair key of the two roster identities into the exchange, so
+    neither the server's own keys nor a colluding member's pair keys open any share sealed
+    to another client, and every client refuses the shares relayed to it instead of
+    agreeing on a seed.  (A member learns the seed, as it must to hash: the seed is secret
+    from the server alone.)"""
+    _, credentials = new_federation("fed", 3)
+    clients = _clients(credentials)
+    attacker = {j: KeyPair.generate() for j in range(3)}
+    shares = [c.send_shares(m) for c, m in zip(clients, _substituted([c.advertise() for c in clients],
+                                                                        attacker))]
+    colluder = credentials[2]  # a member colluding with the server, its pair keys in hand
+    for message in shares:
+        for recipient, blob in zip(*message.arrays):
+            recipient = int(recipient)
+            exchange = pairwise_secret(attacker[recipient].private, clients[message.sender].keys.public,
+                                       session=SESSION, me=recipient, peer=message.sender, label="seal")
+            guesses = [exchange]
+            if colluder.client not in (message.sender, recipient):  # what is sealed to the
+                guesses.append(_bound(exchange, colluder.pair_key(message.sender),  # colluder it
+                                      message.sender, recipient))  # opens, as any member would
+            for key in guesses:
+                with pytest.raises(ProtocolError, match="AES-GCM"):
+                    open_sealed(key, blob, associated=_context(message.sender, recipient))
+    relay = SeedAgreementServer()
+    relay.broadcast_keys([c.advertise() for c in _clients(credentials)])  # the relay's party list
+    for message in relay.relay_shares(shares):
+        with pytest.raises(ProtocolError, match="does not open"):
+            clients[message.receiver].receive_shares(message)
+
+
+def _bound(exchange, pair, sender, recipient, cohort=(0, 1, 2)):
+    """The seal key of :mod:`securefl.protocols.lsh` from an exchange output and a pair key."""
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+    from securefl.crypto.identity import cohort_digest
+    from securefl.protocols.lsh import SEAL_DOMAIN
+
+    low, high = sorted((sender, recipient))
+    info = SEAL_DOMAIN + b"seal" + cohort_digest(list(cohort)) + low.to_bytes(8, "big") \
+        + high.to_bytes(8, "big")
+    return HKDF(hashes.SHA256(), 32, salt=SESSION, info=info).derive(exchange + pair)
+
+
+def test_the_seal_key_is_the_documented_derivation():
+    """The module docstring's k_jk, recomputed here, opens what an honest party sealed: the
+    pair key and the exchange both enter it."""
+    _, credentials = new_federation("fed", 3)
+    clients = _clients(credentials)
+    relay = SeedAgreementServer()
+    broadcast = relay.broadcast_keys([c.advertise() for c in clients])
+    sent = clients[0].send_shares(broadcast[0])
+    exchange = pairwise_secret(clients[1].keys.private, clients[0].keys.public, session=SESSION,
+                               me=1, peer=0, label="seal")
+    key = _bound(exchange, credentials[1].pair_key(0), 0, 1)
+    assert open_sealed(key, sent.arrays[1][0], associated=_context(0, 1)) == clients[0].share
+
+
+def test_a_bound_agreement_refuses_relabelled_rebound_and_foreign_views():
+    """Each deviation leaves some honest client unable to open a share, and it refuses the
+    round: client 0 shown parties 1 and 2's keys swapped; client 1 shown another member
+    list; client 2 in another session (a replay into the next round); the roster of a
+    stranger federation with the same name and ids.  Honestly relayed, the clients agree
+    on one seed, sending exactly the unauthenticated agreement's bytes."""
+    _, credentials = new_federation("fed", 4)  # client 3 is a member outside the round
+    _, strangers = new_federation("fed", 4)
+
+    def swapped(message):
+        keys = np.array(message.arrays[1], copy=True)
+        if message.receiver == 0:
+            keys[[1, 2]] = keys[[2, 1]]
+        return _with_keys(message, keys)
+
+    other_cohort = _clients(credentials)
+    other_cohort[1].cohort = (0, 1, 3)
+    next_round = _clients(credentials)
+    next_round[2].binding = b"other-rd"
+    foreign = _clients(credentials)
+    foreign[2] = _clients(strangers)[2]
+    cases = {"relabelled": (_clients(credentials), swapped), "other cohort": (other_cohort, None),
+             "other session": (next_round, None), "stranger": (foreign, None)}
+    for name, (clients, rewrite) in cases.items():
+        outcome = _outcomes(clients, rewrite) if rewrite else _outcomes(clients)
+        refused = [u for u, result in outcome.items() if isinstance(result, ProtocolError)]
+        assert refused, name
+        assert all("does not open" in str(outcome[u]) for u in refused), name
+
+    honest = _outcomes(_clients(credentials))
+    assert len(set(honest.values())) == 1 and all(isinstance(v, bytes) for v in honest.values())
+    bound, plain = _clients(credentials), _clients()
+    sizes = [[m.arrays[0].nbytes for m in (c.advertise(),)] for c in bound + plain]
+    assert sizes[:3] == sizes[3:]

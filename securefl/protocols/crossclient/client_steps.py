@@ -19,16 +19,16 @@ position among the round's selected clients, config ``cclp/party``):
     be at its position), config ``round``, ``cclp/party``, ``cclp/session`` (8 bytes).  The client takes its features
     V_j (:meth:`CrossClientSteps.features`: a method embeds its points by the request's
     model; kept in its state until hashed), and starts the LSH seed
-    agreement (:class:`~securefl.protocols.lsh.SeedAgreementClient`: public key up, tagged
-    for each peer in real mode; the share from ``cclp.crypto_seed_for("lsh", round)``) and opens its links
+    agreement (:class:`~securefl.protocols.lsh.SeedAgreementClient`: public key up; the
+    share from ``cclp.crypto_seed_for("lsh", round)``) and opens its links
     to the round's members (:func:`securefl.runtime.links.open_links`: keys derived from
     the node's identity and the members' roster entries, nothing sent).  Plaintext: the
     share itself goes up.
 ``cclp/shares``
-    real: the relayed public keys down, each checked against the node's roster (signed by
-    its party's member for this session and the round's members, :mod:`securefl.protocols.lsh`:
-    a substituted, stranger's, unsigned or re-bound key is refused before any share is
-    sealed); the sealed seed shares up.  Plaintext: all shares down; the client hashes its features and sends its
+    real: the relayed public keys down; the seed shares up, each sealed under a key that
+    binds the ephemeral exchange to the pair key of the two roster identities, the round's
+    members and this session (:mod:`securefl.protocols.lsh`: a share sealed to a
+    substituted key is unreadable to the server).  Plaintext: all shares down; the client hashes its features and sends its
     LSH codes in the clear (the placeholder computes H from them).
 ``cclp/codes`` (real)
     the relayed sealed shares down; the client derives the common seed, hashes (lines
@@ -218,8 +218,8 @@ class CrossClientSteps:
                    seed: int | None = None) -> SeedAgreementClient:
         """The seed-agreement party of ``client``'s state (``seed``: of its share); in real
         mode with the node's credentials for this transport session, round session and the
-        round's members (:mod:`securefl.protocols.lsh`: its key tagged at advertise, the
-        peers' keys checked at shares)."""
+        round's members (:mod:`securefl.protocols.lsh`: the seal keys bound to the roster's
+        pair keys, a share sealed to a substituted key refused at codes)."""
         if not self.real:
             return client.agreement(seed=seed)
         return client.agreement(
@@ -284,7 +284,8 @@ class CrossClientSteps:
     def _codes(self, request: Record, state: Record, reply: Record) -> None:
         client = load_party(state)
         client.hash_features(
-            client.agreement().receive_shares(take_message(request, SLOT_LSH)), int(self.cclp.L))
+            self._agreement(state, client).receive_shares(take_message(request, SLOT_LSH)),
+            int(self.cclp.L))
         sizes = np.asarray(request.arrays.get("cclp/sizes", np.zeros(0, np.int64)))
         alive = np.asarray(request.arrays.get("cclp/alive", np.zeros(0, np.int64)))
         client.hamming_backend = self._node.policy().hamming_backend(  # the node's policy, never the request
