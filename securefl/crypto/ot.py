@@ -138,8 +138,8 @@ from __future__ import annotations
 import hashlib
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 from Crypto.Math.Numbers import Integer
@@ -523,6 +523,26 @@ class IKNPReceiver:
 
     def extend(self, choices: np.ndarray, chunk: int, sender: int, receiver: int) -> tuple[Message, np.ndarray]:
         """Message ``U`` for ``chunk`` with choice bits ``choices``, and ``t_j`` as ``(m, 2)`` blocks."""
+        message, t_matrix = self._matrix(choices, chunk, sender, receiver)
+        return message, transpose_bits(t_matrix)[: choices.shape[0]]
+
+    def matrix(self, choices: np.ndarray, chunk: int, sender: int, receiver: int) -> Message:
+        """Message ``U`` for ``chunk`` with choice bits ``choices`` alone; :meth:`t_blocks`
+        gives the chunk's ``t_j`` whenever asked (they do not depend on the choices)."""
+        return self._matrix(choices, chunk, sender, receiver)[0]
+
+    def t_blocks(self, chunk: int, count: int) -> np.ndarray:
+        """``t_j`` of the ``count`` OTs of ``chunk`` as ``(count, 2)`` blocks: the rows
+        ``T^i = PRG(k_i^0)`` transposed -- a function of the base keys, session and chunk
+        only, so equal to the ``t`` that :meth:`extend` returns for any choices."""
+        if self._prg0 is None:
+            self._prg0, self._prg1 = RowPRG(self.seeds0), RowPRG(self.seeds1)
+        t_matrix = self._prg0.fill(prg_nonce(self.session, chunk), _padded(count) // 64)
+        return transpose_bits(t_matrix)[:count]
+
+    def _matrix(self, choices: np.ndarray, chunk: int, sender: int, receiver: int) -> tuple[Message, np.ndarray]:
+        """``U = T XOR PRG(k^1) XOR r`` as a message, and the row matrix ``T`` (a view into
+        the row PRG's buffer, valid until its next fill)."""
         nonce = prg_nonce(self.session, chunk)
         count = choices.shape[0]
         padded = _padded(count)
@@ -535,8 +555,7 @@ class IKNPReceiver:
         u_matrix ^= t_matrix
         u_matrix ^= _bits_to_words(bits)
         matrix = np.ascontiguousarray(u_matrix)
-        message = Message(receiver, sender, u_tag(self.session, chunk), (matrix,))
-        return message, transpose_bits(t_matrix)[:count]
+        return Message(receiver, sender, u_tag(self.session, chunk), (matrix,)), t_matrix
 
     def random_ot(self, t: np.ndarray, chunk: int, out: np.ndarray | None = None) -> np.ndarray:
         """The chosen 128-bit messages ``H(t_j, w_j)``."""
@@ -602,7 +621,7 @@ class SenderSetup:
         }
 
     @classmethod
-    def from_arrays(cls, arrays: dict[str, np.ndarray]) -> "SenderSetup":
+    def from_arrays(cls, arrays: dict[str, np.ndarray]) -> SenderSetup:
         """Inverse of :meth:`to_arrays`; malformed state raises :class:`ProtocolError`."""
         owner = "IKNP sender setup"
         return cls(
@@ -652,7 +671,7 @@ class ReceiverSetup:
         }
 
     @classmethod
-    def from_arrays(cls, arrays: dict[str, np.ndarray]) -> "ReceiverSetup":
+    def from_arrays(cls, arrays: dict[str, np.ndarray]) -> ReceiverSetup:
         """Inverse of :meth:`to_arrays`; malformed state raises :class:`ProtocolError`."""
         owner = "IKNP receiver setup"
         return cls(
@@ -682,7 +701,7 @@ class Hello:
         }
 
     @classmethod
-    def from_arrays(cls, arrays: dict[str, np.ndarray]) -> "Hello":
+    def from_arrays(cls, arrays: dict[str, np.ndarray]) -> Hello:
         """Inverse of :meth:`to_arrays`; malformed state raises :class:`ProtocolError`."""
         owner = "IKNP hello"
         return cls(

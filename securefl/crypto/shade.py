@@ -257,12 +257,11 @@ class SenderWorker:
 
 @dataclass
 class ReceiverWorker:
-    """The OT receiver's means for one hop: its extension, its tile buffers (made at the
-    first correction) and the ``t`` of the chunk whose ``U`` it sent last."""
+    """The OT receiver's means for one hop: its extension and its tile buffers (made at the
+    first correction)."""
 
     extension: IKNPReceiver
     expander: _Expander | None = None
-    kept: tuple[int, np.ndarray] | None = field(default=None, repr=False)
 
 
 @dataclass
@@ -336,11 +335,12 @@ class SenderSession:
 class ReceiverSession:
     """The OT receiver's side of one SHADE session, I/O-free, one chunk at a time.
 
-    :meth:`matrix` is chunk ``c``'s IKNP matrix ``U`` (it keeps ``t`` in the worker);
-    :meth:`seeds` the chunk's chosen random-OT seeds, from the kept ``t`` or, if the worker
-    sent another chunk since, from ``t`` recomputed (the row PRG is deterministic);
-    :meth:`absorb_frame` takes one correction frame into a :class:`ShadeReceiver`.  The
-    transport hops (:mod:`securefl.crypto.shade_hops`) keep the seeds between exchanges.
+    :meth:`matrix` is chunk ``c``'s IKNP matrix ``U``; :meth:`seeds` the chunk's chosen
+    random-OT seeds ``H(t_j, w_j)``, computed from the setup alone: ``t = PRG(k^0)`` does not
+    depend on the choices, so they are the same whenever (and however often) they are
+    computed, and the transport hops (:mod:`securefl.crypto.shade_hops`) compute them when
+    the chunk's corrections arrive rather than keeping them between exchanges;
+    :meth:`absorb_frame` takes one correction frame into a :class:`ShadeReceiver`.
     """
 
     codes: np.ndarray
@@ -356,27 +356,19 @@ class ReceiverSession:
         """The means of one hop (the setup's AES contexts)."""
         return ReceiverWorker(self.extension)
 
-    def _extend(self, index: int, worker: ReceiverWorker) -> tuple[Message, np.ndarray]:
+    def matrix(self, index: int, worker: ReceiverWorker) -> Message:
+        """The IKNP matrix ``U`` of chunk ``index``."""
         chunk, start, stop = self.plan[index]
         length = self.codes.shape[1]
         choices = self.choices[start * length: stop * length]
-        return worker.extension.extend(choices, chunk, sender=self.sender, receiver=self.receiver)
-
-    def matrix(self, index: int, worker: ReceiverWorker) -> Message:
-        """The IKNP matrix ``U`` of chunk ``index``."""
-        message, t = self._extend(index, worker)
-        worker.kept = (index, t)
-        return message
+        return worker.extension.matrix(choices, chunk, sender=self.sender, receiver=self.receiver)
 
     def seeds(self, index: int, worker: ReceiverWorker) -> np.ndarray:
-        """The chosen random-OT seeds of chunk ``index``: from the ``t`` the worker kept at
-        :meth:`matrix`, or from ``t`` recomputed (the row PRG is deterministic)."""
-        chunk = self.plan[index][0]
-        if worker.kept is not None and worker.kept[0] == index:
-            t = worker.kept[1]
-        else:
-            t = self._extend(index, worker)[1]
-        worker.kept = None
+        """The chosen random-OT seeds ``H(t_j, w_j)`` of chunk ``index``, ``t`` from the setup's
+        row PRG (:meth:`~securefl.crypto.ot.IKNPReceiver.t_blocks`): the same values whenever
+        they are computed."""
+        chunk, start, stop = self.plan[index]
+        t = worker.extension.t_blocks(chunk, (stop - start) * self.codes.shape[1])
         return worker.extension.random_ot(t, chunk)
 
     def absorb_frame(self, index: int, number: int, seeds: np.ndarray, message: Message,

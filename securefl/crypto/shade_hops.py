@@ -37,8 +37,14 @@ outlives the round -- the caller keeps it with the party (e.g. in the client's s
 Record, never in a message) and passes it to every hop; hops 1 to 3 advance or replace it
 in place or return the new one -- and the pair's ``dict`` of numpy arrays between hops (r:
 the hello between hops 1 and 3; both: the :class:`Stream` -- setup id, session number,
-cursor, the pinned ``chunk_bytes``, running sums and the random-OT seeds of chunks whose
-frames are still due).
+cursor, the pinned ``chunk_bytes``, running sums and, at s only, the random-OT seeds of
+chunks whose frames are still due).  r keeps no seeds: its ``t = PRG(k^0)`` is a function
+of the setup, session and chunk alone, not of its choices, so when a chunk's frames arrive
+it recomputes exactly the seeds it would have kept (:meth:`ReceiverSession.seeds
+<securefl.crypto.shade.ReceiverSession.seeds>`, in each exchange that carries frames of
+the chunk) instead of keeping 16 bytes per OT of every chunk in flight in its state; the
+cost is one more ``PRG(k^0)`` fill per chunk (and per extra exchange it spans).  s cannot do
+the same: its ``q_j = t_j XOR r_j s`` needs the chunk's ``U``, which crosses only once.
 
 Who learns what: exactly as :mod:`securefl.crypto.shade` (each share alone is uniform;
 the relay sees base-OT points, ``U`` and ``u``, all pseudorandom to it); the caller
@@ -125,11 +131,6 @@ def schedule(senders: int, receivers: int, length: int, chunk_bytes: int) -> lis
     return exchanges
 
 
-def _frames(chunk: tuple[int, int, int], length: int, senders: int) -> int:
-    """Correction frames of one chunk ``(chunk, first point, stop point)``."""
-    return -(-(chunk[2] - chunk[1]) * length // framing(senders)[1])
-
-
 def _fresh(exchange: list[tuple[int, int]]) -> list[int]:
     """The chunks whose first frame an exchange carries (their ``U`` travels one exchange earlier)."""
     return [chunk for chunk, number in exchange if number == 0]
@@ -141,7 +142,8 @@ class Stream:
     the setup id and session number it runs on, ``cursor`` (the next stream exchange),
     ``chunk_bytes`` (pinned at the first exchange), ``sums`` (the party's running
     :class:`~securefl.crypto.shade.ShadeSender` / :class:`~securefl.crypto.shade.ShadeReceiver`
-    sums) and the random-OT ``seeds`` of chunks whose frames are still to come."""
+    sums) and the random-OT ``seeds`` of chunks whose frames are still to come -- the
+    sender's only: the receiver's are recomputed from the setup (module docstring)."""
 
     setup_id: bytes
     session: int
@@ -201,18 +203,16 @@ def receiver_extend(state: dict[str, np.ndarray], message: Message, codes: np.nd
     run = ReceiverSession(codes=codes, extension=kept.extension(session), sender=sender, receiver=receiver)
     stream.sums = ShadeReceiver(codes=codes, senders=senders).sums
     plan = schedule(senders, codes.shape[0], codes.shape[1], stream.chunk_bytes)
-    out = _matrices(run, stream, _fresh(plan[0]))
+    out = _matrices(run, _fresh(plan[0]))
     stream.save(state)
     return out, kept
 
 
-def _matrices(run: ReceiverSession, stream: Stream, fresh: list[int]) -> list[Message]:
-    """The ``U`` of each chunk in ``fresh``; its chosen seeds kept in ``stream``."""
-    worker, out = run.worker(), []
-    for index in fresh:
-        out.append(run.matrix(index, worker))
-        stream.seeds[index] = (run.seeds(index, worker),)
-    return out
+def _matrices(run: ReceiverSession, fresh: list[int]) -> list[Message]:
+    """The ``U`` of each chunk in ``fresh`` (nothing of the chunk is kept: its chosen seeds
+    are recomputed from the setup when its corrections arrive)."""
+    worker = run.worker()
+    return [run.matrix(index, worker) for index in fresh]
 
 
 Buffers = Callable[[str, np.dtype, list[tuple[int, int]]], Sequence[np.ndarray]]
@@ -283,11 +283,12 @@ def receiver_stream(state: dict[str, np.ndarray], incoming: Callable[[], list[Me
         exchange = plan[stream.cursor - 1]
         if len(frames) != len(exchange):
             raise ProtocolError(f"SHADE: {len(frames)} correction frames, expected {len(exchange)}")
+        seeds: tuple[int, np.ndarray] | None = None  # the chunk being absorbed, its seeds
         for (index, number), message in zip(exchange, frames):
-            run.absorb_frame(index, number, stream.seeds[index][0], message, party, worker)
-            if number == _frames(run.plan[index], codes.shape[1], senders) - 1:
-                del stream.seeds[index]
-    out = _matrices(run, stream, _fresh(plan[stream.cursor + 1])) if stream.cursor + 1 < len(plan) else []
+            if seeds is None or seeds[0] != index:
+                seeds = (index, run.seeds(index, worker))
+            run.absorb_frame(index, number, seeds[1], message, party, worker)
+    out = _matrices(run, _fresh(plan[stream.cursor + 1])) if stream.cursor + 1 < len(plan) else []
     stream.cursor += 1
     stream.sums = party.sums
     if stream.cursor > len(plan):

@@ -216,6 +216,23 @@ def negotiate(network, setups, me=0, peer=1, rng=None):
     return s_setup.extension(session), r_setup.extension(session), answer.tag
 
 
+def test_the_receivers_t_does_not_depend_on_its_choices():
+    """``t_blocks`` (no choices) is the ``t`` that ``extend`` returns for any choices, and
+    ``matrix`` is ``extend``'s ``U``: what lets SHADE's receiver recompute its seeds."""
+    network, setups = Network(), OTSetups()
+    _, receiver, _ = negotiate(network, setups)
+    rng = np.random.default_rng(3)
+    for chunk, count in ((0, 1000), (5, 64)):
+        t = receiver.t_blocks(chunk, count)
+        for _ in range(2):
+            choices = rng.integers(0, 2, count).astype(np.uint8)
+            message, extended = receiver.extend(choices, chunk, sender=0, receiver=1)
+            np.testing.assert_array_equal(t, extended)
+            assert receiver.matrix(choices, chunk, sender=0, receiver=1).arrays[0].tobytes() \
+                == message.arrays[0].tobytes()
+    assert not np.array_equal(receiver.t_blocks(1, 64), receiver.t_blocks(5, 64))
+
+
 def test_sessions_resume_one_setup_and_never_reuse_a_pad():
     """Two sessions of one setup with the same choice bits: the second runs no base OTs, both
     give correct OTs, U of the two differ (a re-used PRG window would make them equal:

@@ -8,7 +8,7 @@ import pytest
 
 from securefl.crypto import shade_hops
 from securefl.crypto.channel import Message, frame_size
-from securefl.crypto.ot import RESUME, setup_context
+from securefl.crypto.ot import RESUME, ReceiverSetup, setup_context
 from securefl.crypto.rand import RandomSource
 from securefl.errors import ProtocolError
 
@@ -232,3 +232,42 @@ def test_sides_told_different_chunk_bytes_stop_with_a_protocol_error():
     with pytest.raises(ProtocolError, match="1 IKNP matrices, expected 2"):
         shade_hops.sender_stream(s_state, lambda: u, x, setup=setup, receivers=40, sender=0,
                                  receiver=1, chunk_bytes=2 * per_chunk)
+
+
+def _cold(state, setup):
+    """What a freshly forked process gets back: copies of the state's arrays and of the setup's."""
+    arrays = {key: np.array(value, copy=True) for key, value in setup.to_arrays().items()}
+    return {key: np.array(value, copy=True) for key, value in state.items()}, ReceiverSetup.from_arrays(arrays)
+
+
+def test_the_receiver_keeps_no_seeds_and_a_cold_receiver_answers_byte_for_byte():
+    """(3 x 40 codes, L = 4096, chunk_bytes one chunk's frames: a chunk's ``U`` crosses an
+    exchange before its frames.)  After hop 3 and between stream exchanges the receiver's
+    state is its setup id, session, cursor and sums, no seeds; a receiver rebuilt from that
+    state and its setup's arrays at every exchange sends the same bytes and the same share."""
+    x, y = _codes(14, 3, 40, 4096)
+    per_chunk = 16 * 4096 * 16
+    s_party, r_party, s_state, r_state = Party(), Party(), {}, {}
+    a = shade_hops.receiver_base(r_state, setup=None, context=CONTEXT, sender=0, receiver=1, rng=RandomSource())
+    b, s_party.setup = shade_hops.sender_base(s_state, a, setup=None, context=CONTEXT, rng=RandomSource())
+    to_sender, r_party.setup = shade_hops.receiver_extend(r_state, b, y, setup=None, context=CONTEXT, sender=0,
+                                                          receiver=1, senders=3, chunk_bytes=per_chunk)
+    kept = {"setup", "session", "cursor", "sums"}
+    assert set(r_state) == kept and r_state["sums"].nbytes == 40 * 8 * 2  # n_b x lanes uint16
+    to_receiver, s_share, r_share, cold_share = [], None, None, None
+    finish = {"senders": 3, "sender": 0, "receiver": 1}
+    while r_share is None:
+        frames, share = shade_hops.sender_stream(s_state, lambda m=to_sender: m, x, setup=s_party.setup,
+                                                 receivers=40, sender=0, receiver=1, chunk_bytes=per_chunk)
+        s_share = share if share is not None else s_share
+        cold_state, cold_setup = _cold(r_state, r_party.setup)
+        cold_u, cold_share = shade_hops.receiver_stream(cold_state, lambda m=to_receiver: m, y,
+                                                        setup=cold_setup, **finish)
+        to_sender, r_share = shade_hops.receiver_stream(r_state, lambda m=to_receiver: m, y,
+                                                        setup=r_party.setup, **finish)
+        assert set(r_state) in (kept, {"done"}) and set(cold_state) == set(r_state)
+        assert [m.tag for m in cold_u] == [m.tag for m in to_sender]
+        assert all(c.arrays[0].tobytes() == w.arrays[0].tobytes() for c, w in zip(cold_u, to_sender))
+        to_receiver = frames
+    assert cold_share.tobytes() == r_share.tobytes()
+    np.testing.assert_array_equal((s_share + r_share).astype(np.int64), (x[:, None] != y[None]).sum(-1))
