@@ -75,7 +75,7 @@ def test_key_substitution_and_policy_downgrades_are_refused_by_every_supernode()
     substitution by a modified ServerApp (link members, secure-sum keys); plaintext mode and a
     planted crypto seed through the run config (an honest ServerApp runs them: the operator
     writes the run config); a cohort of one through a modified ServerApp."""
-    federation = LocalFederation(nodes=3, mode="fast", poll=0.1)
+    federation = LocalFederation(nodes=3, mode="fast", poll=0.1, submit_in_process=True)
     try:
         federation.start()
         links = launch(federation, {"program": "link-check", "rounds": 1, "frames": 2,
