@@ -72,7 +72,7 @@ credentials keep each pair key; :func:`node_credentials` parses a node's two fil
 content (a changed file is parsed afresh); :meth:`Roster.verify_all` encodes the statement's
 shared fields (federation, protocol, context) once per batch; a client neither checks its
 own keys (it compares them with what it sent) nor is shown more than t - 1 endorsements
-(:mod:`securefl.crypto.secagg`).  Every signature or tag it *is* shown it checks.
+(:mod:`securefl.crypto.secagg`).  Every signature or aggregate tag it *is* shown it checks.
 """
 
 from __future__ import annotations
