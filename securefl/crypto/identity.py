@@ -375,9 +375,10 @@ class Credentials:
         if not isinstance(aggregate, (bytes, bytearray)) or len(aggregate) != TAG_BYTES:
             raise ProtocolError(f"{protocol}: keys to client {self.client} carry no {TAG_BYTES}-byte "
                                 "aggregate tag")
+        prefixes = {bytes(c): _prefix(self.roster.id, protocol, c) for c in set(map(bytes, contexts))}
         expected = 0
         for sender, each, key in zip(senders, contexts, keys):
-            body = _prefix(self.roster.id, protocol, each) + _tail(sender, cohort, key)
+            body = prefixes[bytes(each)] + _tail(sender, cohort, key)
             expected ^= int.from_bytes(_tag(self.pair_key(sender, protocol), body, self.client), "big")
         if not hmac.compare_digest(expected.to_bytes(TAG_BYTES, "big"), bytes(aggregate)):
             raise ProtocolError(

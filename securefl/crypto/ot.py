@@ -535,10 +535,14 @@ class IKNPReceiver:
         """``t_j`` of the ``count`` OTs of ``chunk`` as ``(count, 2)`` blocks: the rows
         ``T^i = PRG(k_i^0)`` transposed -- a function of the base keys, session and chunk
         only, so equal to the ``t`` that :meth:`extend` returns for any choices."""
+        t_matrix = self._prgs()[0].fill(prg_nonce(self.session, chunk), _padded(count) // 64)
+        return transpose_bits(t_matrix)[:count]
+
+    def _prgs(self) -> tuple[RowPRG, RowPRG]:
+        """The row PRGs of ``k^0`` and ``k^1`` (their AES key schedules made once)."""
         if self._prg0 is None:
             self._prg0, self._prg1 = RowPRG(self.seeds0), RowPRG(self.seeds1)
-        t_matrix = self._prg0.fill(prg_nonce(self.session, chunk), _padded(count) // 64)
-        return transpose_bits(t_matrix)[:count]
+        return self._prg0, self._prg1
 
     def _matrix(self, choices: np.ndarray, chunk: int, sender: int, receiver: int) -> tuple[Message, np.ndarray]:
         """``U = T XOR PRG(k^1) XOR r`` as a message, and the row matrix ``T`` (a view into
@@ -548,10 +552,9 @@ class IKNPReceiver:
         padded = _padded(count)
         bits = np.zeros(padded, dtype=np.uint8)
         bits[:count] = choices
-        if self._prg0 is None:
-            self._prg0, self._prg1 = RowPRG(self.seeds0), RowPRG(self.seeds1)
-        t_matrix = self._prg0.fill(nonce, padded // 64)
-        u_matrix = self._prg1.fill(nonce, padded // 64)
+        prg0, prg1 = self._prgs()
+        t_matrix = prg0.fill(nonce, padded // 64)
+        u_matrix = prg1.fill(nonce, padded // 64)
         u_matrix ^= t_matrix
         u_matrix ^= _bits_to_words(bits)
         matrix = np.ascontiguousarray(u_matrix)
