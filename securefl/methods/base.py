@@ -1,9 +1,10 @@
 """What every FSSL method implements, so that the runner treats them alike.
 
-A method is configured by keyword hyper-parameters only, prepared once by :meth:`Method.setup` on a :class:`~securefl.data.federation.Federation`
-(warm-up, pre-training), then advanced one communication round at a time by
-:meth:`Method.run_round`.  :meth:`state_dict` / :meth:`load_state_dict` capture
-everything needed to resume bit-for-bit (weights, optimiser and RNG states).
+A method is configured by keyword hyper-parameters only, prepared once by
+:meth:`Method.setup` on a :class:`~securefl.data.federation.Federation` (warm-up,
+pre-training), then advanced one communication round at a time by
+:meth:`Method.run_round`.  :meth:`state_dict` / :meth:`load_state_dict` capture everything
+needed to resume bit-for-bit (weights, optimiser and RNG states).
 
 **Hyper-parameters, declared once.**  A method class names its hyper-parameter dataclass
 (``hyper``, :mod:`securefl.methods.hyper`) and writes no constructor: :class:`Method`'s
@@ -88,10 +89,12 @@ def _signature(hyper: type[Hyper]) -> inspect.Signature:
     :meth:`Method.__init__`, then ``hyper``'s fields with their defaults, all keyword-only."""
     run = [parameter for parameter in inspect.signature(Method.__init__).parameters.values()
            if parameter.kind is inspect.Parameter.KEYWORD_ONLY]
-    return inspect.Signature([*run, *(
+    hyper_parameters = [
         inspect.Parameter(spec.name, inspect.Parameter.KEYWORD_ONLY, annotation=spec.type,
-                          default=inspect.Parameter.empty if spec.default is MISSING else spec.default)
-        for spec in fields(hyper))])
+                          default=spec.default if spec.default is not MISSING
+                          else inspect.Parameter.empty)
+        for spec in fields(hyper)]
+    return inspect.Signature([*run, *hyper_parameters])
 
 
 def plaintext_crypto_seed(seed: int) -> int:
@@ -218,7 +221,8 @@ class Method(ABC):
                  device: str = "cpu", **hyper: Any) -> None:
         unknown = sorted(set(hyper) - {spec.name for spec in fields(self.hyper)})
         if unknown:
-            raise TypeError(f"{type(self).__name__}() got an unexpected keyword argument {unknown[0]!r}")
+            raise TypeError(f"{type(self).__name__}() got an unexpected keyword argument "
+                            f"{unknown[0]!r}")
         if secure not in SECURE_MODES:
             raise InputError("secure", secure, f"must be one of {SECURE_MODES}")
         if crypto_seed is not None and (

@@ -139,11 +139,12 @@ class Hyper:
         super().__init_subclass__(**keywords)
         if not defaults:
             return
-        inherited = {spec.name: spec for spec in fields(cls)}  # the bases' (cls is no dataclass yet)
+        inherited = {spec.name: spec for spec in fields(cls)}  # the bases': no dataclass yet
         annotations = inspect.get_annotations(cls)  # its own, a new dict
         for name, default in defaults.items():
             if name not in inherited or name in annotations:
-                raise TypeError(f"{cls.__name__}: defaults names {name!r}, not a field it inherits")
+                raise TypeError(f"{cls.__name__}: defaults names {name!r}; it gives a default to "
+                                "a field of its bases that the class does not declare again")
             annotations[name] = inherited[name].type
             setattr(cls, name, field(default=default, metadata=inherited[name].metadata))
         cls.__annotations__ = annotations
@@ -184,8 +185,9 @@ class RoundHyper(Hyper):
     trains them locally: the backbone ``model``, the ``clients_per_round`` sampled, their
     ``local_epochs`` of training at learning rate ``lr`` with ``weight_decay``, on batches
     randomly translated by up to ``max_shift`` pixels (``None``: the input shape's default,
-    :func:`securefl.methods.common.default_shift`).  Defaults: FedProp Appendix A's (CIFAR-10),
-    which a method's dataclass changes to its paper's (``defaults=``, :class:`Hyper`)."""
+    :func:`securefl.methods.common.default_shift`).  Defaults: FedProp Appendix A's
+    (CIFAR-10), which a method's dataclass changes to its paper's (``defaults=``,
+    :class:`Hyper`)."""
 
     model: str = MODEL
     clients_per_round: int = hp(5, integer(1))

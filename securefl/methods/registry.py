@@ -6,8 +6,9 @@ both: ``securefl/methods/<name>/server.py`` and ``hyper.py``; the base is
 Classes may be given as ``"module:Class"`` paths, imported when first needed, so that
 building one method does not import the others; a registration may also give the path of
 the class's dataclass, so that checking hyper-parameters imports no server module (the
-built-in ones do; the class must name the same dataclass, ConfigError when it is loaded).  :func:`build_method` checks the
-hyper-parameters (:func:`build_hyper`) before it builds the method; ``securefl run``,
+built-in ones do; the class must name the same dataclass, ConfigError when it is loaded).
+:func:`build_method` checks the hyper-parameters (:func:`build_hyper`) before it builds
+the method; ``securefl run``,
 the method program of every transport (:func:`securefl.methods.halves.configured_method`)
 and the tests derive their method lists from :func:`method_names`.  Re-exported by
 :mod:`securefl.methods`; ``docs/write-a-method.md`` shows a registration.

@@ -362,12 +362,13 @@ class MeanTeacherRounds:
 
     The subclass's dataclass has the fields of
     :class:`~securefl.methods.fedavg.hyper.MeanTeacherHyper` (``ema_decay``,
-    ``consistency_weight``, ``consistency_rampup``, ``noise_std``); after any warm-up the server broadcasts the student (``model``) and
-    the teacher (``teacher``) with the round's consistency weight; clients train the
-    student with :func:`train_mixed` plus the consistency term and an EMA teacher update
-    after every step (:class:`securefl.methods.fedavg.client.MeanTeacherClient`) and
-    upload both, which the server averages separately (two secure sums in the same
-    exchanges).  The teacher is evaluated.
+    ``consistency_weight``, ``consistency_rampup``, ``noise_std``); after any warm-up the
+    server broadcasts the student (``model``) and the teacher (``teacher``) with the
+    round's consistency weight; clients train the student with :func:`train_mixed` plus
+    the consistency term and an EMA teacher update after every step
+    (:class:`securefl.methods.fedavg.client.MeanTeacherClient`) and upload both, which the
+    server averages separately (two secure sums in the same exchanges).  The teacher is
+    evaluated.
     """
 
     ema_decay: float

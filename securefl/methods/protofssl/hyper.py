@@ -19,9 +19,9 @@ from securefl.methods.hyper import (
 from securefl.methods.prototypical import DISTANCES
 
 PROTOFSSL_AGGREGATIONS = ("fedavg", "fedprox")
-"""ProtoFSSL's server aggregations (:data:`securefl.methods.protofssl.server.AGGREGATIONS`)."""
+"""ProtoFSSL's server aggregations: FedAvg, or FedProx with ``prox_mu``."""
 PROTOFSSL_NORMS = ("none", "bn", "gn")
-"""ProtoFSSL's ResNet normalisations (:data:`securefl.methods.protofssl.server.NORMS`)."""
+"""ProtoFSSL's ResNet normalisations (``norm``): none, batch norm, group norm."""
 
 
 @dataclass(frozen=True)

@@ -145,9 +145,6 @@ from securefl.protocols.prototype_sharing import PrototypeStore, prototypes_from
 from securefl.runtime.costs import RoundMeter
 from securefl.runtime.transport import Transport
 
-AGGREGATIONS = ("fedavg", "fedprox")
-NORMS = ("none", "bn", "gn")
-
 
 class ProtoFSSL(Method):
     """ProtoFSSL-FedAvg / ProtoFSSL-FedProx (``aggregation``); see the module docstring."""
