@@ -19,6 +19,14 @@ from securefl.methods.hyper import (
 )
 
 
+def tipping_point(phi_g: float | None, curve: str) -> float:
+    """The tipping point ``phi_g``: as given, or Table 6's 3 (linear curve) / 10
+    (rectangle) when it is ``None``."""
+    if phi_g is not None:
+        return float(phi_g)
+    return 3.0 if curve == "linear" else 10.0
+
+
 @dataclass(frozen=True)
 class FedSemiHyper(SGDRoundHyper, defaults={"clients_per_round": 10, "batch_size": 10,
                                             "lr": 0.01, "weight_decay": 1e-4}):
@@ -38,10 +46,8 @@ class FedSemiHyper(SGDRoundHyper, defaults={"clients_per_round": 10, "batch_size
 
     @property
     def tipping_point(self) -> float:
-        """``phi_g``, or Table 6's 3 (linear curve) / 10 (rectangle) when it is ``None``."""
-        if self.phi_g is not None:
-            return float(self.phi_g)
-        return 3.0 if self.curve == "linear" else 10.0
+        """:func:`tipping_point` of ``phi_g`` and ``curve``."""
+        return tipping_point(self.phi_g, self.curve)
 
     def check_together(self) -> None:
         if self.curve == "rectangle" and self.phi_end <= self.tipping_point:

@@ -82,7 +82,7 @@ from securefl.methods.consistency import (
     upload_boundary,
 )
 from securefl.methods.fedsemi.client import TEACHER, TRAIN, UPLOAD, FedSemiClient, flat, layer_sum
-from securefl.methods.fedsemi.hyper import FedSemiDHyper, FedSemiHyper
+from securefl.methods.fedsemi.hyper import FedSemiDHyper, FedSemiHyper, tipping_point
 from securefl.runtime.costs import RoundMeter
 from securefl.runtime.transport import Record, Transport
 
@@ -105,10 +105,8 @@ class FedSemi(Method):
     # ------------------------------------------------------------------ setup
     @property
     def tipping_point(self) -> float:
-        """``phi_g``: Table 6 gives 3 for the linear curve and 10 for the rectangle."""
-        if self.phi_g is not None:
-            return float(self.phi_g)
-        return 3.0 if self.curve == "linear" else 10.0
+        """``phi_g`` (:func:`securefl.methods.fedsemi.hyper.tipping_point`)."""
+        return tipping_point(self.phi_g, self.curve)
 
     def setup(self, federation: Any, *, transport: Transport | None = None) -> None:
         """Build the global networks and connect to ``transport`` (default: in process over
