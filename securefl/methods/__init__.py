@@ -10,9 +10,10 @@ accuracy); ``predict(x) -> labels`` and ``score(x, y)`` let the runner evaluate 
 ``name`` is one of :func:`method_names` (the registry, :mod:`securefl.methods.registry`: a
 method is one :func:`register_method`); its hyper-parameters are a dataclass
 (in the method's package, ``securefl.methods.<name>.hyper``, on the base
-:mod:`securefl.methods.hyper`; defaults from the papers' appendices) built and checked
-before the method: an unknown or bad one raises :class:`~securefl.errors.InputError`
-naming ``hyper.<name>.<key>``.  Method modules are imported lazily so that building one
+:mod:`securefl.methods.hyper`; defaults from the papers' appendices), named by the class
+(``hyper``), whose fields are the class's keyword-only constructor keywords; it is built
+and checked before the method: an unknown or bad one raises
+:class:`~securefl.errors.InputError` naming ``hyper.<name>.<key>``.  Method modules are imported lazily so that building one
 method does not import the others.  The built-in methods (:data:`BUILTIN_METHODS`):
 
 =====================  ==========================================  =====================

@@ -1,10 +1,24 @@
 """What every FSSL method implements, so that the runner treats them alike.
 
-A method is configured by keyword hyper-parameters only (no work in ``__init__``),
-prepared once by :meth:`Method.setup` on a :class:`~securefl.data.federation.Federation`
-(warm-up, pre-training), then advanced one communication round at a time by
-:meth:`Method.run_round`.  :meth:`state_dict` / :meth:`load_state_dict` capture
-everything needed to resume bit-for-bit (weights, optimiser and RNG states).
+A method is configured by keyword hyper-parameters only, prepared once by
+:meth:`Method.setup` on a :class:`~securefl.data.federation.Federation` (warm-up,
+pre-training), then advanced one communication round at a time by
+:meth:`Method.run_round`.  :meth:`state_dict` / :meth:`load_state_dict` capture everything
+needed to resume bit-for-bit (weights, optimiser and RNG states).
+
+**Hyper-parameters, declared once.**  A method class names its hyper-parameter dataclass
+(``hyper``, :mod:`securefl.methods.hyper`) and writes no constructor: :class:`Method`'s
+takes the run parameters (:data:`~securefl.methods.hyper.RUN_PARAMETERS`) and exactly the
+dataclass's fields as keyword-only keywords, refuses any other keyword with a TypeError
+naming it (as Python does), builds the dataclass from the keywords (which checks every
+value, as :func:`~securefl.methods.build_method` does) and stores each value as an
+attribute of the same name (``method.lr``), nothing else -- scikit-learn's convention.
+Each class's ``__signature__`` lists those keywords with their defaults, so
+``inspect.signature(FedAnchor)`` and ``help(FedAnchor)`` show them; a subclass that adds
+hyper-parameters names a dataclass that extends its base's.  A class may override
+``__init__`` to do more work (``def __init__(self, **keywords)``, calling
+``super().__init__(**keywords)`` first), never to take a parameter of its own: a class
+whose constructor names one is refused when it is defined (TypeError).
 
 Evaluation is not the method's business: ``setup`` receives the federation's training
 view (:meth:`~securefl.data.federation.Federation.for_training`, no validation or test
@@ -51,10 +65,11 @@ reads only the federation's public facts, so every method runs on any transport.
 from __future__ import annotations
 
 import hashlib
+import inspect
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, fields
-from typing import Any, Callable, ClassVar, TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import MISSING, asdict, dataclass, fields
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
@@ -63,11 +78,23 @@ from securefl.fl.aggregation import SUM_BACKENDS
 from securefl.fl.device import resolve_device
 from securefl.methods.halves import MethodClient, MethodProgramClient, local_data, run_config
 from securefl.methods.hyper import RUN_PARAMETERS, Hyper
-from securefl.methods.registry import hyper_class_of
 
 SECURE_MODES = ("real", "plaintext")
 
 T = TypeVar("T")
+
+
+def _signature(hyper: type[Hyper]) -> inspect.Signature:
+    """The signature of a method class with dataclass ``hyper``: the run parameters of
+    :meth:`Method.__init__`, then ``hyper``'s fields with their defaults, all keyword-only."""
+    run = [parameter for parameter in inspect.signature(Method.__init__).parameters.values()
+           if parameter.kind is inspect.Parameter.KEYWORD_ONLY]
+    hyper_parameters = [
+        inspect.Parameter(spec.name, inspect.Parameter.KEYWORD_ONLY, annotation=spec.type,
+                          default=spec.default if spec.default is not MISSING
+                          else inspect.Parameter.empty)
+        for spec in fields(hyper)]
+    return inspect.Signature([*run, *hyper_parameters])
 
 
 def plaintext_crypto_seed(seed: int) -> int:
@@ -158,6 +185,9 @@ class Method(ABC):
     """Base class of the FSSL methods and baselines."""
 
     name: ClassVar[str]
+    hyper: ClassVar[type[Hyper]] = Hyper
+    """The method's hyper-parameter dataclass: its fields are the constructor's keywords
+    besides the run parameters (module docstring)."""
     uses_pseudo_labels: ClassVar[bool] = False
     client_half: ClassVar[type[MethodClient]]
     """The method's client half (:class:`~securefl.methods.halves.MethodClient`): what a
@@ -171,9 +201,28 @@ class Method(ABC):
         if self.on_phase is not None:
             self.on_phase(text)
 
+    def __init_subclass__(cls, **keywords: Any) -> None:
+        """Set ``cls.__signature__`` from its dataclass; a constructor of its own may add
+        work (taking ``**keywords`` and passing them on), not parameters: TypeError."""
+        super().__init_subclass__(**keywords)
+        init = cls.__dict__.get("__init__")
+        declared = [parameter.name for parameter in
+                    (inspect.signature(init).parameters.values() if init is not None else ())
+                    if parameter.kind is not inspect.Parameter.VAR_KEYWORD
+                    and parameter.name not in ("self", *RUN_PARAMETERS)]
+        if declared:
+            raise TypeError(f"{cls.__name__}.__init__ takes {', '.join(declared)}: declare each "
+                            "hyper-parameter as a field of the class's dataclass (hyper), "
+                            "not as a constructor keyword")
+        cls.__signature__ = _signature(cls.hyper)
+
     def __init__(self, *, secure: str = "plaintext", seed: int = 0,
                  crypto_seed: int | None = None, sum_backend: str = "secagg",
-                 device: str = "cpu") -> None:
+                 device: str = "cpu", **hyper: Any) -> None:
+        unknown = sorted(set(hyper) - {spec.name for spec in fields(self.hyper)})
+        if unknown:
+            raise TypeError(f"{type(self).__name__}() got an unexpected keyword argument "
+                            f"{unknown[0]!r}")
         if secure not in SECURE_MODES:
             raise InputError("secure", secure, f"must be one of {SECURE_MODES}")
         if crypto_seed is not None and (
@@ -188,6 +237,9 @@ class Method(ABC):
         self.sum_backend = sum_backend
         self.device = device
         self.torch_device = resolve_device(device)
+        checked = self.hyper(**hyper)
+        for spec in fields(checked):
+            setattr(self, spec.name, getattr(checked, spec.name))
 
     def crypto_seed_for(self, purpose: str, *labels: int) -> int | None:
         """The seed of one secret (``purpose``, e.g. ``"lsh"``, and labels such as round and
@@ -204,22 +256,19 @@ class Method(ABC):
 
     def keywords(self) -> dict[str, Any]:
         """The run parameters and hyper-parameters of this method with their current values
-        (each stored under its own name, scikit-learn's ``get_params``): the fields of its
-        hyper-parameter dataclass (:func:`securefl.methods.registry.hyper_class_of`), so a
-        constructor may pass the keywords it does not use on to its base class as
-        ``**keywords``."""
-        names = (*RUN_PARAMETERS, *(spec.name for spec in fields(hyper_class_of(type(self)))))
+        (each stored under its own name, scikit-learn's ``get_params``): the keywords that
+        build it again."""
+        names = (*RUN_PARAMETERS, *(spec.name for spec in fields(self.hyper)))
         return {name: getattr(self, name) for name in names}
 
     def check_hyper(self) -> Hyper:
         """This method's hyper-parameters, as they are now, built into its dataclass
-        (:func:`securefl.methods.registry.hyper_class_of`): the one place a hyper-parameter
-        is checked (:mod:`securefl.methods.hyper`).  Every ``setup`` calls it first, so a
-        method built directly, or changed after :func:`~securefl.methods.build_method`,
-        is refused as ``build_method`` would refuse it: InputError naming the field and
-        its value."""
-        cls = hyper_class_of(type(self))
-        return cls(**{spec.name: getattr(self, spec.name) for spec in fields(cls)})
+        (``hyper``): the one place a hyper-parameter is checked
+        (:mod:`securefl.methods.hyper`).  Every ``setup`` calls it first, so a method
+        changed after it was built is refused as its constructor and
+        :func:`~securefl.methods.build_method` refuse a bad keyword: InputError naming the
+        field and its value."""
+        return self.hyper(**{spec.name: getattr(self, spec.name) for spec in fields(self.hyper)})
 
     def _connect(self, federation: Any, transport: Any = None) -> Any:
         """Set ``self.transport`` (split methods, in ``setup``): ``transport`` if given,

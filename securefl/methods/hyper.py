@@ -2,16 +2,19 @@
 when built, and the checks its fields are declared with.
 
 One dataclass per method, in the method's package (``securefl/methods/<name>/hyper.py``,
-next to its ``server.py`` and ``client.py``): a field per hyper-parameter keyword of the
-method's constructor, with its type, the paper's default (the same as the constructor's: a
-test compares them) and its check.  Building one (:func:`securefl.methods.build_hyper`) checks every value and
-the constraints between values that need no data, so ``securefl run`` refuses a bad
-hyper-parameter in its validation, before any data is loaded or any file is written;
-what needs the data (ProtoFSSL's ``norm`` against the concrete backbone, which labels a
-federation holds) stays in the method's ``setup``.  These dataclasses are the one place a
-hyper-parameter is checked: a method does not re-check them, its ``setup`` rebuilds its
-dataclass from its current values first (:meth:`securefl.methods.base.Method.check_hyper`),
-so a method built directly is refused with the same error.
+next to its ``server.py`` and ``client.py``): a field per hyper-parameter, with its type,
+the paper's default and its check.  It is the one declaration of the method's
+hyper-parameters: the method class names it (``hyper``, :class:`securefl.methods.Method`)
+and takes exactly its fields as keyword-only constructor keywords, with its defaults
+(the class's signature lists them).  Building one (:func:`securefl.methods.build_hyper`)
+checks every value and the constraints between values that need no data, so
+``securefl run`` refuses a bad hyper-parameter in its validation, before any data is
+loaded or any file is written; what needs the data (ProtoFSSL's ``norm`` against the
+concrete backbone, which labels a federation holds) stays in the method's ``setup``.
+These dataclasses are the one place a hyper-parameter is checked: a method's constructor
+builds its dataclass from the keywords it is given, and its ``setup`` rebuilds it from its
+current values first (:meth:`securefl.methods.base.Method.check_hyper`), so a method built
+directly, or changed after it was built, is refused with the same error.
 
 A field is declared with :func:`hp` (default and checks).  A check is a function of the
 value returning the problem (a phrase such as ``"must be an integer >= 1"``) or ``None``;
@@ -19,11 +22,10 @@ value returning the problem (a phrase such as ``"must be an integer >= 1"``) or 
 ``optional(check)`` lets ``None`` through.  A constraint between fields goes into
 :meth:`Hyper.check_together`.  A failed check raises
 :class:`~securefl.errors.InputError` naming the field and the value; the registry names it
-``hyper.<method>.<key>`` (the path of ``securefl run --set``).
-
-A method registered without a dataclass of its own gets one derived from its constructor
-(:func:`derived_hyper`): the same fields and defaults, each checked against its annotated
-type only (``int``, ``float``, ``bool``, ``str``, ``X | None``).
+``hyper.<method>.<key>`` (the path of ``securefl run --set``).  The fields most methods
+share (backbone, clients per round, their local training) are declared once, in
+:class:`RoundHyper` and :class:`SGDRoundHyper`; a method's dataclass extends one and
+restates the defaults its paper changes.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from __future__ import annotations
 import inspect
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields, make_dataclass
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -126,7 +128,26 @@ def optional(check: Check) -> Check:
 @dataclass(frozen=True)
 class Hyper:
     """Base of the hyper-parameter dataclasses: building one checks every field (module
-    docstring), then :meth:`check_together`."""
+    docstring), then :meth:`check_together`.
+
+    A subclass may change inherited defaults without restating the fields:
+    ``class FedAnchorHyper(SGDRoundHyper, defaults={"lr": 0.03})`` keeps ``lr``'s type,
+    checks and place and gives it the default 0.03; a name that is no inherited field is a
+    TypeError."""
+
+    def __init_subclass__(cls, defaults: dict[str, Any] | None = None, **keywords: Any) -> None:
+        super().__init_subclass__(**keywords)
+        if not defaults:
+            return
+        inherited = {spec.name: spec for spec in fields(cls)}  # the bases': no dataclass yet
+        annotations = inspect.get_annotations(cls)  # its own, a new dict
+        for name, default in defaults.items():
+            if name not in inherited or name in annotations:
+                raise TypeError(f"{cls.__name__}: defaults names {name!r}; it gives a default to "
+                                "a field of its bases that the class does not declare again")
+            annotations[name] = inherited[name].type
+            setattr(cls, name, field(default=default, metadata=inherited[name].metadata))
+        cls.__annotations__ = annotations
 
     def __post_init__(self) -> None:
         for spec in fields(self):
@@ -158,55 +179,28 @@ PROBABILITY_BELOW_ONE = number(0.0, 1.0, high_open=True)
 SHIFT = hp(None, optional(integer(0)))
 
 
-# ----------------------------------------------------------------- derived
-_TYPE_CHECKS: dict[str, Check] = {
-    "int": integer(), "float": number(), "bool": flag,
-    "str": lambda value: None if isinstance(value, str) else "must be a string",
-}
+@dataclass(frozen=True)
+class RoundHyper(Hyper):
+    """What a round of federated training is, in every method that samples clients and
+    trains them locally: the backbone ``model``, the ``clients_per_round`` sampled, their
+    ``local_epochs`` of training at learning rate ``lr`` with ``weight_decay``, on batches
+    randomly translated by up to ``max_shift`` pixels (``None``: the input shape's default,
+    :func:`securefl.methods.common.default_shift`).  Defaults: FedProp Appendix A's
+    (CIFAR-10), which a method's dataclass changes to its paper's (``defaults=``,
+    :class:`Hyper`)."""
+
+    model: str = MODEL
+    clients_per_round: int = hp(5, integer(1))
+    local_epochs: int = hp(5, integer(1))
+    lr: float = hp(0.1, POSITIVE)
+    weight_decay: float = hp(2e-4, NON_NEGATIVE)
+    max_shift: int | None = SHIFT
 
 
-def _annotation_check(annotation: Any) -> tuple[Check, ...]:
-    """The type check of a constructor annotation such as ``"int | None"`` (none where
-    the annotation is not one of the simple types)."""
-    text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", "")
-    parts = [part.strip() for part in text.split("|")]
-    allows_none = "None" in parts
-    parts = [part for part in parts if part != "None"]
-    if len(parts) != 1 or parts[0] not in _TYPE_CHECKS:
-        return ()
-    check = _TYPE_CHECKS[parts[0]]
-    return (optional(check),) if allows_none else (check,)
+@dataclass(frozen=True)
+class SGDRoundHyper(RoundHyper):
+    """:class:`RoundHyper` where the local training is minibatch SGD: ``batch_size`` and
+    ``momentum`` (FedProp Appendix A: 50 and 0.9)."""
 
-
-def constructor_keywords(method: type) -> dict[str, inspect.Parameter]:
-    """The keyword-only parameters of ``method``'s constructor, those it passes on as
-    ``**keywords`` to its base classes' included (first declaration wins), by name; not
-    those the method fixes itself (its ``fixed_keywords``)."""
-    found: dict[str, inspect.Parameter] = {}
-    fixed = set(getattr(method, "fixed_keywords", ()))  # set by the method, not a hyper-parameter
-    for klass in method.__mro__:
-        init = klass.__dict__.get("__init__")
-        if init is None:
-            continue
-        parameters = inspect.signature(init).parameters.values()
-        for parameter in parameters:
-            if parameter.kind is inspect.Parameter.KEYWORD_ONLY and parameter.name not in fixed:
-                found.setdefault(parameter.name, parameter)
-        if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
-            break
-    return found
-
-
-def derived_hyper(method: type) -> type[Hyper]:
-    """A :class:`Hyper` dataclass for ``method``'s constructor: one field per keyword-only
-    hyper-parameter (:func:`constructor_keywords`, not :data:`RUN_PARAMETERS`), its
-    default, a check of its annotated type (see the module docstring)."""
-    specs = []
-    for name, parameter in constructor_keywords(method).items():
-        if name in RUN_PARAMETERS:
-            continue
-        if parameter.default is inspect.Parameter.empty:
-            specs.append((name, Any, field(kw_only=True)))
-            continue
-        specs.append((name, Any, hp(parameter.default, *_annotation_check(parameter.annotation))))
-    return make_dataclass(f"{method.__name__}Hyper", specs, bases=(Hyper,), frozen=True)
+    batch_size: int = hp(50, integer(1))
+    momentum: float = hp(0.9, PROBABILITY_BELOW_ONE)

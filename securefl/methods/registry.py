@@ -1,11 +1,14 @@
-"""The method registry: a method is one registration, a name bound to its server-half class
-and its hyper-parameter dataclass (a built-in method's package holds both:
-``securefl/methods/<name>/server.py`` and ``hyper.py``; the base is
+"""The method registry: a method is one registration, a name bound to its server-half class,
+which names its hyper-parameter dataclass (``hyper``; a built-in method's package holds
+both: ``securefl/methods/<name>/server.py`` and ``hyper.py``; the base is
 :mod:`securefl.methods.hyper`).
 
 Classes may be given as ``"module:Class"`` paths, imported when first needed, so that
-building one method does not import the others.  :func:`build_method` checks the
-hyper-parameters (:func:`build_hyper`) before it builds the method; ``securefl run``,
+building one method does not import the others; a registration may also give the path of
+the class's dataclass, so that checking hyper-parameters imports no server module (the
+built-in ones do; the class must name the same dataclass, ConfigError when it is loaded).
+:func:`build_method` checks the hyper-parameters (:func:`build_hyper`) before it builds
+the method; ``securefl run``,
 the method program of every transport (:func:`securefl.methods.halves.configured_method`)
 and the tests derive their method lists from :func:`method_names`.  Re-exported by
 :mod:`securefl.methods`; ``docs/write-a-method.md`` shows a registration.
@@ -18,7 +21,7 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 from securefl.errors import ConfigError, InputError
-from securefl.methods.hyper import derived_hyper, hyper_error
+from securefl.methods.hyper import hyper_error
 
 if TYPE_CHECKING:
     from securefl.methods.base import Method
@@ -27,8 +30,8 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Registration:
     """One registered method: its class and its hyper-parameter dataclass, each a class or
-    the ``"module:Class"`` path it is imported from when first needed (``hyper=None``: one
-    derived from the constructor, :func:`securefl.methods.hyper.derived_hyper`)."""
+    the ``"module:Class"`` path it is imported from when first needed (``hyper=None``: the
+    class's ``hyper``, read from the class)."""
 
     method: type | str
     hyper: type | str | None = None
@@ -40,8 +43,9 @@ _REGISTRY: dict[str, Registration] = {}
 def register_method(name: str, method: type | str, *, hyper: type | str | None = None) -> None:
     """Make ``method`` (a :class:`Method` subclass or its ``"module:Class"`` path) known as
     ``name`` to :func:`build_method`, ``securefl run --method`` and the method program of
-    every transport, with hyper-parameter dataclass ``hyper`` (a
-    :class:`~securefl.methods.hyper.Hyper` subclass or its path).  A name is registered
+    every transport; ``hyper`` (a :class:`~securefl.methods.hyper.Hyper` subclass or its
+    path) is the dataclass the class names, given where checking hyper-parameters should
+    not import the class (module docstring).  A name is registered
     once (InputError otherwise); the process that runs a method's client half must have
     registered it too (in process it is the same one)."""
     if not isinstance(name, str) or not name or name == "all" or name in _REGISTRY:
@@ -97,25 +101,23 @@ def _load(target: type | str) -> type:
 
 
 def method_class(name: str) -> type[Method]:
-    """The class registered under ``name`` (imports its module)."""
-    return _load(_registration(name).method)
+    """The class registered under ``name`` (imports its module); ConfigError where the
+    registration gives another dataclass than the class's ``hyper``."""
+    registration = _registration(name)
+    method = _load(registration.method)
+    if registration.hyper is not None and _load(registration.hyper) is not method.hyper:
+        raise ConfigError(f"method={name!r}: registered with hyper-parameters "
+                          f"{_load(registration.hyper).__name__}, but {method.__name__}.hyper "
+                          f"is {method.hyper.__name__}")
+    return method
 
 
 def hyper_class(name: str) -> type:
     """The hyper-parameter dataclass of method ``name`` (:mod:`securefl.methods.hyper`)."""
     registration = _registration(name)
     if registration.hyper is None:
-        return derived_hyper(method_class(name))
+        return method_class(name).hyper
     return _load(registration.hyper)
-
-
-def hyper_class_of(method: type) -> type:
-    """The hyper-parameter dataclass of class ``method``: the one registered with it under
-    its ``name``, else one derived from its constructor (an unregistered class)."""
-    registration = _REGISTRY.get(getattr(method, "name", None))
-    if registration is not None and _load(registration.method) is method:
-        return hyper_class(method.name)
-    return derived_hyper(method)
 
 
 def hyper_parameters(name: str) -> dict[str, Any]:

@@ -11,6 +11,7 @@ uninterrupted one only if the runner restores state correctly.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -20,25 +21,23 @@ from securefl.data import load_dataset, partition
 from securefl.errors import ConfigError
 from securefl.methods.base import Method, RoundResult
 from securefl.methods.halves import label_digest
-from securefl.methods.hyper import derived_hyper
+from securefl.methods.hyper import Hyper, flag, hp, integer, number
 
 FAKE_NAMES = ("softmax-st", "softmax-sup")
 
 
+@dataclass(frozen=True)
+class SoftmaxHyper(Hyper):
+    lr: float = hp(0.5, number())
+    clients_per_round: int = hp(3, integer())
+    local_steps: int = hp(5, integer())
+    pseudo_labels: bool = hp(True, flag)
+
+
 class SoftmaxSelfTraining(Method):
     name = "softmax-st"
+    hyper = SoftmaxHyper
     uses_pseudo_labels = True
-
-    def __init__(self, *, secure: str = "plaintext", seed: int = 0,
-                 crypto_seed: int | None = None, sum_backend: str = "secagg", device: str = "cpu",
-                 lr: float = 0.5, clients_per_round: int = 3, local_steps: int = 5,
-                 pseudo_labels: bool = True) -> None:
-        super().__init__(secure=secure, seed=seed, crypto_seed=crypto_seed, sum_backend=sum_backend,
-                         device=device)
-        self.lr = lr
-        self.clients_per_round = clients_per_round
-        self.local_steps = local_steps
-        self.pseudo_labels = pseudo_labels
 
     def setup(self, federation: Any) -> None:
         self.federation = federation
@@ -162,7 +161,7 @@ def fake_registry(monkeypatch):
         lambda name: {"lr", "clients_per_round", "local_steps"},
     )
     monkeypatch.setattr(config, "method_hyper",
-                        lambda name, hyper: derived_hyper(SoftmaxSelfTraining)(**hyper))
+                        lambda name, hyper: SoftmaxHyper(**hyper))
     monkeypatch.setattr(run_cli, "build_job_method", fake_factory)
     return FAKE_NAMES
 

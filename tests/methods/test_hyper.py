@@ -1,13 +1,16 @@
-"""The hyper-parameter dataclasses (:mod:`securefl.methods.hyper`) agree with the methods'
-constructors and check what they claim to."""
+"""The hyper-parameter dataclasses (:mod:`securefl.methods.hyper`) are the methods'
+constructor keywords, declared once, and check what they claim to."""
 
 from __future__ import annotations
 
-from dataclasses import FrozenInstanceError, fields
+import inspect
+import pydoc
+from dataclasses import FrozenInstanceError, dataclass, fields
 
+import numpy as np
 import pytest
 
-from securefl.errors import InputError
+from securefl.errors import ConfigError, InputError
 from securefl.methods import (
     BUILTIN_METHODS,
     RUN_PARAMETERS,
@@ -17,25 +20,104 @@ from securefl.methods import (
     method_class,
     method_names,
 )
+from securefl.methods.fedavg.hyper import FedAvgHyper
+from securefl.methods.fedavg.server import FedAvgMethod
 from securefl.methods.fedprop.hyper import FedPropHyper
-from securefl.methods.hyper import (
-    Hyper,
-    constructor_keywords,
-    derived_hyper,
-    hp,
-    integer,
-)
-from securefl.methods.registry import _REGISTRY
+from securefl.methods.hyper import Hyper, RoundHyper, SGDRoundHyper, hp, integer
+from securefl.methods.registry import _REGISTRY, Registration
 
 
 @pytest.mark.parametrize("name", method_names())
-def test_the_dataclass_has_the_constructors_keywords_and_defaults(name):
-    keywords = {key: p.default for key, p in constructor_keywords(method_class(name)).items()
-                if key not in RUN_PARAMETERS}
-    defaults = {spec.name: spec.default for spec in fields(hyper_class(name))}
-    assert defaults == keywords
-    assert issubclass(hyper_class(name), Hyper)
+def test_the_signature_lists_the_dataclass_fields_with_their_defaults(name):
+    """The class's constructor keywords are the run parameters and its dataclass's fields,
+    keyword-only, with the dataclass's defaults; a built method holds each as an attribute."""
+    cls = method_class(name)
+    assert cls.hyper is hyper_class(name) and issubclass(cls.hyper, Hyper)
+    parameters = inspect.signature(cls).parameters
+    assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in parameters.values())
+    assert tuple(parameters)[:len(RUN_PARAMETERS)] == RUN_PARAMETERS
+    defaults = {spec.name: spec.default for spec in fields(cls.hyper)}
+    hyper_keywords = {key: p.default for key, p in parameters.items() if key not in RUN_PARAMETERS}
+    assert hyper_keywords == defaults
+    method = cls()
+    assert {key: getattr(method, key) for key in defaults} == defaults
     build_hyper(name, {})  # the paper defaults pass their own checks
+    shown = pydoc.render_doc(cls, renderer=pydoc.plaintext)
+    assert all(f" {key}: " in shown for key in defaults)  # help() lists every keyword
+
+
+@pytest.mark.parametrize("name", method_names())
+def test_an_unknown_keyword_is_refused_naming_it(name):
+    with pytest.raises(TypeError, match=r"got an unexpected keyword argument 'bogus'$"):
+        method_class(name)(bogus=1)
+
+
+def test_a_keyword_is_stored_as_given_and_checked_at_construction():
+    value = np.float32(0.25)  # a value the check admits is stored as given, not converted
+    method = method_class("fedavg-labeled")(lr=value, secure="real", seed=3)
+    assert method.lr is value and (method.secure, method.seed) == ("real", 3)
+    with pytest.raises(InputError, match=r"^lr=-1: must be a number > 0$"):
+        method_class("fedavg-labeled")(lr=-1)
+
+
+def test_a_subclass_keywords_are_its_dataclasss():
+    """fedprop's keywords are FedAvg's and its own; fedprop-mt's are its dataclass's, without
+    FedProp's warmup_in_budget (refused, as any keyword its dataclass lacks)."""
+    fedprop, fedprop_mt = method_class("fedprop"), method_class("fedprop-mt")
+    assert set(inspect.signature(FedAvgMethod).parameters) < set(
+        inspect.signature(fedprop).parameters)
+    assert "warmup_in_budget" in inspect.signature(fedprop).parameters
+    assert "warmup_in_budget" not in inspect.signature(fedprop_mt).parameters
+    assert fedprop_mt().warmup_in_budget is False
+    with pytest.raises(TypeError, match="'warmup_in_budget'"):
+        fedprop_mt(warmup_in_budget=True)
+    assert {"ema_decay", "L"} <= set(fedprop_mt().keywords())
+
+
+@dataclass(frozen=True)
+class _ExtraHyper(FedAvgHyper):
+    extra: int = hp(1, integer(1))
+
+
+class _Extra(FedAvgMethod):
+    hyper = _ExtraHyper
+
+    def __init__(self, **keywords) -> None:
+        super().__init__(**keywords)
+        self.doubled = 2 * self.extra
+
+
+def test_a_constructor_may_add_work_but_not_parameters():
+    method = _Extra(extra=3, lr=0.5)
+    assert (method.extra, method.doubled, method.lr) == (3, 6, 0.5)
+    assert inspect.signature(_Extra).parameters["extra"].default == 1
+    with pytest.raises(TypeError, match=r"_Late.__init__ takes extra: declare each"):
+        class _Late(FedAvgMethod):
+            def __init__(self, *, extra: int = 1, **keywords) -> None:
+                super().__init__(**keywords)
+
+
+def test_a_registration_names_the_classs_own_dataclass(monkeypatch):
+    monkeypatch.setitem(_REGISTRY, "mismatched", Registration(_Extra, FedAvgHyper))
+    with pytest.raises(ConfigError, match=r"_ExtraHyper"):
+        method_class("mismatched")
+    monkeypatch.setitem(_REGISTRY, "own", Registration(_Extra))
+    assert hyper_class("own") is _ExtraHyper
+
+
+def test_shared_fields_take_each_methods_own_defaults():
+    """A dataclass's ``defaults=`` changes an inherited default, not its checks or place."""
+    hyper = hyper_class("fedanchor")
+    assert issubclass(hyper, SGDRoundHyper) and issubclass(hyper_class("protofssl"), RoundHyper)
+    shared = [spec.name for spec in fields(SGDRoundHyper)]
+    assert [spec.name for spec in fields(hyper)][:len(shared)] == shared
+    assert (hyper().lr, SGDRoundHyper().lr, hyper_class("protofssl")().max_shift) == (0.03, 0.1, 0)
+    with pytest.raises(InputError, match=r"^lr=0: must be a number > 0$"):
+        hyper(lr=0)
+    with pytest.raises(TypeError, match="'bogus'"):
+        @dataclass(frozen=True)
+        class _Bad(SGDRoundHyper, defaults={"bogus": 1}):
+            pass
 
 
 def test_a_built_dataclass_is_frozen_and_passes_values_as_given():
@@ -64,38 +146,7 @@ def test_bools_are_not_integers_and_infinities_are_not_numbers():
         build_hyper("fedavg-labeled", {"weight_decay": float("inf")})
 
 
-class _Toy:
-    def __init__(self, *, secure: str = "plaintext", seed: int = 0, rate: float = 0.5,
-                 steps: int = 3, shift: int | None = None, name: str = "a",
-                 on: bool = True, anything: list[int] | None = None) -> None:
-        pass
-
-
-def test_a_derived_dataclass_checks_the_annotated_types():
-    toy = derived_hyper(_Toy)
-    assert {spec.name for spec in fields(toy)} == {"rate", "steps", "shift", "name", "on", "anything"}
-    assert toy().keywords() == {"rate": 0.5, "steps": 3, "shift": None, "name": "a", "on": True,
-                                "anything": None}
-    toy(shift=2, anything=[1])
-    for key, value in (("rate", "x"), ("steps", 1.5), ("shift", "2"), ("name", 3), ("on", 1)):
-        with pytest.raises(InputError, match=f"^{key}="):
-            toy(**{key: value})
-
-
-class _ToyChild(_Toy):
-    def __init__(self, *, extra: int = 1, **keywords) -> None:
-        super().__init__(**keywords)
-
-
-def test_keywords_passed_on_to_the_base_class_are_the_methods_too():
-    assert set(constructor_keywords(_ToyChild)) == {"extra", "secure", "seed", "rate", "steps",
-                                                    "shift", "name", "on", "anything"}
-    assert derived_hyper(_ToyChild)(extra=2, rate=0.1).keywords()["rate"] == 0.1
-
-
 def test_a_field_check_runs_on_every_build():
-    from dataclasses import dataclass
-
     @dataclass(frozen=True)
     class Small(Hyper):
         count: int = hp(1, integer(1, 10))
@@ -104,15 +155,6 @@ def test_a_field_check_runs_on_every_build():
     for bad in (0, 10, 2.0):
         with pytest.raises(InputError, match=r"^count=.*must be an integer in \[1, 10\)"):
             Small(count=bad)
-
-
-def test_protofssls_choices_are_the_methods_own():
-    """ProtoFSSL's hyper.py keeps its choices itself (so that checking a value imports no
-    torch model code); they must stay the server's."""
-    from securefl.methods.protofssl import server as protofssl
-    from securefl.methods.protofssl.hyper import PROTOFSSL_AGGREGATIONS, PROTOFSSL_NORMS
-
-    assert (PROTOFSSL_AGGREGATIONS, PROTOFSSL_NORMS) == (protofssl.AGGREGATIONS, protofssl.NORMS)
 
 
 @pytest.mark.parametrize("name", method_names())

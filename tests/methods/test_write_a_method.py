@@ -22,7 +22,7 @@ NAME = "fedavg-entmin"
 
 @pytest.fixture
 def registered():
-    register_method(NAME, entmin.EntMinFedAvg, hyper=entmin.EntMinHyper)
+    register_method(NAME, entmin.EntMinFedAvg)
     yield NAME
     unregister_method(NAME)
 
@@ -39,7 +39,7 @@ def test_the_page_shows_the_example_module_whole():
 
 def test_the_pages_register_and_run_block_runs(capsys):
     block = _blocks(PAGE.read_text())[1]
-    assert 'register_method("fedavg-entmin", EntMinFedAvg, hyper=EntMinHyper)' in block
+    assert 'register_method("fedavg-entmin", EntMinFedAvg)' in block
     try:
         exec(compile(block, str(PAGE), "exec"), {})  # noqa: S102 -- the page's own code
     finally:
@@ -58,7 +58,7 @@ def test_a_method_is_one_registration(registered):
 
 
 def test_the_registry_lists_it_and_forgets_it():
-    register_method(NAME, entmin.EntMinFedAvg, hyper=entmin.EntMinHyper)
+    register_method(NAME, entmin.EntMinFedAvg)
     assert NAME in method_names()
     unregister_method(NAME)
     assert NAME not in method_names()

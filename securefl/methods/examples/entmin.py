@@ -21,7 +21,6 @@ about the unlabeled points leaves a client except through its model update.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import torch
@@ -70,11 +69,8 @@ class EntMinClient(FedAvgClient):
 
 
 class EntMinFedAvg(FedAvgMethod):
-    """The server half: FedAvg's, with the client half above."""
+    """The server half: FedAvg's, with the dataclass and the client half above."""
 
     name = "fedavg-entmin"
+    hyper = EntMinHyper
     client_half = EntMinClient
-
-    def __init__(self, *, entropy_weight: float = 0.1, **keywords: Any) -> None:
-        super().__init__(**keywords)
-        self.entropy_weight = entropy_weight

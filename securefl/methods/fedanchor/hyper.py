@@ -4,31 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from securefl.methods.hyper import (
-    MODEL,
-    NON_NEGATIVE,
-    POSITIVE,
-    PROBABILITY_BELOW_ONE,
-    SHIFT,
-    Hyper,
-    flag,
-    hp,
-    integer,
-    number,
-)
+from securefl.methods.hyper import NON_NEGATIVE, POSITIVE, SGDRoundHyper, flag, hp, integer, number
 
 
 @dataclass(frozen=True)
-class FedAnchorHyper(Hyper):
+class FedAnchorHyper(SGDRoundHyper, defaults={"clients_per_round": 10, "batch_size": 10,
+                                              "lr": 0.03, "weight_decay": 5e-4}):
     """fedanchor (FedAnchor §5.1 and Appendix C); ``threshold`` is a cosine in [-1, 1]."""
 
-    model: str = MODEL
-    clients_per_round: int = hp(10, integer(1))
-    local_epochs: int = hp(5, integer(1))
-    batch_size: int = hp(10, integer(1))
-    lr: float = hp(0.03, POSITIVE)
-    momentum: float = hp(0.9, PROBABILITY_BELOW_ONE)
-    weight_decay: float = hp(5e-4, NON_NEGATIVE)
     server_lr: float = hp(0.03, POSITIVE)
     server_batch_size: int = hp(16, integer(1))
     pretrain_epochs: int = hp(5, integer(0))
@@ -40,4 +23,3 @@ class FedAnchorHyper(Hyper):
     threshold: float = hp(0.6, number(-1.0, 1.0))
     mixup_alpha: float = hp(0.75, POSITIVE)
     mix_weight: float = hp(1.0, NON_NEGATIVE)
-    max_shift: int | None = SHIFT

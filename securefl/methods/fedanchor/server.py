@@ -97,6 +97,7 @@ from securefl.methods.anchoring import label_contrastive_loss, mixup_loss
 from securefl.methods.base import Method, RoundResult, round_bookkeeping
 from securefl.methods.common import build_network
 from securefl.methods.fedanchor.client import LABELS, LATENTS, TRAIN, FedAnchorClient, latents
+from securefl.methods.fedanchor.hyper import FedAnchorHyper
 from securefl.methods.halves import collect_pseudo_labels
 from securefl.models import dropout_generator
 from securefl.runtime.costs import RoundMeter
@@ -107,57 +108,9 @@ class FedAnchor(Method):
     """FedAnchor; hyper-parameter defaults from fedanchor.md §5.1 and Appendix C."""
 
     name: ClassVar[str] = "fedanchor"
+    hyper = FedAnchorHyper
     uses_pseudo_labels: ClassVar[bool] = True
     client_half = FedAnchorClient
-
-    def __init__(
-        self,
-        *,
-        secure: str = "plaintext",
-        seed: int = 0,
-        crypto_seed: int | None = None,
-        sum_backend: str = "secagg",
-        device: str = "cpu",
-        model: str = "auto",
-        clients_per_round: int = 10,
-        local_epochs: int = 5,
-        batch_size: int = 10,
-        lr: float = 0.03,
-        momentum: float = 0.9,
-        weight_decay: float = 5e-4,
-        server_lr: float = 0.03,
-        server_batch_size: int = 16,
-        pretrain_epochs: int = 5,
-        pretrain_lr: float = 0.05,
-        anchor_dim: int = 128,
-        temperature: float = 0.5,
-        client_mixup: bool = True,
-        server_mixup: bool = False,
-        threshold: float = 0.6,
-        mixup_alpha: float = 0.75,
-        mix_weight: float = 1.0,
-        max_shift: int | None = None,
-    ) -> None:
-        super().__init__(secure=secure, seed=seed, crypto_seed=crypto_seed, sum_backend=sum_backend, device=device)
-        self.model = model
-        self.clients_per_round = clients_per_round
-        self.local_epochs = local_epochs
-        self.batch_size = batch_size
-        self.lr = lr
-        self.momentum = momentum
-        self.weight_decay = weight_decay
-        self.server_lr = server_lr
-        self.server_batch_size = server_batch_size
-        self.pretrain_epochs = pretrain_epochs
-        self.pretrain_lr = pretrain_lr
-        self.anchor_dim = anchor_dim
-        self.temperature = temperature
-        self.client_mixup = client_mixup
-        self.server_mixup = server_mixup
-        self.threshold = threshold
-        self.mixup_alpha = mixup_alpha
-        self.mix_weight = mix_weight
-        self.max_shift = max_shift
 
     # ------------------------------------------------------------------ setup
     def setup(self, federation: Any, *, transport: Transport | None = None) -> None:

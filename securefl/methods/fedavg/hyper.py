@@ -8,12 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from securefl.methods.hyper import (
-    MODEL,
     NON_NEGATIVE,
-    POSITIVE,
     PROBABILITY_BELOW_ONE,
-    SHIFT,
     Hyper,
+    SGDRoundHyper,
     flag,
     hp,
     integer,
@@ -23,20 +21,15 @@ from securefl.methods.hyper import (
 
 
 @dataclass(frozen=True)
-class FedAvgHyper(Hyper):
-    """FedAvg's ClientUpdate and schedule (FedProp Appendix A, CIFAR-10):
+class FedAvgHyper(SGDRoundHyper):
+    """FedAvg's ClientUpdate and schedule (FedProp Appendix A, CIFAR-10: the defaults of
+    :class:`~securefl.methods.hyper.SGDRoundHyper`; ``local_epochs`` may be 0 here, no local
+    step), the learning rate's cosine decay, FedProx's ``prox_mu`` and the optional flip:
     :class:`securefl.methods.fedavg.server.FedAvgMethod`; fedavg-labeled, fedavg-supervised."""
 
-    model: str = MODEL
-    clients_per_round: int = hp(5, integer(1))
     local_epochs: int = hp(5, integer(0))
-    batch_size: int = hp(50, integer(1))
-    lr: float = hp(0.1, POSITIVE)
-    momentum: float = hp(0.9, PROBABILITY_BELOW_ONE)
-    weight_decay: float = hp(2e-4, NON_NEGATIVE)
     lr_decay_rounds: int | None = hp(2000, optional(integer(0)))
     prox_mu: float = hp(0.0, NON_NEGATIVE)
-    max_shift: int | None = SHIFT
     hflip: bool = hp(False, flag)
 
 

@@ -124,6 +124,14 @@ from securefl.methods.fedavg.client import (
     NetworkPLClient,
     SupervisedClient,
 )
+from securefl.methods.fedavg.hyper import (
+    FedAvgHyper,
+    FedAvgMTHyper,
+    FixMatchHyper,
+    LocalLPHyper,
+    NetworkPLHyper,
+    PseudoLabelHyper,
+)
 from securefl.methods.halves import collect_pseudo_labels
 from securefl.models import build_model
 from securefl.runtime.costs import RoundMeter
@@ -145,26 +153,8 @@ class FedAvgRound:
 class FedAvgMethod(Method):
     """FedAvg's server half with pluggable client halves (``client_half``)."""
 
+    hyper = FedAvgHyper
     uses_pseudo_labels: ClassVar[bool] = False
-
-    def __init__(self, *, secure: str = "plaintext", seed: int = 0, crypto_seed: int | None = None,
-                 sum_backend: str = "secagg", device: str = "cpu", model: str = "auto",
-                 clients_per_round: int = 5, local_epochs: int = 5, batch_size: int = 50,
-                 lr: float = 0.1, momentum: float = 0.9, weight_decay: float = 2e-4,
-                 lr_decay_rounds: int | None = 2000, prox_mu: float = 0.0,
-                 max_shift: int | None = None, hflip: bool = False) -> None:
-        super().__init__(secure=secure, seed=seed, crypto_seed=crypto_seed, sum_backend=sum_backend, device=device)
-        self.model = model
-        self.clients_per_round = clients_per_round
-        self.local_epochs = local_epochs
-        self.batch_size = batch_size
-        self.lr = lr
-        self.momentum = momentum
-        self.weight_decay = weight_decay
-        self.lr_decay_rounds = lr_decay_rounds
-        self.prox_mu = prox_mu
-        self.max_shift = max_shift
-        self.hflip = hflip
 
     # ----------------------------------------------------------------- lifecycle
     def setup(self, federation: Federation, *, transport: Transport | None = None) -> None:
@@ -324,12 +314,8 @@ class PseudoLabelMethod(FedAvgMethod):
     are left out of training.
     """
 
+    hyper = PseudoLabelHyper
     uses_pseudo_labels: ClassVar[bool] = True
-
-    def __init__(self, *, warmup_rounds: int = 10,
-                 **keywords: Any) -> None:
-        super().__init__(**keywords)
-        self.warmup_rounds = warmup_rounds
 
     def _setup_extra(self) -> None:
         labeled = self.federation.labeled_clients
@@ -351,55 +337,38 @@ class FedAvgLocalLP(PseudoLabelMethod):
     """FedAvg+PL(localLP): per-client label propagation on plaintext local features."""
 
     name = "fedavg-locallp"
+    hyper = LocalLPHyper
     client_half = LocalLPClient
-
-    def __init__(self, *, k: int = 10, alpha: float = 0.99,
-                 **keywords: Any) -> None:
-        super().__init__(**keywords)
-        self.k = k
-        self.alpha = alpha
 
 
 class FedAvgPL(PseudoLabelMethod):
     """FedAvg+PL(network): pseudo-labels from the broadcast model's own predictions."""
 
     name = "fedavg-pl"
+    hyper = NetworkPLHyper
     client_half = NetworkPLClient
-
-    def __init__(self, *, threshold: float = 0.0, entropy_weights: bool = False,
-                 **keywords: Any) -> None:
-        super().__init__(**keywords)
-        self.threshold = threshold
-        self.entropy_weights = entropy_weights
 
 
 class FedAvgFixMatch(FedAvgMethod):
     """FedAvg+FixMatch: FixMatch as the clients' local training (module docstring)."""
 
     name = "fedavg-fixmatch"
+    hyper = FixMatchHyper
     client_half = FixMatchClient
-
-    def __init__(self, *, threshold: float = 0.95, unlabeled_ratio: int = 7,
-                 unlabeled_weight: float = 1.0, num_ops: int = 2, cutout: float = 0.5,
-                 **keywords: Any) -> None:
-        super().__init__(**keywords)
-        self.threshold = threshold
-        self.unlabeled_ratio = unlabeled_ratio
-        self.unlabeled_weight = unlabeled_weight
-        self.num_ops = num_ops
-        self.cutout = cutout
 
 
 class MeanTeacherRounds:
     """Mean-teacher rounds for a :class:`FedAvgMethod` subclass (FedAvg+MT, FedProp+MT).
 
-    The subclass sets ``ema_decay``, ``consistency_weight``, ``consistency_rampup`` and
-    ``noise_std``; after any warm-up the server broadcasts the student (``model``) and
-    the teacher (``teacher``) with the round's consistency weight; clients train the
-    student with :func:`train_mixed` plus the consistency term and an EMA teacher update
-    after every step (:class:`securefl.methods.fedavg.client.MeanTeacherClient`) and
-    upload both, which the server averages separately (two secure sums in the same
-    exchanges).  The teacher is evaluated.
+    The subclass's dataclass has the fields of
+    :class:`~securefl.methods.fedavg.hyper.MeanTeacherHyper` (``ema_decay``,
+    ``consistency_weight``, ``consistency_rampup``, ``noise_std``); after any warm-up the
+    server broadcasts the student (``model``) and the teacher (``teacher``) with the
+    round's consistency weight; clients train the student with :func:`train_mixed` plus
+    the consistency term and an EMA teacher update after every step
+    (:class:`securefl.methods.fedavg.client.MeanTeacherClient`) and upload both, which the
+    server averages separately (two secure sums in the same exchanges).  The teacher is
+    evaluated.
     """
 
     ema_decay: float
@@ -449,16 +418,8 @@ class FedAvgMT(MeanTeacherRounds, FedAvgMethod):
     """FedAvg+MT: FedAvg of a mean-teacher student and teacher (FedProp §5.1)."""
 
     name = "fedavg-mt"
+    hyper = FedAvgMTHyper
     client_half = FedAvgMTClient
-
-    def __init__(self, *, ema_decay: float = 0.99, consistency_weight: float = 100.0,
-                 consistency_rampup: int = 5, noise_std: float = 0.1,
-                 **keywords: Any) -> None:
-        super().__init__(**keywords)
-        self.ema_decay = ema_decay
-        self.consistency_weight = consistency_weight
-        self.consistency_rampup = consistency_rampup
-        self.noise_std = noise_std
 
 
 def teacher_copy(model: nn.Module) -> nn.Module:

@@ -4,32 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from securefl.methods.hyper import (
-    MODEL,
-    NON_NEGATIVE,
-    POSITIVE,
-    PROBABILITY_BELOW_ONE,
-    SHIFT,
-    Hyper,
-    hp,
-    integer,
-    number,
-)
+from securefl.methods.hyper import NON_NEGATIVE, SGDRoundHyper, hp, integer, number
 
 
 @dataclass(frozen=True)
-class FedMatchHyper(Hyper):
+class FedMatchHyper(SGDRoundHyper, defaults={"local_epochs": 1, "batch_size": 10, "lr": 1e-3,
+                                             "momentum": 0.0, "weight_decay": 0.0}):
     """fedmatch (FedMatch, Jeong et al. 2021, and its code's ``config.py``); ``confidence``
     is the pseudo-label threshold tau in [0, 1]; ``cutout`` a fraction of the image side."""
 
-    model: str = MODEL
-    clients_per_round: int = hp(5, integer(1))
-    local_epochs: int = hp(1, integer(1))
-    batch_size: int = hp(10, integer(1))
-    lr: float = hp(1e-3, POSITIVE)
-    momentum: float = hp(0.0, PROBABILITY_BELOW_ONE)
-    weight_decay: float = hp(0.0, NON_NEGATIVE)
-    max_shift: int | None = SHIFT
     confidence: float = hp(0.85, number(0.0, 1.0))
     num_helpers: int = hp(2, integer(0))
     helper_interval: int = hp(10, integer(1))

@@ -100,6 +100,7 @@ from securefl.methods.fedmatch.client import (
     parameter_tensors,
     parameter_vector,
 )
+from securefl.methods.fedmatch.hyper import FedMatchHyper
 from securefl.runtime.costs import RoundMeter
 from securefl.runtime.transport import Record, Transport
 
@@ -123,40 +124,9 @@ class FedMatch(Method):
     """FedMatch's server half (module docstring); defaults are the paper's."""
 
     name: ClassVar[str] = "fedmatch"
+    hyper = FedMatchHyper
     client_half = FedMatchClient
     deployable: ClassVar[bool] = True
-
-    def __init__(self, *, secure: str = "plaintext", seed: int = 0, crypto_seed: int | None = None,
-                 sum_backend: str = "secagg", device: str = "cpu", model: str = "auto",
-                 clients_per_round: int = 5, local_epochs: int = 1, batch_size: int = 10,
-                 lr: float = 1e-3, momentum: float = 0.0, weight_decay: float = 0.0,
-                 max_shift: int | None = None, confidence: float = 0.85, num_helpers: int = 2,
-                 helper_interval: int = 10, lambda_s: float = 10.0, lambda_iccs: float = 1e-2,
-                 lambda_a: float = 1e-2, lambda_l2: float = 10.0, lambda_l1: float = 1e-4,
-                 l1_threshold: float = 5e-6, psi_factor: float = 0.2, num_ops: int = 2,
-                 cutout: float = 0.5) -> None:
-        super().__init__(secure=secure, seed=seed, crypto_seed=crypto_seed, sum_backend=sum_backend,
-                         device=device)
-        self.model = model
-        self.clients_per_round = clients_per_round
-        self.local_epochs = local_epochs
-        self.batch_size = batch_size
-        self.lr = lr
-        self.momentum = momentum
-        self.weight_decay = weight_decay
-        self.max_shift = max_shift
-        self.confidence = confidence
-        self.num_helpers = num_helpers
-        self.helper_interval = helper_interval
-        self.lambda_s = lambda_s
-        self.lambda_iccs = lambda_iccs
-        self.lambda_a = lambda_a
-        self.lambda_l2 = lambda_l2
-        self.lambda_l1 = lambda_l1
-        self.l1_threshold = l1_threshold
-        self.psi_factor = psi_factor
-        self.num_ops = num_ops
-        self.cutout = cutout
 
     # ----------------------------------------------------------------- setup
     def setup(self, federation: Any, *, transport: Transport | None = None) -> None:

@@ -97,8 +97,6 @@ import numpy as np
 from torch import nn
 
 from securefl.crypto.projection import seconds_at_bandwidth
-from securefl.crypto.shade_hops import DEFAULT_CHUNK_BYTES
-from securefl.errors import InputError
 from securefl.fl import model_vector
 from securefl.methods.base import RoundResult
 from securefl.methods.fedavg.server import MeanTeacherRounds, PseudoLabelMethod
@@ -108,6 +106,7 @@ from securefl.methods.fedprop.client import (
     FedPropClient,
     FedPropMTClient,
 )
+from securefl.methods.fedprop.hyper import FedPropHyper, FedPropMTHyper
 from securefl.protocols.crossclient.server_round import cross_client_round
 from securefl.runtime.costs import RoundMeter
 
@@ -116,22 +115,8 @@ class FedProp(PseudoLabelMethod):
     """FedProp: cross-client label propagation pseudo-labels (Algorithm 2)."""
 
     name = "fedprop"
+    hyper = FedPropHyper
     client_half = FedPropClient
-
-    def __init__(self, *, k: int = 10, alpha: float = 0.99, L: int = 4096,
-                 hamming_backend: str = "auto", chunk_bytes: int = DEFAULT_CHUNK_BYTES,
-                 min_label_mass: float = 0.0,
-                 mass_weighting: bool = False, warmup_in_budget: bool = False,
-                 **keywords: Any) -> None:
-        super().__init__(**keywords)
-        self.k = k
-        self.alpha = alpha
-        self.L = L
-        self.hamming_backend = hamming_backend
-        self.chunk_bytes = chunk_bytes
-        self.min_label_mass = min_label_mass
-        self.mass_weighting = mass_weighting
-        self.warmup_in_budget = warmup_in_budget
 
     def _setup_extra(self) -> None:
         if not self.warmup_in_budget:
@@ -276,21 +261,11 @@ class FedPropMT(MeanTeacherRounds, FedProp):
     """FedProp + mean teacher (§5.1)."""
 
     name = "fedprop-mt"
+    hyper = FedPropMTHyper
     client_half = FedPropMTClient
-    fixed_keywords: ClassVar[dict[str, Any]] = {"warmup_in_budget": False}
-    """FedProp keywords this method does not take (the mean teacher's warm-up is its own)."""
-
-    def __init__(self, *, ema_decay: float = 0.99, consistency_weight: float = 100.0,
-                 consistency_rampup: int = 5, noise_std: float = 0.1,
-                 **keywords: Any) -> None:
-        refused = sorted(set(keywords) & set(self.fixed_keywords))
-        if refused:
-            raise InputError(refused[0], keywords[refused[0]], "is not a fedprop-mt hyper-parameter")
-        super().__init__(**keywords, **self.fixed_keywords)
-        self.ema_decay = ema_decay
-        self.consistency_weight = consistency_weight
-        self.consistency_rampup = consistency_rampup
-        self.noise_std = noise_std
+    warmup_in_budget: ClassVar[bool] = False
+    """Not a hyper-parameter of FedProp+MT: the mean teacher's warm-up stays before its
+    rounds (FedProp's option, fixed off)."""
 
     def _feature_model(self) -> nn.Module:
         return self.teacher

@@ -7,12 +7,10 @@ from dataclasses import dataclass
 from securefl.errors import InputError
 from securefl.methods.consistency import CONSISTENCY_LOSSES, CURVES
 from securefl.methods.hyper import (
-    MODEL,
     NON_NEGATIVE,
     POSITIVE,
     PROBABILITY_BELOW_ONE,
-    SHIFT,
-    Hyper,
+    SGDRoundHyper,
     choice,
     hp,
     integer,
@@ -21,19 +19,21 @@ from securefl.methods.hyper import (
 )
 
 
+def tipping_point(phi_g: float | None, curve: str) -> float:
+    """The tipping point ``phi_g``: as given, or Table 6's 3 (linear curve) / 10
+    (rectangle) when it is ``None``."""
+    if phi_g is not None:
+        return float(phi_g)
+    return 3.0 if curve == "linear" else 10.0
+
+
 @dataclass(frozen=True)
-class FedSemiHyper(Hyper):
+class FedSemiHyper(SGDRoundHyper, defaults={"clients_per_round": 10, "batch_size": 10,
+                                            "lr": 0.01, "weight_decay": 1e-4}):
     """fedsemi-pi / fedsemi-mt (FedSemi §4.1, Tables 4 and 6); ``rounds`` is the run's
     ``R_G``.  The rectangle curve needs ``phi_end`` above its tipping point ``phi_g``."""
 
-    model: str = MODEL
     rounds: int = hp(50, integer(1))
-    clients_per_round: int = hp(10, integer(1))
-    local_epochs: int = hp(5, integer(1))
-    batch_size: int = hp(10, integer(1))
-    lr: float = hp(0.01, POSITIVE)
-    momentum: float = hp(0.9, PROBABILITY_BELOW_ONE)
-    weight_decay: float = hp(1e-4, NON_NEGATIVE)
     consistency: str = hp("mse", choice(tuple(CONSISTENCY_LOSSES)))
     phi_l: float = hp(10.0, POSITIVE)
     phi_g: float | None = hp(None, optional(NON_NEGATIVE))
@@ -42,15 +42,12 @@ class FedSemiHyper(Hyper):
     alpha_max: float = hp(0.999, PROBABILITY_BELOW_ONE)
     curve: str = hp("linear", choice(tuple(CURVES)))
     noise_std: float = hp(0.15, NON_NEGATIVE)
-    max_shift: int | None = SHIFT
     min_group: int = hp(2, integer(1))
 
     @property
     def tipping_point(self) -> float:
-        """``phi_g``, or Table 6's 3 (linear curve) / 10 (rectangle) when it is ``None``."""
-        if self.phi_g is not None:
-            return float(self.phi_g)
-        return 3.0 if self.curve == "linear" else 10.0
+        """:func:`tipping_point` of ``phi_g`` and ``curve``."""
+        return tipping_point(self.phi_g, self.curve)
 
     def check_together(self) -> None:
         if self.curve == "rectangle" and self.phi_end <= self.tipping_point:

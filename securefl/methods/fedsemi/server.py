@@ -82,6 +82,7 @@ from securefl.methods.consistency import (
     upload_boundary,
 )
 from securefl.methods.fedsemi.client import TEACHER, TRAIN, UPLOAD, FedSemiClient, flat, layer_sum
+from securefl.methods.fedsemi.hyper import FedSemiDHyper, FedSemiHyper, tipping_point
 from securefl.runtime.costs import RoundMeter
 from securefl.runtime.transport import Record, Transport
 
@@ -97,63 +98,15 @@ class FedSemi(Method):
     """
 
     name: ClassVar[str] = "fedsemi"
+    hyper = FedSemiHyper
     variant: ClassVar[str] = "d"
     client_half = FedSemiClient
-
-    def __init__(
-        self,
-        *,
-        secure: str = "plaintext",
-        seed: int = 0,
-        crypto_seed: int | None = None,
-        sum_backend: str = "secagg",
-        device: str = "cpu",
-        model: str = "auto",
-        rounds: int = 50,
-        clients_per_round: int = 10,
-        local_epochs: int = 5,
-        batch_size: int = 10,
-        lr: float = 0.01,
-        momentum: float = 0.9,
-        weight_decay: float = 1e-4,
-        consistency: str = "mse",
-        phi_l: float = 10.0,
-        phi_g: float | None = None,
-        phi_end: float = 40.0,
-        mu: float = 0.5,
-        alpha_max: float = 0.999,
-        curve: str = "linear",
-        noise_std: float = 0.15,
-        max_shift: int | None = None,
-        min_group: int = 2,
-    ) -> None:
-        super().__init__(secure=secure, seed=seed, crypto_seed=crypto_seed, sum_backend=sum_backend, device=device)
-        self.model = model
-        self.rounds = rounds
-        self.clients_per_round = clients_per_round
-        self.local_epochs = local_epochs
-        self.batch_size = batch_size
-        self.lr = lr
-        self.momentum = momentum
-        self.weight_decay = weight_decay
-        self.consistency = consistency
-        self.phi_l = phi_l
-        self.phi_g = phi_g
-        self.phi_end = phi_end
-        self.mu = mu
-        self.alpha_max = alpha_max
-        self.curve = curve
-        self.noise_std = noise_std
-        self.max_shift = max_shift
-        self.min_group = min_group
 
     # ------------------------------------------------------------------ setup
     @property
     def tipping_point(self) -> float:
-        """``phi_g``: Table 6 gives 3 for the linear curve and 10 for the rectangle."""
-        if self.phi_g is not None:
-            return float(self.phi_g)
-        return 3.0 if self.curve == "linear" else 10.0
+        """``phi_g`` (:func:`securefl.methods.fedsemi.hyper.tipping_point`)."""
+        return tipping_point(self.phi_g, self.curve)
 
     def setup(self, federation: Any, *, transport: Transport | None = None) -> None:
         """Build the global networks and connect to ``transport`` (default: in process over
@@ -309,4 +262,5 @@ class FedSemiD(FedSemi):
     """FedSemi-D: ``tau`` from eq. (11)/(12) and ``alpha`` from eq. (9)."""
 
     name: ClassVar[str] = "fedsemi-d"
+    hyper = FedSemiDHyper
     variant: ClassVar[str] = "d"

@@ -6,11 +6,10 @@ from dataclasses import dataclass
 
 from securefl.errors import InputError
 from securefl.methods.hyper import (
-    MODEL,
     NON_NEGATIVE,
     POSITIVE,
     PROBABILITY_BELOW_ONE,
-    Hyper,
+    RoundHyper,
     choice,
     hp,
     integer,
@@ -20,23 +19,19 @@ from securefl.methods.hyper import (
 from securefl.methods.prototypical import DISTANCES
 
 PROTOFSSL_AGGREGATIONS = ("fedavg", "fedprox")
-"""ProtoFSSL's server aggregations (:data:`securefl.methods.protofssl.server.AGGREGATIONS`)."""
+"""ProtoFSSL's server aggregations: FedAvg, or FedProx with ``prox_mu``."""
 PROTOFSSL_NORMS = ("none", "bn", "gn")
-"""ProtoFSSL's ResNet normalisations (:data:`securefl.methods.protofssl.server.NORMS`)."""
+"""ProtoFSSL's ResNet normalisations (``norm``): none, batch norm, group norm."""
 
 
 @dataclass(frozen=True)
-class ProtoFSSLHyper(Hyper):
-    """protofssl (ProtoFSSL Algorithm 1, its appendix's defaults); ``noise_multiplier``
-    (the Gaussian release) needs ``clip`` and excludes ``noise_std``."""
+class ProtoFSSLHyper(RoundHyper, defaults={"local_epochs": 10, "lr": 1e-3, "weight_decay": 1e-4,
+                                          "max_shift": 0}):
+    """protofssl (ProtoFSSL Algorithm 1, its appendix's defaults; RMSprop, no batches);
+    ``noise_multiplier`` (the Gaussian release) needs ``clip`` and excludes ``noise_std``."""
 
-    model: str = MODEL
-    clients_per_round: int = hp(5, integer(1))
-    local_epochs: int = hp(10, integer(1))
-    lr: float = hp(1e-3, POSITIVE)
     rmsprop_alpha: float = hp(0.9, PROBABILITY_BELOW_ONE)
     rmsprop_eps: float = hp(1e-7, POSITIVE)
-    weight_decay: float = hp(1e-4, NON_NEGATIVE)
     n_support: int = hp(1, integer(1))
     n_query: int = hp(2, integer(0))
     n_unlabeled: int = hp(100, integer(0))
@@ -52,7 +47,6 @@ class ProtoFSSLHyper(Hyper):
     min_class_count: int = hp(1, integer(1))
     dp_delta: float = hp(1e-5, number(0.0, 1.0, low_open=True, high_open=True))
     norm: str = hp("none", choice(PROTOFSSL_NORMS))
-    max_shift: int | None = hp(0, optional(integer(0)))
 
     def check_together(self) -> None:
         if self.noise_multiplier is not None and (self.clip is None or self.noise_std > 0):

@@ -138,80 +138,22 @@ from securefl.methods.protofssl.client import (
     embed_all,
     take_prototypes,
 )
+from securefl.methods.protofssl.hyper import ProtoFSSLHyper
 from securefl.methods.prototypical import prototype_logits
 from securefl.models import resolve_model_name
 from securefl.protocols.prototype_sharing import PrototypeStore, prototypes_from_sum
 from securefl.runtime.costs import RoundMeter
 from securefl.runtime.transport import Transport
 
-AGGREGATIONS = ("fedavg", "fedprox")
-NORMS = ("none", "bn", "gn")
-
 
 class ProtoFSSL(Method):
     """ProtoFSSL-FedAvg / ProtoFSSL-FedProx (``aggregation``); see the module docstring."""
 
     name: ClassVar[str] = "protofssl"
+    hyper = ProtoFSSLHyper
     uses_pseudo_labels: ClassVar[bool] = True
     client_half = ProtoFSSLClient
     deployable: ClassVar[bool] = True
-
-    def __init__(
-        self,
-        *,
-        secure: str = "plaintext",
-        seed: int = 0,
-        crypto_seed: int | None = None,
-        sum_backend: str = "secagg",
-        device: str = "cpu",
-        model: str = "auto",
-        clients_per_round: int = 5,
-        local_epochs: int = 10,
-        lr: float = 1e-3,
-        rmsprop_alpha: float = 0.9,
-        rmsprop_eps: float = 1e-7,
-        weight_decay: float = 1e-4,
-        n_support: int = 1,
-        n_query: int = 2,
-        n_unlabeled: int = 100,
-        helpers: int = 5,
-        lambda_u: float = 0.3,
-        temperature: float = 0.5,
-        distance: str = "squared",
-        aggregation: str = "fedavg",
-        prox_mu: float = 1e-2,
-        noise_std: float = 0.0,
-        noise_multiplier: float | None = None,
-        clip: float | None = None,
-        min_class_count: int = 1,
-        dp_delta: float = 1e-5,
-        norm: str = "none",
-        max_shift: int | None = 0,
-    ) -> None:
-        super().__init__(secure=secure, seed=seed, crypto_seed=crypto_seed, sum_backend=sum_backend, device=device)
-        self.model = model
-        self.clients_per_round = clients_per_round
-        self.local_epochs = local_epochs
-        self.lr = lr
-        self.rmsprop_alpha = rmsprop_alpha
-        self.rmsprop_eps = rmsprop_eps
-        self.weight_decay = weight_decay
-        self.n_support = n_support
-        self.n_query = n_query
-        self.n_unlabeled = n_unlabeled
-        self.helpers = helpers
-        self.lambda_u = lambda_u
-        self.temperature = temperature
-        self.distance = distance
-        self.aggregation = aggregation
-        self.prox_mu = prox_mu
-        self.noise_std = noise_std
-        self.noise_multiplier = noise_multiplier
-        self.clip = clip
-        self.min_class_count = min_class_count
-        self.dp_delta = dp_delta
-        self.norm = norm
-        self.max_shift = max_shift
 
     # ------------------------------------------------------------------ setup
     def setup(self, federation: Any, *, transport: Transport | None = None) -> None:
