@@ -104,6 +104,54 @@ def polynomial_count(length: int) -> int:
     return -(-int(length) // RING_DIMENSION) + 1
 
 
+def packing(length: int) -> int:
+    """``P = max(1, floor(N / L))``: the points whose codes share one ring-LWE ciphertext
+    (one secret ``s_g``) at code length ``L``; ``P = 1`` (``L > N / 2``) is one point per secret."""
+    if int(length) < 1:
+        raise InputError("L", length, "must be at least 1")
+    return max(1, RING_DIMENSION // int(length))
+
+
+def groups(points: int, length: int) -> int:
+    """``G = ceil(n / P)``: the ciphertexts (secrets) of ``points`` codes of length ``L``."""
+    return -(-int(points) // packing(length))
+
+
+def ciphertext_elements(points: int, length: int) -> int:
+    """Elements of ``Z_(2^104)`` in the ``C`` of an encryptor of ``points`` codes of length
+    ``L``: ``n L`` message coefficients and ``G N`` re-randomisation coefficients
+    (``n (L + N)`` when ``P = 1``, the LWE backend's)."""
+    return int(points) * int(length) + groups(points, length) * RING_DIMENSION
+
+
+def times_power(rows: np.ndarray, power: int) -> np.ndarray:
+    """``v X^power`` in ``Z[X]/(X^N + 1)`` for every row ``v`` (last axis: the ``N``
+    coefficients), ``-N < power < N``: a cyclic shift of the coefficients that negates those
+    wrapping past ``X^N`` (``X^N = -1``).  On ternary rows the result is ternary."""
+    n = rows.shape[-1]
+    if not -n < power < n:
+        raise InputError("power", power, f"must lie in (-{n}, {n})")
+    if power < 0:
+        return -times_power(rows, power + n)
+    out = np.empty_like(rows)
+    out[..., power:] = rows[..., : n - power]
+    out[..., :power] = -rows[..., n - power :]
+    return out
+
+
+def times_power_columns(rows: np.ndarray, power: int, start: int, stop: int) -> np.ndarray:
+    """Coefficients ``start .. stop - 1`` of :func:`times_power` ``(rows, power)``,
+    ``0 <= power < N``, without the other coefficients."""
+    n = rows.shape[-1]
+    if not 0 <= power < n or not 0 <= start <= stop <= n:
+        raise InputError("power", power, f"needs 0 <= power < {n} and 0 <= start <= stop <= {n}")
+    out = np.empty((*rows.shape[:-1], stop - start), dtype=rows.dtype)
+    split = min(max(power, start), stop)
+    out[..., : split - start] = -rows[..., n - power + start : n - power + split]
+    out[..., split - start :] = rows[..., split - power : stop - power]
+    return out
+
+
 def check_ring_parameters(length: int, lwe_dimension: int, rerandomisation: int, modulus_bits: int) -> None:
     """Raise :class:`InputError` naming the parameter unless the ring structure fits the LWE
     constants: ``n = L' = N`` a power of two, ``q = 2^(4 x 26)``, and every ring product (at
