@@ -104,8 +104,9 @@ SHADE_SECONDS_PER_BYTE = 1.6e-9
 """SHADE's CPU per byte its clients send, setups resumed (project machine: 1.0-2.4 ns from
 2 x 500 to 5 x 135 points; the first round's base OTs, ~0.1 s per pair, left out)."""
 RING_SECONDS_PER_POINT_POLYNOMIAL = 4.3e-4
-"""Ring-LWE's fixed CPU per point and public polynomial, for ``C`` and for the hint
-(project machine: 4.0-4.8e-4 s from 2 x 500 to 10 x 600 points)."""
+"""Ring-LWE's fixed CPU per public polynomial and ciphertext of ``C`` (a point when
+``P = 1``) or point of the hint (project machine: 4.0-4.8e-4 s from 2 x 500 to 10 x 600
+points; with packing, 0.57 s measured against 0.73 s modelled at 5 x 135, L = 1024)."""
 RING_SECONDS_PER_MULTIPLY_ADD = 7e-11
 """Ring-LWE's per-pair CPU per float64 multiply-add (project machine: 6.2-7.5e-11 s at
 2 x 500 to 10 x 600 points, 1.3e-10 at 5 x 135)."""
@@ -148,14 +149,16 @@ def choose_backend(sizes: Sequence[int], length: int,
     :func:`modelled_seconds` (CPU plus the busiest client's bytes over a
     ``link_bits_per_second`` link, 100 Mbit/s by default).
 
-    Ring-LWE's bytes are ``13 (L + 4096) + 4 * 4096`` per point whatever the peers (its ``C``
-    and its hint's top limb), SHADE's ``n_a n_b L 16`` bits per pair; SHADE's CPU (setups
-    resumed across rounds) is lower on small rounds.  At 100 Mbit/s this picks ring-LWE for
-    FedProp's digits round (5 x ~121 points, L = 1024: 2.9 s against 5.9 s modelled) and
-    larger ones, SHADE for small rounds (3 x 40 points, L = 256); at 1 Gbit/s SHADE wins the
-    digits round (1.1 s against 1.4 s) and ring-LWE those of ~50 or more points per client at
-    L = 4096.  Deterministic in public facts (point counts, ``L``) and constants, so the
-    server and every client resolve it alike."""
+    Ring-LWE's bytes are about ``13 (L + 4096 / P) + 4 * 4096`` per point whatever the peers (its
+    packed ``C``, ``P = floor(4096 / L)`` points per ciphertext, and its hint's top limb),
+    SHADE's ``n_a n_b L 16`` bits per pair; SHADE's CPU (setups resumed across rounds) is lower
+    on small rounds.  At 100 Mbit/s this picks ring-LWE for FedProp's digits round (5 x ~121
+    points, L = 1024: 1.7 s against 5.9 s modelled) and rounds down to ~30 points per client
+    there, SHADE for small rounds (3 x 40 points, L = 256); at 1 Gbit/s ring-LWE still takes
+    the digits round (0.94 s against 1.08 s), SHADE those of ~100 or fewer points per client at
+    L = 1024, and ring-LWE those of ~35 or more points per client at L = 4096.
+    Deterministic in public facts (point counts, ``L``) and constants, so the server and every
+    client resolve it alike."""
     if len(sizes) < 2:
         return "shade"
     shade = modelled_seconds("shade", sizes, length, link_bits_per_second)

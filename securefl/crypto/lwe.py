@@ -149,8 +149,11 @@ pair as soon as both of its broadcasts are complete (peak 1.9 GB at 2 x 2500 poi
 
 **Ring-structured M** (``ring=True``, the ``"rlwe"`` backend): ``M`` is built from negacyclic
 blocks and the products ``S M^T`` and ``M^T Y'^T`` become checked FFT polynomial products,
-``O(N log N)`` per point instead of ``O(N K)``; messages, sizes and outputs are unchanged.
-The security argument for the ring and its estimate are in :mod:`securefl.crypto.rlwe`.
+``O(N log N)`` per point instead of ``O(N K)``; at ``L <= N / 2`` it packs ``P = floor(N / L)``
+points per ring ciphertext, so ``C`` is ``13 (n_a L + ceil(n_a / P) N)`` bytes (blocks of
+the message columns, one row per point, then of the re-randomisation columns, one row per
+ciphertext); the hint, the answers and the outputs are unchanged.  The packing, the security
+argument for the ring and its estimate are in :mod:`securefl.crypto.rlwe`.
 
 **Changes from the design note.**  (1) ``q = 2^104`` instead of ``2^96``: with
 worst-case bounded noise the note's ``q`` gives ``2^-38.4`` at 2 x 2500 points (its

@@ -11,12 +11,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import securefl.crypto.lwe as lwe
-import securefl.crypto.rlwe as rlwe
+from securefl.crypto import lwe, rlwe
+from securefl.crypto.channel import SERVER, Message
 from securefl.crypto.hamming import link_bytes_model
 from securefl.crypto.projection import busiest_link_bytes
 from securefl.crypto.rand import RandomSource
-from securefl.errors import InputError
+from securefl.errors import InputError, ProtocolError
 from securefl.protocols import secure_hamming_matrix
 
 N, Q = rlwe.RING_DIMENSION, 1 << lwe.MODULUS_BITS
@@ -71,13 +71,17 @@ def test_packing_and_its_bad_input():
 
 
 def _encryptor(codes):
-    """A ring encryptor of ``codes`` with fixed seeds, and its broadcasts of ``C``."""
+    """A ring encryptor of ``codes`` with fixed seeds, its broadcasts of ``C`` and its ring
+    products (rows of secrets, polynomial)."""
     party = lwe.LWEParty(index=0, codes=codes, encrypts_for=(1,), evaluates_for=(),
                          sizes={0: codes.shape[0], 1: 1}, session=b"packing", rng=RandomSource(), ring=True)
     party._seed, party._m_seed = bytes(range(16)), bytes(range(16, 32))
     party._pair = {1: lwe._PairKeys(mac=bytes(16), seal=None)}
     party._prepare("broadcast")
-    return party, list(party.broadcasts())
+    calls = []
+    products = party._ring.ciphertext_products
+    party._ring.ciphertext_products = lambda secret, k: calls.append((secret.shape[0], k)) or products(secret, k)
+    return party, list(party.broadcasts()), calls
 
 
 def _elements(planes):
@@ -105,8 +109,9 @@ def test_the_rebuilt_rows_are_the_rotation_identity(points, length):
     ``[(a_0 sigma)_{0..L-1} | a_1 sigma] + Delta [-2 x | 0]`` plus noise of at most eta per
     coefficient, with ``a_0 sigma`` computed by exact integer convolutions."""
     codes = np.random.default_rng(3).integers(0, 2, (points, length))
-    party, messages = _encryptor(codes)
+    party, messages, calls = _encryptor(codes)
     packing, groups = rlwe.packing(length), rlwe.groups(points, length)
+    assert calls == [(groups, 0), (groups, 1)]  # 2 G ring products, not 2 n
     assert [m.arrays[0].shape for m in messages] == [(points, length)] + [(groups, lwe.BLOCK_ROWS)] * 2
     message = _elements(messages[0].arrays[:3])
     rerandomisation = np.concatenate([_elements(m.arrays[:3]) for m in messages[1:]], axis=1)
@@ -129,7 +134,8 @@ def test_one_point_per_ciphertext_is_byte_identical_to_the_unpacked_messages():
     """At ``P = 1`` the ring encryptor's broadcasts hash to what the code before packing sent
     (computed with this harness on the code of f9fc6eb)."""
     codes = np.random.default_rng(7).integers(0, 2, (3, 2049))
-    _, messages = _encryptor(codes)
+    _, messages, calls = _encryptor(codes)
+    assert calls == [(3, 0), (3, 1)]
     digest = hashlib.sha256()
     for message in messages:
         digest.update(message.tag.encode())
@@ -168,3 +174,36 @@ def test_the_ciphertext_bytes_are_the_packed_size(length):
         assert model < 0.5 * lwe.ELEMENT_BYTES * sizes[encryptor] * (length + N)
     measured = busiest_link_bytes(result.bytes_sent, result.bytes_received)
     assert link_bytes_model("rlwe", sizes, length) <= measured <= 1.02 * link_bytes_model("rlwe", sizes, length) + 8192
+
+
+def test_a_packed_block_altered_or_shaped_as_unpacked_is_refused():
+    """The evaluator checks each packed block's shape (one row per ciphertext past column L) and
+    its end-to-end tag over what was sent."""
+    codes = np.random.default_rng(5).integers(0, 2, (5, 1024))
+    _, messages, _ = _encryptor(codes)
+
+    def evaluator():
+        party = lwe.LWEParty(index=1, codes=np.zeros((2, 1024), np.uint8), encrypts_for=(), evaluates_for=(0,),
+                             sizes={0: 5, 1: 2}, session=b"packing", rng=RandomSource(), ring=True)
+        party._seed, party._m_seed = bytes(range(32, 48)), bytes(range(16, 32))
+        party._pair = {0: lwe._PairKeys(mac=bytes(16), seal=None)}
+        party._prepare("evaluate")
+        return party
+
+    def relayed(message, arrays):
+        return Message(SERVER, 1, message.tag, arrays)
+
+    honest = evaluator()
+    for message in messages:
+        honest.absorb(relayed(message, (*message.arrays[:3], message.arrays[3][0])))
+    altered = evaluator()
+    altered.absorb(relayed(messages[0], (*messages[0].arrays[:3], messages[0].arrays[3][0])))
+    low = messages[1].arrays[0].copy()
+    low[1, 7] ^= 1
+    with pytest.raises(ProtocolError, match="tag"):
+        altered.absorb(relayed(messages[1], (low, *messages[1].arrays[1:3], messages[1].arrays[3][0])))
+    unpacked = evaluator()
+    unpacked.absorb(relayed(messages[0], (*messages[0].arrays[:3], messages[0].arrays[3][0])))
+    wide = tuple(np.concatenate([p] * 3)[:5] for p in messages[1].arrays[:3])
+    with pytest.raises(ProtocolError, match=r"expected \(2, 2048\)"):
+        unpacked.absorb(relayed(messages[1], (*wide, messages[1].arrays[3][0])))
