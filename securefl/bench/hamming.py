@@ -34,12 +34,13 @@ compiled kernels are loaded by a tiny warm-up run before the clock starts.
 from __future__ import annotations
 
 import argparse
+import functools
 import time
 
 import numpy as np
 
 from securefl.bench.common import add_workers_argument, default_workers, peak_memory_mb
-from securefl.crypto import linalg, lwe, prg
+from securefl.crypto import linalg, lwe, prg, rlwe
 from securefl.crypto.hamming import BACKENDS, SHARE_BITS, pair_roles
 from securefl.crypto.ot import OTSetups
 from securefl.crypto.projection import busiest_link_bytes, seconds_at_bandwidth
@@ -111,16 +112,18 @@ def cost_model_bytes(sizes: list[int], length: int) -> int:
     return total
 
 
-def lwe_cost_model_bytes(sizes: list[int], length: int) -> int:
+def lwe_cost_model_bytes(sizes: list[int], length: int, *, ring: bool = False) -> int:
     """Bytes the clients of the LWE backend send, each message once: ``13 n_a (L + L')`` for
-    each encryptor's ``C`` and ``4 n n_b`` for each evaluator's hint's top limb (once per session),
+    each encryptor's ``C`` (with ``ring``, the packed ``13 (n_a L + ceil(n_a / P) L')``,
+    :func:`securefl.crypto.rlwe.ciphertext_elements`) and ``4 n n_b`` for each evaluator's hint's top limb (once per session),
     ``3 n_a n_b + 16`` per pair's answer, two ``n_a x n_b`` uint16 shares per pair and the own
     blocks (frame headers, tags and the 32-byte public keys excluded; the server's forwards
     of the broadcasts are not counted)."""
     pairs = [pair_roles(a, b) for a in range(len(sizes)) for b in range(a + 1, len(sizes))]
     encryptors, evaluators = {a for a, _ in pairs}, {b for _, b in pairs}
     total = sum(2 * n * n for n in sizes)
-    total += sum(lwe.ELEMENT_BYTES * sizes[a] * (length + lwe.RERANDOMISATION) for a in encryptors)
+    total += sum(lwe.ELEMENT_BYTES * (rlwe.ciphertext_elements(sizes[a], length) if ring
+                                      else sizes[a] * (length + lwe.RERANDOMISATION)) for a in encryptors)
     total += sum(lwe.HINT_BYTES * lwe.LWE_DIMENSION * sizes[b] for b in evaluators)
     total += sum(sizes[a] * sizes[b] * (3 + 4) + 16 for a, b in pairs)
     return total
@@ -130,7 +133,7 @@ def _progress_total(backend: str, sizes: list[int], length: int) -> int:
     if backend == "shade":
         return total_ots(sizes, length)
     if backend in ("lwe", "rlwe"):
-        return lwe.progress_total(len(sizes), length)
+        return lwe.progress_total(len(sizes), length, ring=backend == "rlwe")
     return 1
 
 
@@ -185,7 +188,8 @@ def run(args: argparse.Namespace, progress) -> dict:
     client_bytes = [v for k, v in result.bytes_sent.items() if k >= 0]
     link_bytes = busiest_link_bytes(result.bytes_sent, result.bytes_received)
     projected = seconds_at_bandwidth(cpu_seconds, link_bytes)
-    model = {"shade": cost_model_bytes, "lwe": lwe_cost_model_bytes, "rlwe": lwe_cost_model_bytes}.get(args.backend)
+    model = {"shade": cost_model_bytes, "lwe": lwe_cost_model_bytes,
+             "rlwe": functools.partial(lwe_cost_model_bytes, ring=True)}.get(args.backend)
     return {
         "n": args.n,
         "L": args.L,

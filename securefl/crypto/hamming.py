@@ -56,18 +56,22 @@ BACKENDS = ("shade", "lwe", "rlwe", "plaintext")
 def link_bytes_model(backend: str, sizes: Sequence[int], length: int) -> int:
     """Modelled bytes on the busiest client's link in its busier direction,
     ``max_j max(sent_j, received_j)`` (what ``bench hamming`` reports as ``link_bytes_max_party``),
-    for ``backend`` ``"shade"`` or ``"lwe"``/``"rlwe"`` (the same messages) on parties of
-    ``sizes`` points and codes of ``length`` bits; frame headers, tags, keys and base OTs left out.
+    for ``backend`` ``"shade"``, ``"lwe"`` or ``"rlwe"`` on parties of ``sizes`` points and codes
+    of ``length`` bits; frame headers, tags, keys and base OTs left out.
 
     SHADE, per pair (OT sender ``s``, receiver ``r``, :func:`pair_roles`): ``16 n_r L`` bytes of
     IKNP matrix ``r -> s`` and ``16 ceil(n_s / 8) n_r L`` bytes of corrections ``s -> r``.
-    LWE, per party: its ``C`` (``13 n_j (L + 4096)``, if it encrypts for anyone) and hint
-    top limb (``4 * 4096 n_j``, if it evaluates anyone) sent once, each peer's relayed ``C`` or hint
-    received, ``3 n_a n_b + 16`` bytes of ``D`` per pair.  Both: two bytes per share entry and
-    per own-block entry to the server."""
+    LWE, per party: its ``C`` (``13 n_j (L + 4096)``, if it encrypts for anyone; ring-LWE packs
+    ``P = floor(4096 / L)`` points per ciphertext, ``13 (n_j L + ceil(n_j / P) 4096)``,
+    :func:`securefl.crypto.rlwe.ciphertext_elements`) and hint top limb (``4 * 4096 n_j``, if it
+    evaluates anyone) sent once, each peer's relayed ``C`` or hint received, ``3 n_a n_b + 16``
+    bytes of ``D`` per pair.  Both: two bytes per share entry and per own-block entry to the
+    server."""
     if backend not in ("shade", "lwe", "rlwe"):
         raise InputError("backend", backend, "must be 'shade', 'lwe' or 'rlwe'")
     sizes = [int(n) for n in sizes]
+    ciphertext = [ELEMENT_BYTES * (rlwe.ciphertext_elements(n, length) if backend == "rlwe"
+                                   else n * (length + RERANDOMISATION)) for n in sizes]
     sent = [2 * n * n for n in sizes]
     received = [0] * len(sizes)
     roles = [pair_roles(a, b) for a in range(len(sizes)) for b in range(a + 1, len(sizes))]
@@ -82,13 +86,13 @@ def link_bytes_model(backend: str, sizes: Sequence[int], length: int) -> int:
             sent[active] += corrections
             received[passive] += corrections
         else:
-            received[passive] += ELEMENT_BYTES * n_a * (length + RERANDOMISATION) + 3 * n_a * n_p + 16
+            received[passive] += ciphertext[active] + 3 * n_a * n_p + 16
             received[active] += HINT_BYTES * LWE_DIMENSION * n_p + 3 * n_a * n_p + 16
             sent[passive] += 3 * n_a * n_p + 16
     if backend != "shade":
         for j, n in enumerate(sizes):
             if any(active == j for active, _ in roles):
-                sent[j] += ELEMENT_BYTES * n * (length + RERANDOMISATION)
+                sent[j] += ciphertext[j]
             if any(passive == j for _, passive in roles):
                 sent[j] += HINT_BYTES * LWE_DIMENSION * n
     return max((max(s, r) for s, r in zip(sent, received)), default=0)
@@ -100,8 +104,9 @@ SHADE_SECONDS_PER_BYTE = 1.6e-9
 """SHADE's CPU per byte its clients send, setups resumed (project machine: 1.0-2.4 ns from
 2 x 500 to 5 x 135 points; the first round's base OTs, ~0.1 s per pair, left out)."""
 RING_SECONDS_PER_POINT_POLYNOMIAL = 4.3e-4
-"""Ring-LWE's fixed CPU per point and public polynomial, for ``C`` and for the hint
-(project machine: 4.0-4.8e-4 s from 2 x 500 to 10 x 600 points)."""
+"""Ring-LWE's fixed CPU per public polynomial and ciphertext of ``C`` (a point when
+``P = 1``) or point of the hint (project machine: 4.0-4.8e-4 s from 2 x 500 to 10 x 600
+points; with packing, 0.57 s measured against 0.73 s modelled at 5 x 135, L = 1024)."""
 RING_SECONDS_PER_MULTIPLY_ADD = 7e-11
 """Ring-LWE's per-pair CPU per float64 multiply-add (project machine: 6.2-7.5e-11 s at
 2 x 500 to 10 x 600 points, 1.3e-10 at 5 x 135)."""
@@ -114,8 +119,9 @@ def modelled_seconds(backend: str, sizes: Sequence[int], length: int,
     (:func:`link_bytes_model`) at ``link_bits_per_second``, for ``"shade"`` or ``"rlwe"``.
 
     SHADE: ``SHADE_SECONDS_PER_BYTE`` times the bytes its clients send (the AES, GMAC and lane
-    work all scale with them).  Ring-LWE: ``RING_SECONDS_PER_POINT_POLYNOMIAL`` per point and
-    public polynomial (``ceil(L / 4096) + 1`` of them) for each party's ``C`` and hint, plus
+    work all scale with them).  Ring-LWE: ``RING_SECONDS_PER_POINT_POLYNOMIAL`` per public
+    polynomial (``ceil(L / 4096) + 1`` of them) and ciphertext of each party's ``C``
+    (``ceil(n_j / P)`` ciphertexts, :func:`securefl.crypto.rlwe.groups`) and point of its hint, plus
     ``RING_SECONDS_PER_MULTIPLY_ADD`` per multiply-add of the pairs,
     ``3 n_a n_b (L + 4096) + 4096 n_a n_b``."""
     if backend not in ("shade", "rlwe"):
@@ -129,7 +135,7 @@ def modelled_seconds(backend: str, sizes: Sequence[int], length: int,
         cpu = SHADE_SECONDS_PER_BYTE * sent
     else:
         polynomials = -(-length // rlwe.RING_DIMENSION) + 1
-        encrypting = sum(sizes[j] for j in {s for s, _ in roles})
+        encrypting = sum(rlwe.groups(sizes[j], length) for j in {s for s, _ in roles})
         evaluating = sum(sizes[j] for j in {r for _, r in roles})
         products = sum(sizes[a] * sizes[b] * (3 * (length + RERANDOMISATION) + LWE_DIMENSION) for a, b in roles)
         cpu = (RING_SECONDS_PER_POINT_POLYNOMIAL * polynomials * (encrypting + evaluating)
@@ -143,14 +149,16 @@ def choose_backend(sizes: Sequence[int], length: int,
     :func:`modelled_seconds` (CPU plus the busiest client's bytes over a
     ``link_bits_per_second`` link, 100 Mbit/s by default).
 
-    Ring-LWE's bytes are ``13 (L + 4096) + 4 * 4096`` per point whatever the peers (its ``C``
-    and its hint's top limb), SHADE's ``n_a n_b L 16`` bits per pair; SHADE's CPU (setups
-    resumed across rounds) is lower on small rounds.  At 100 Mbit/s this picks ring-LWE for
-    FedProp's digits round (5 x ~121 points, L = 1024: 2.9 s against 5.9 s modelled) and
-    larger ones, SHADE for small rounds (3 x 40 points, L = 256); at 1 Gbit/s SHADE wins the
-    digits round (1.1 s against 1.4 s) and ring-LWE those of ~50 or more points per client at
-    L = 4096.  Deterministic in public facts (point counts, ``L``) and constants, so the
-    server and every client resolve it alike."""
+    Ring-LWE's bytes are about ``13 (L + 4096 / P) + 4 * 4096`` per point whatever the peers (its
+    packed ``C``, ``P = floor(4096 / L)`` points per ciphertext, and its hint's top limb),
+    SHADE's ``n_a n_b L 16`` bits per pair; SHADE's CPU (setups resumed across rounds) is lower
+    on small rounds.  At 100 Mbit/s this picks ring-LWE for FedProp's digits round (5 x ~121
+    points, L = 1024: 1.7 s against 5.9 s modelled) and rounds down to ~30 points per client
+    there, SHADE for small rounds (3 x 40 points, L = 256); at 1 Gbit/s ring-LWE still takes
+    the digits round (0.94 s against 1.08 s), SHADE those of ~100 or fewer points per client at
+    L = 1024, and ring-LWE those of ~35 or more points per client at L = 4096.
+    Deterministic in public facts (point counts, ``L``) and constants, so the server and every
+    client resolve it alike."""
     if len(sizes) < 2:
         return "shade"
     shade = modelled_seconds("shade", sizes, length, link_bits_per_second)

@@ -149,8 +149,11 @@ pair as soon as both of its broadcasts are complete (peak 1.9 GB at 2 x 2500 poi
 
 **Ring-structured M** (``ring=True``, the ``"rlwe"`` backend): ``M`` is built from negacyclic
 blocks and the products ``S M^T`` and ``M^T Y'^T`` become checked FFT polynomial products,
-``O(N log N)`` per point instead of ``O(N K)``; messages, sizes and outputs are unchanged.
-The security argument for the ring and its estimate are in :mod:`securefl.crypto.rlwe`.
+``O(N log N)`` per point instead of ``O(N K)``; at ``L <= N / 2`` it packs ``P = floor(N / L)``
+points per ring ciphertext, so ``C`` is ``13 (n_a L + ceil(n_a / P) N)`` bytes (blocks of
+the message columns, one row per point, then of the re-randomisation columns, one row per
+ciphertext); the hint, the answers and the outputs are unchanged.  The packing, the security
+argument for the ring and its estimate are in :mod:`securefl.crypto.rlwe`.
 
 **Changes from the design note.**  (1) ``q = 2^104`` instead of ``2^96``: with
 worst-case bounded noise the note's ``q`` gives ``2^-38.4`` at 2 x 2500 points (its
@@ -376,18 +379,27 @@ def _uniform_planes(seed: bytes, nonce: int, shape: tuple[int, int], out: np.nda
     )
 
 
-def _blocks(length: int) -> list[tuple[int, int]]:
-    columns = length + RERANDOMISATION
-    return [(start, min(start + BLOCK_ROWS, columns)) for start in range(0, columns, BLOCK_ROWS)]
+def _blocks(length: int, packing: int = 1) -> list[tuple[int, int]]:
+    """The column ranges of ``C`` sent as one message each, at most :data:`BLOCK_ROWS` wide.
+    With ``packing`` ``P >= 2`` (the ring backend's packed ``C``) no block straddles column
+    ``L``: the message columns ``[0, L)`` have one row per point, the re-randomisation
+    columns one row per ciphertext."""
+    if packing == 1:
+        columns = length + RERANDOMISATION
+        return [(start, min(start + BLOCK_ROWS, columns)) for start in range(0, columns, BLOCK_ROWS)]
+    return ([(start, min(start + BLOCK_ROWS, length)) for start in range(0, length, BLOCK_ROWS)]
+            + [(length + start, length + min(start + BLOCK_ROWS, RERANDOMISATION))
+               for start in range(0, RERANDOMISATION, BLOCK_ROWS)])
 
 
-def progress_total(parties: int, length: int) -> int:
+def progress_total(parties: int, length: int, *, ring: bool = False) -> int:
     """Units of work the all-pairs session (:func:`securefl.protocols.secure_hamming_matrix`)
     reports through ``progress``: one per broadcast
     (each block of ``C``, each hint) and one per pair's answer."""
     pairs = [pair_roles(a, b) for a in range(parties) for b in range(a + 1, parties)]
     encryptors, evaluators = {a for a, _ in pairs}, {b for _, b in pairs}
-    return len(encryptors) * len(_blocks(length)) + len(evaluators) + len(pairs)
+    blocks = _blocks(length, rlwe.packing(length) if ring else 1)
+    return len(encryptors) * len(blocks) + len(evaluators) + len(pairs)
 
 
 def _gmac(key: bytes, label: str, planes: tuple[np.ndarray, ...]) -> np.ndarray:
@@ -461,6 +473,7 @@ class LWEParty:
     _pair: dict[int, _PairKeys] = field(default_factory=dict, repr=False)
     _m_seed: bytes = field(default=b"", repr=False)
     _secret: np.ndarray | None = field(default=None, repr=False)
+    _group_secret: np.ndarray | None = field(default=None, repr=False)
     _evaluation: np.ndarray | None = field(default=None, repr=False)
     _accumulators: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
     _next_block: dict[int, int] = field(default_factory=dict, repr=False)
@@ -473,6 +486,18 @@ class LWEParty:
     @property
     def length(self) -> int:
         return self.codes.shape[1]
+
+    @property
+    def packing(self) -> int:
+        """Points per ciphertext: :func:`rlwe.packing` with ``ring``, else 1."""
+        return rlwe.packing(self.length) if self.ring else 1
+
+    def _block_rows(self, start: int, points: int) -> int:
+        """Rows of the ``C`` block starting at column ``start`` of a party of ``points`` points:
+        one per point, or one per ciphertext in the packed re-randomisation columns."""
+        if self.packing == 1 or start < self.length:
+            return points
+        return -(-points // self.packing)
 
     def _gemm(self, a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         """``a @ b`` in float64 on this party's device (exact: :func:`check_exact_products`)."""
@@ -583,7 +608,14 @@ class LWEParty:
         if self.ring and (self.encrypts_for or self.evaluates_for) and stage == "broadcast":
             self._ring = rlwe.RingMatrix(self._m_seed, length, device=linalg.resolve_device(self.device))
         if self.encrypts_for and stage != "evaluate":
-            self._secret = _ternary(self._seed, "S", (n_own, LWE_DIMENSION))
+            packing = self.packing
+            self._group_secret = _ternary(self._seed, "S", (-(-n_own // packing), LWE_DIMENSION))
+            self._secret = self._group_secret
+            if packing > 1:
+                self._secret = np.empty((n_own, LWE_DIMENSION), dtype=np.float64)
+                for t in range(packing):
+                    count = len(range(t, n_own, packing))
+                    self._secret[t::packing] = rlwe.times_power(self._group_secret[:count], -t * length)
         if self.evaluates_for and stage != "decrypt":
             self._evaluation = np.empty((n_own, length + RERANDOMISATION), dtype=np.float64)
             self._evaluation[:, :length] = self.codes
@@ -602,8 +634,8 @@ class LWEParty:
             plaintext = self.codes.astype(np.float64) * float(((1 << SHARE_BITS) - 2) << (DELTA_BITS - 72))
         if evaluating and self._ring is None:
             hint = np.zeros((n_own, 3 * LWE_DIMENSION), dtype=np.float64)
-        for block, (start, stop) in enumerate(_blocks(length) if encrypting or evaluating else []):
-            rows = stop - start
+        for block, (start, stop) in enumerate(_blocks(length, self.packing) if encrypting or evaluating else []):
+            rows, outer = stop - start, self._block_rows(start, n_own)
             if self._ring is None:
                 raw = self._buffer("M bytes", (13 * rows * LWE_DIMENSION,), np.uint8)
                 public = _unpack(
@@ -615,14 +647,14 @@ class LWEParty:
                     partial = self._buffer("hint block", hint.shape)
                     hint += self._gemm(self._evaluation[:, start:stop], public.reshape(rows, 3 * LWE_DIMENSION), out=partial)
             if encrypting:
-                products = self._buffer("C block", (n_own, 3 * rows))
+                products = self._buffer("C block", (outer, 3 * rows))
                 if self._ring is None:
                     self._gemm(self._secret, public.reshape(3 * rows, LWE_DIMENSION).T, out=products)
-                    products = products.reshape(n_own, rows, 3)
+                    products = products.reshape(outer, rows, 3)
                 else:
-                    products = products.reshape(n_own, rows, 3)
+                    products = products.reshape(outer, rows, 3)
                     self._ring_columns(start, stop, products)
-                products[..., 0] += _binomial(self._seed, f"E/{block}", (n_own, rows))
+                products[..., 0] += _binomial(self._seed, f"E/{block}", (outer, rows))
                 if start < length:
                     products[:, : min(stop, length) - start, 2] += plaintext[:, start : min(stop, length)]
                 planes = _pack(products[..., 0], products[..., 1], products[..., 2])
@@ -639,18 +671,29 @@ class LWEParty:
             yield Message(self.index, SERVER, f"lwe/H/{self.index}", (*top, tags))
 
     def _ring_columns(self, start: int, stop: int, out: np.ndarray) -> None:
-        """Columns ``[start, stop)`` of ``S M^T`` for the ring-structured ``M`` into ``out``
-        (``(n_own, stop - start, 3)`` limb sums): coefficients of the products ``a_k s_i``,
-        each polynomial's products computed once (columns arrive in order)."""
+        """Columns ``[start, stop)`` of the ring ciphertexts into ``out`` (``(rows, stop -
+        start, 3)`` limb sums): coefficients of the products ``a_k s_g`` of the group secrets,
+        each polynomial's products computed once (columns arrive in order).  With ``P = 1``
+        row ``i`` is point ``i``'s ``S M^T``.  With ``P >= 2`` a message column ``c`` of point
+        ``gP + t`` is coefficient ``tL + c`` of ``a_0 s_g`` (where ``Delta m(x_{gP+t})`` sits),
+        and the re-randomisation rows are the ``G`` products ``a_{m-1} s_g``."""
+        packing = self.packing
         column = start
         while column < stop:
             k, first = self._ring.polynomial_of_column(column)
             end = min(stop, self.length if column < self.length else stop, column - first + rlwe.RING_DIMENSION)
             if self._ring_products is None or self._ring_products[0] != k:
                 self._ring_products = None
-                self._ring_products = (k, self._ring.ciphertext_products(self._secret, k))
+                self._ring_products = (k, self._ring.ciphertext_products(self._group_secret, k))
+            products = self._ring_products[1]
             span = slice(column - start, end - start)
-            kernels.rlwe_limbs_into(self._ring_products[1], first, out[:, span, 0], out[:, span, 1], out[:, span, 2])
+            if packing > 1 and column < self.length:
+                for t in range(packing):
+                    rows = out[t::packing, span]
+                    kernels.rlwe_limbs_into(products[: rows.shape[0]], t * self.length + first,
+                                            rows[..., 0], rows[..., 1], rows[..., 2])
+            else:
+                kernels.rlwe_limbs_into(products, first, out[:, span, 0], out[:, span, 1], out[:, span, 2])
             column = end
 
     def _tag(self, kind: str, sender: int, receiver: int, block: int, planes: tuple[np.ndarray, ...]) -> np.ndarray:
@@ -666,13 +709,20 @@ class LWEParty:
         if kind == "C" and block is not None and peer in self._accumulators:
             if block != self._next_block[peer]:
                 raise ProtocolError(f"party {self.index}: block {block} of party {peer}'s C, expected {self._next_block[peer]}")
-            start, stop = _blocks(self.length)[block]
-            *planes, tag = _expect(message, _planes_spec((self.sizes[peer], stop - start)), message.tag)
+            blocks = _blocks(self.length, self.packing)
+            if block >= len(blocks):
+                raise ProtocolError(f"party {self.index}: block {block} of party {peer}'s C, only {len(blocks)} exist")
+            start, stop = blocks[block]
+            rows = self._block_rows(start, self.sizes[peer])
+            *planes, tag = _expect(message, _planes_spec((rows, stop - start)), message.tag)
             self._verify(tag, "C", peer, self.index, block, planes)
-            limbs = _unpack(planes, limb_first=True, out=self._buffer("C limbs", (3, self.sizes[peer], stop - start)))
+            limbs = _unpack(planes, limb_first=True, out=self._buffer("C limbs", (3, rows, stop - start)))
             accumulator = self._accumulators[peer]
-            partial = self._buffer("C evaluated", accumulator.shape)
-            accumulator += self._gemm(limbs.reshape(3 * self.sizes[peer], stop - start), self._evaluation[:, start:stop].T, out=partial)
+            if self.packing == 1 or start < self.length:
+                partial = self._buffer("C evaluated", accumulator.shape)
+                accumulator += self._gemm(limbs.reshape(3 * rows, stop - start), self._evaluation[:, start:stop].T, out=partial)
+            else:
+                self._absorb_packed(accumulator.reshape(3, self.sizes[peer], -1), limbs, start, stop)
             self._next_block[peer] = block + 1
         elif kind == "H" and block is None and peer in self.encrypts_for and peer not in self._hints:
             top, tag = _expect(message, [((self.sizes[peer], LWE_DIMENSION), np.uint32), ((16,), np.uint8)],
@@ -682,6 +732,22 @@ class LWEParty:
         else:
             raise ProtocolError(f"party {self.index}: unexpected or repeated broadcast {message.tag!r}")
 
+    def _absorb_packed(self, sums: np.ndarray, limbs: np.ndarray, start: int, stop: int) -> None:
+        """Re-randomisation columns ``[start, stop)`` of a packed ``C`` (``limbs``: ``(3, G,
+        stop - start)``, row ``g`` the coefficients of ``p_g = a_{m-1} s_g + e'_g``) into the
+        running ``C Y'^T`` (``sums``: ``(3, n_peer, n_own)``).  Point ``gP + t``'s row of ``C``
+        is ``p_g X^(-tL)``; multiplying by ``X`` is an orthogonal signed permutation of the
+        coefficients, so ``<p_g X^(-tL), r_j> = <p_g, r_j X^(tL)>``: the rows of point ``t`` of
+        every group meet the re-randomisers shifted by ``tL`` (:func:`rlwe.times_power_columns`)."""
+        packing, length, cols = self.packing, self.length, stop - start
+        rerandomisers = self._evaluation[:, length:]
+        for t in range(min(packing, sums.shape[1])):
+            count = len(range(t, sums.shape[1], packing))
+            shifted = rlwe.times_power_columns(rerandomisers, t * length, start - length, stop - length)
+            partial = self._buffer("C evaluated", (3 * count, sums.shape[2]))
+            self._gemm(np.ascontiguousarray(limbs[:, :count]).reshape(3 * count, cols), shifted.T, out=partial)
+            sums[:, t::packing] += partial.reshape(3, count, sums.shape[2])
+
     def _verify(self, tag: np.ndarray, kind: str, sender: int, receiver: int, block: int,
                 planes: tuple[np.ndarray, ...]) -> None:
         if not np.array_equal(tag, self._tag(kind, sender, receiver, block, planes)):
@@ -690,7 +756,7 @@ class LWEParty:
     def answer(self, peer: int) -> Message:
         """Round 3 (evaluator): ``D = C Y'^T - U``, top 24 bits, sealed for ``peer``; keeps ``U_hi + |y|``."""
         accumulator = self._accumulators.pop(peer, None)
-        if accumulator is None or self._next_block[peer] != len(_blocks(self.length)):
+        if accumulator is None or self._next_block[peer] != len(_blocks(self.length, self.packing)):
             raise ProtocolError(f"party {self.index}: party {peer}'s ciphertext is incomplete")
         if not self._accumulators:
             self._buffers.clear()

@@ -5,9 +5,10 @@
 ``n_j n K`` multiply-adds per party whatever the pairs.  The ``"rlwe"`` backend builds ``M``
 from negacyclic blocks, as every homomorphic-encryption library does, so that both products
 become polynomial products in ``R = Z[X]/(X^N + 1)``, ``N = n = L' = 4096``: ``O(N log N)``
-per point and block instead of ``O(N K)``.  Everything else (messages, sizes, noise,
-flooding, decryption, shares, the bits out) is the LWE backend's, unchanged; only ``M``
-and the two products that touch it differ.
+per point and block instead of ``O(N K)``; and when ``L <= N / 2`` it packs ``P = floor(N / L)``
+points' codes into one ring ciphertext under one secret, which shrinks the encryptor's
+broadcast ``C``.  Everything else (the hint, the answers, noise bound, flooding, decryption,
+shares, the bits out) is the LWE backend's, unchanged.
 
 **The structured M.**  From the session seed (domain ``securefl/rlwe/M/``) AES-CTR expands
 ``m = ceil(L / N) + 1`` uniform polynomials ``a_0, ..., a_{m-1} in R_q``, ``q = 2^104``.  Let
@@ -24,6 +25,30 @@ Then, writing polynomials for vectors:
   matrix of the conjugate ``a*(X) = a(X^-1) = a_0 - a_{N-1} X - ... - a_1 X^{N-1}``, so
   ``H'_j = M^T y'_j + g_j = sum_k a_k* v_k + g_j``: ``m`` ring products, summed before one
   inverse transform.
+
+**Packed ciphertexts** (:func:`packing` ``P = max(1, floor(N / L))``; ``P >= 2`` only for
+``L <= N / 2``, where ``m = 2``: ``a = a_0``, ``b = a_1``).  The encryptor's points
+``gP .. gP + P_g - 1`` (``P_g <= P``, the last group may be short; :func:`groups` ``G = ceil(n /
+P)``) share one ternary secret ``s_g`` and it sends, per group, the coefficients
+``0 .. P_g L - 1`` of ``c_g = a s_g + e_g + Delta sum_t m(x_{gP+t}) X^(tL)`` (``m(x) = -2x``)
+and all ``N`` of ``p_g = b s_g + e'_g``: ``n L + G N`` elements
+(:func:`ciphertext_elements`) instead of ``n (L + N)``, and ``2 G`` ring products instead of
+``2 n``.  *Why it is today's C.*  Let ``sigma_{g,t} = s_g X^(-tL)`` (:func:`times_power`: a
+cyclic shift that negates the wrapped coefficients, so still ternary).  Then
+``c_g X^(-tL) = a sigma_{g,t} + e_g X^(-tL) + Delta (m(x_{gP+t}) + sum_{t' != t} m(x_{gP+t'})
+X^((t'-t)L))``; a point ``t' > t`` sits at coefficients ``>= L``, and one ``t' < t`` wraps (with
+its sign) to ``N + (t'-t)L + j >= N - (P-1)L >= L`` since ``PL <= N``: the coefficients
+``0 .. L - 1`` of ``c_g X^(-tL)`` are ``c_g``'s ``tL .. tL + L - 1`` (no wrap, ``tL + L <= N``)
+and carry point ``t``'s message alone.  With ``p_g X^(-tL) = b sigma_{g,t} + e'_g X^(-tL)``, the
+row ``[c_g[tL .. tL + L - 1] | p_g X^(-tL)]`` is exactly the row of ``C = S M^T + E + Delta
+[-2X | 0]`` of a point with secret ``sigma_{g,t}`` and noise a signed permutation of
+``(e_g, e'_g)``: every ``|E|`` and ``|S|`` entry is bounded as before, so ``N_max``, the
+decryption window, the flooding and the ``2^-40`` session bound are unchanged.  The evaluator
+never rebuilds the rows: multiplying by ``X`` is an orthogonal signed permutation of the
+coefficients, so ``<p_g X^(-tL), r_j> = <p_g, r_j X^(tL)>`` (:func:`times_power_columns`) and
+``C Y'^T`` is the same GEMMs on the received blocks; the encryptor decrypts with the rows
+``sigma_{g,t}`` against the same hint.  The bits out are the exact Hamming matrix, as before.
+``P = 1`` (``L > N / 2``, or the ``"lwe"`` backend) is the unpacked format, byte for byte.
 
 The products are exact integer products in ``Z[X]/(X^N + 1)`` of the public ``a_k`` (four
 26-bit limbs, :data:`FFT_LIMB_BITS`) by the ternary or binary ``s_i``, ``v_k``, computed by
@@ -43,7 +68,20 @@ outputs the same bits, the exact Hamming matrix.
   RLWE samples in ``R_q = Z_q[X]/(X^N + 1)`` under one ternary secret ``s_i``, the public
   ``a_k`` shared by all rows (as the public key ``a`` of every RLWE public-key scheme).
   By a hybrid over rows and decision-RLWE with ``m`` samples (equivalently: module-LWE of
-  rank 1, or LWE with ``mN`` structured samples), ``C`` is pseudorandom.
+  rank 1, or LWE with ``mN`` structured samples), ``C`` is pseudorandom.  *Packed*
+  (``P >= 2``): what the evaluator receives of group ``g`` is ``(a, c_g)`` restricted to its
+  first ``P_g L`` coefficients and ``(b, p_g)``: two RLWE samples under the one secret ``s_g``
+  (the first cut, carrying ``Delta sum_t m(x_{gP+t}) X^(tL)``), the same ``m = 2`` samples per
+  secret as unpacked, and ``G`` secrets in all instead of ``n``.  By a hybrid over the ``G``
+  groups, each step decision-RLWE with 2 samples (restricting a sample to some coefficients
+  is a public function of it), every ``(c_g, p_g)`` may be replaced by uniform, whatever the
+  messages; the rows of ``C`` the protocol works with are a public function (rotations) of
+  them, so nothing about ``X`` is learned.  The messages of different points never mix (the
+  wrap argument above), which is correctness, not privacy.  What changes with packing: the
+  bytes of ``C`` (``13 (n L + G N)``), the number of secrets (``G``), the rotations
+  ``sigma_{g,t}`` of one secret standing for ``P`` points; what does not: the assumption
+  (ring-LWE, same ``N``, ``q``, distributions), the samples per secret (2), the hint, the
+  flooding bound, and every statement below.
 * *The encryptor learns nothing about Y beyond its share.*  ``H'_j = (sum_{k < m-1} a_k* v_k)
   + (a_{m-1}* r_j + g_j)``; the bracket is one RLWE sample under the fresh ternary ``r_j``
   with the uniform public ``a_{m-1}*`` (conjugation is a bijection of ``R_q``), so ``H'_j`` is
@@ -75,7 +113,8 @@ Not covered (as for LWE): malicious parties, timing side channels.
 
 Why a separate backend name and not a flag of ``"lwe"``: the security assumption is part of
 what a party agrees to run (ring-LWE is a stronger assumption than LWE), so it is named in
-the configuration and the records; the messages and their sizes are identical.
+the configuration and the records; the messages and their sizes are the LWE backend's at
+``L > N / 2`` and the packed ``C`` above at ``L <= N / 2``.
 """
 
 from __future__ import annotations
@@ -102,6 +141,54 @@ _M26 = (1 << 26) - 1
 def polynomial_count(length: int) -> int:
     """``m = ceil(L / N) + 1``: the public polynomials of a session with codes of length ``L``."""
     return -(-int(length) // RING_DIMENSION) + 1
+
+
+def packing(length: int) -> int:
+    """``P = max(1, floor(N / L))``: the points whose codes share one ring-LWE ciphertext
+    (one secret ``s_g``) at code length ``L``; ``P = 1`` (``L > N / 2``) is one point per secret."""
+    if int(length) < 1:
+        raise InputError("L", length, "must be at least 1")
+    return max(1, RING_DIMENSION // int(length))
+
+
+def groups(points: int, length: int) -> int:
+    """``G = ceil(n / P)``: the ciphertexts (secrets) of ``points`` codes of length ``L``."""
+    return -(-int(points) // packing(length))
+
+
+def ciphertext_elements(points: int, length: int) -> int:
+    """Elements of ``Z_(2^104)`` in the ``C`` of an encryptor of ``points`` codes of length
+    ``L``: ``n L`` message coefficients and ``G N`` re-randomisation coefficients
+    (``n (L + N)`` when ``P = 1``, the LWE backend's)."""
+    return int(points) * int(length) + groups(points, length) * RING_DIMENSION
+
+
+def times_power(rows: np.ndarray, power: int) -> np.ndarray:
+    """``v X^power`` in ``Z[X]/(X^N + 1)`` for every row ``v`` (last axis: the ``N``
+    coefficients), ``-N < power < N``: a cyclic shift of the coefficients that negates those
+    wrapping past ``X^N`` (``X^N = -1``).  On ternary rows the result is ternary."""
+    n = rows.shape[-1]
+    if not -n < power < n:
+        raise InputError("power", power, f"must lie in (-{n}, {n})")
+    if power < 0:
+        return -times_power(rows, power + n)
+    out = np.empty_like(rows)
+    out[..., power:] = rows[..., : n - power]
+    out[..., :power] = -rows[..., n - power :]
+    return out
+
+
+def times_power_columns(rows: np.ndarray, power: int, start: int, stop: int) -> np.ndarray:
+    """Coefficients ``start .. stop - 1`` of :func:`times_power` ``(rows, power)``,
+    ``0 <= power < N``, without the other coefficients."""
+    n = rows.shape[-1]
+    if not 0 <= power < n or not 0 <= start <= stop <= n:
+        raise InputError("power", power, f"needs 0 <= power < {n} and 0 <= start <= stop <= {n}")
+    out = np.empty((*rows.shape[:-1], stop - start), dtype=rows.dtype)
+    split = min(max(power, start), stop)
+    out[..., : split - start] = -rows[..., n - power + start : n - power + split]
+    out[..., split - start :] = rows[..., split - power : stop - power]
+    return out
 
 
 def check_ring_parameters(length: int, lwe_dimension: int, rerandomisation: int, modulus_bits: int) -> None:

@@ -101,6 +101,20 @@ def test_lwe_relay_tampering_is_refused(step, prefix, action):
     assert attacks[0].done
 
 
+@pytest.mark.parametrize("action", ["flip", "truncate"])
+def test_packed_rlwe_relay_tampering_is_refused(action):
+    """A relayed block of a packed ring ``C`` (L = 20: 204 points per ciphertext) altered or cut."""
+    attacks = []
+
+    def wrap(transport):
+        attacks.append(Tampering(transport, "cclp/lwe/2", "cclp/lwe/in/", action))
+        return attacks[-1]
+
+    with pytest.raises(ProtocolError):
+        secure_hamming_matrix(_codes([3, 2], 20), backend="rlwe", wrap=wrap)
+    assert attacks[0].done
+
+
 @pytest.mark.parametrize("backend", ["shade", "rlwe"])
 def test_measured_bytes_are_the_models(backend):
     """The busiest client's bytes measured on the transport's Records equal the model's but
