@@ -40,7 +40,7 @@ import time
 import numpy as np
 
 from securefl.bench.common import add_workers_argument, default_workers, peak_memory_mb
-from securefl.crypto import linalg, lwe, prg, rlwe
+from securefl.crypto import linalg, lwe, prg
 from securefl.crypto.hamming import BACKENDS, SHARE_BITS, pair_roles
 from securefl.crypto.ot import OTSetups
 from securefl.crypto.projection import busiest_link_bytes, seconds_at_bandwidth
@@ -114,16 +114,15 @@ def cost_model_bytes(sizes: list[int], length: int) -> int:
 
 def lwe_cost_model_bytes(sizes: list[int], length: int, *, ring: bool = False) -> int:
     """Bytes the clients of the LWE backend send, each message once: ``13 n_a (L + L')`` for
-    each encryptor's ``C`` (with ``ring``, the packed ``13 (n_a L + ceil(n_a / P) L')``,
-    :func:`securefl.crypto.rlwe.ciphertext_elements`) and ``4 n n_b`` for each evaluator's hint's top limb (once per session),
+    each encryptor's ``C`` (with ``ring``, the packed ``13 (n_a L + ceil(n_a / P) L')``:
+    :func:`securefl.crypto.lwe.ciphertext_bytes`) and ``4 n n_b`` for each evaluator's hint's top limb (once per session),
     ``3 n_a n_b + 16`` per pair's answer, two ``n_a x n_b`` uint16 shares per pair and the own
     blocks (frame headers, tags and the 32-byte public keys excluded; the server's forwards
     of the broadcasts are not counted)."""
     pairs = [pair_roles(a, b) for a in range(len(sizes)) for b in range(a + 1, len(sizes))]
     encryptors, evaluators = {a for a, _ in pairs}, {b for _, b in pairs}
     total = sum(2 * n * n for n in sizes)
-    total += sum(lwe.ELEMENT_BYTES * (rlwe.ciphertext_elements(sizes[a], length) if ring
-                                      else sizes[a] * (length + lwe.RERANDOMISATION)) for a in encryptors)
+    total += sum(lwe.ciphertext_bytes(sizes[a], length, ring=ring) for a in encryptors)
     total += sum(lwe.HINT_BYTES * lwe.LWE_DIMENSION * sizes[b] for b in evaluators)
     total += sum(sizes[a] * sizes[b] * (3 + 4) + 16 for a, b in pairs)
     return total

@@ -43,7 +43,7 @@ from securefl.crypto.hamming_shares import (
     own_block,
     pair_roles,
 )
-from securefl.crypto.lwe import ELEMENT_BYTES, HINT_BYTES, LWE_DIMENSION, RERANDOMISATION
+from securefl.crypto.lwe import HINT_BYTES, LWE_DIMENSION, RERANDOMISATION, ciphertext_bytes
 from securefl.errors import InputError
 
 __all__ = ["BACKENDS", "SHARE_BITS", "HammingResult", "check_codes", "choose_backend",
@@ -70,8 +70,7 @@ def link_bytes_model(backend: str, sizes: Sequence[int], length: int) -> int:
     if backend not in ("shade", "lwe", "rlwe"):
         raise InputError("backend", backend, "must be 'shade', 'lwe' or 'rlwe'")
     sizes = [int(n) for n in sizes]
-    ciphertext = [ELEMENT_BYTES * (rlwe.ciphertext_elements(n, length) if backend == "rlwe"
-                                   else n * (length + RERANDOMISATION)) for n in sizes]
+    ciphertext = [ciphertext_bytes(n, length, ring=backend == "rlwe") for n in sizes]
     sent = [2 * n * n for n in sizes]
     received = [0] * len(sizes)
     roles = [pair_roles(a, b) for a in range(len(sizes)) for b in range(a + 1, len(sizes))]

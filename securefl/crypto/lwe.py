@@ -269,6 +269,15 @@ def check_parameters(length: int) -> None:
         raise InputError("RESPONSE_BITS", RESPONSE_BITS, "the kept bits of D and the top of U_lo must lie in the top limb")
 
 
+def ciphertext_bytes(points: int, length: int, *, ring: bool = False) -> int:
+    """Bytes of the ``C`` an encryptor of ``points`` codes of ``length`` bits broadcasts, the
+    frames' headers and tags left out: ``13 n (L + L')``, or with ``ring`` the packed
+    ``13 (n L + ceil(n / P) L')`` (:func:`securefl.crypto.rlwe.ciphertext_elements`)."""
+    elements = (rlwe.ciphertext_elements(points, length) if ring
+                else int(points) * (int(length) + RERANDOMISATION))
+    return ELEMENT_BYTES * elements
+
+
 def check_session(sizes: list[int] | tuple[int, ...], length: int, *, ring: bool = False) -> None:
     """Refuse (``InputError`` on ``codes``) a session whose statistical bound exceeds 2^-40;
     with ``ring``, also parameters the ring structure cannot run (:func:`rlwe.check_ring_parameters`)."""

@@ -26,10 +26,13 @@ def plain(codes):
 
 
 def negacyclic_reference(a, v):
-    """a * v in Z[X]/(X^N + 1) with Python ints (the slow reference)."""
+    """a * v in Z[X]/(X^N + 1) with Python ints (the slow reference; O(n) per nonzero
+    coefficient of ``a``)."""
     n = len(a)
     out = [0] * n
     for i, ai in enumerate(a):
+        if not ai:
+            continue
         for j, vj in enumerate(v):
             if i + j < n:
                 out[i + j] += ai * vj

@@ -18,27 +18,18 @@ from securefl.crypto.projection import busiest_link_bytes
 from securefl.crypto.rand import RandomSource
 from securefl.errors import InputError, ProtocolError
 from securefl.protocols import secure_hamming_matrix
+from tests.crypto.test_rlwe import negacyclic_reference, plain
 
 N, Q = rlwe.RING_DIMENSION, 1 << lwe.MODULUS_BITS
-
-
-def plain(codes):
-    stacked = np.concatenate([np.asarray(c, dtype=np.int64) for c in codes])
-    return (stacked[:, None, :] != stacked[None, :, :]).sum(axis=2)
 
 
 def times_monomial_reference(v, power):
     """v * X^power in Z[X]/(X^n + 1), schoolbook: X^power with power in [0, 2n) is
     (-1)^(power div n) X^(power mod n)."""
     n = len(v)
-    sign, shift = (-1) ** (power // n), power % n
-    out = [0] * n
-    for i, vi in enumerate(v):
-        if i + shift < n:
-            out[i + shift] += sign * vi
-        else:
-            out[i + shift - n] -= sign * vi
-    return out
+    monomial = [0] * n
+    monomial[power % n] = (-1) ** (power // n)
+    return negacyclic_reference(monomial, v)
 
 
 @settings(max_examples=30, deadline=None)
