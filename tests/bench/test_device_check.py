@@ -23,7 +23,7 @@ def test_device_check_on_the_cpu_writes_every_field(tmp_path, capsys):
         "--device", "cpu", "--out", str(out), "--methods", "fedavg-labeled",
         "--model", "cnn", "--clients", "2", "--rounds", "1", "--reference-seeds", "2", "--train-images", "80",
         "--test-images", "40", "--threads", "1", "--throughput-batch", "2",
-        "--throughput-steps", "1", "--throughput-warmup", "0", "--hamming-shapes", "8", "9x3",
+        "--throughput-steps", "1", "--throughput-warmup", "0", "--hamming-shapes", "9x3",
         "--hamming-L", "16", "--round-train-images", "60", "--round-test-images", "20",
         "--round-clients", "6", "--round-rounds", "2", "--round-set", "hyper.model=cnn",
         "--round-set", "hyper.local_epochs=1", "--round-set", "hyper.fedprop.L=64",
@@ -53,9 +53,8 @@ def test_device_check_on_the_cpu_writes_every_field(tmp_path, capsys):
     assert len(one_round["wall_seconds_between_rounds"]) == 1
     assert all(a is not None for a in one_round["test_accuracy_by_round"])
     hamming = record["hamming"]["cpu"]
-    assert list(hamming) == ["8x2", "9x3"] and record["hamming_exact"]
-    assert all(set(shape) == {"lwe", "rlwe"} for shape in hamming.values())
-    assert [hamming[s]["lwe"]["parties"] for s in hamming] == [2, 3]
+    assert list(hamming) == ["9x3"] and record["hamming_exact"]
+    assert set(hamming["9x3"]) == {"lwe", "rlwe"} and hamming["9x3"]["lwe"]["parties"] == 3
     assert all(t["device"] == "cpu" and t["verified"] and t["per_pair_seconds"] > 0
                for shape in hamming.values() for t in shape.values())
 
@@ -86,6 +85,11 @@ def test_a_failing_part_is_recorded_and_the_check_fails(tmp_path, monkeypatch):
     assert record["failed_parts"] == ["throughput"]
     assert record["throughput"] == {"failed": "RuntimeError: no such kernel"}
     assert "job" not in record and "round" not in record
+
+
+def test_hamming_shapes_default_to_two_parties():
+    module = _module()
+    assert module.hamming_shape("5000") == (5000, 2) and module.hamming_shape("2500x5") == (2500, 5)
 
 
 def test_a_malformed_hamming_shape_is_refused_in_one_line(tmp_path, capsys):
