@@ -2,32 +2,12 @@
 
     python benchmarks/device_check.py --device cuda --out benchmarks/results/device_check_<gpu>.json
 
-One JSON record with four parts:
+One JSON record with four parts, run in the order of ``--parts`` (default: all, as listed)
+and saved after each, so that a run stopped at a lent machine's time limit keeps what it
+measured; a part that raises is recorded as ``{"failed": error}`` and the others still run.
 
-``job``
-    A short CIFAR-shaped ``securefl run`` (plaintext) on synthetic 32x32x3 images (a
-    random template per class plus uniform noise, so there is something to learn; written
-    as an ``.npz`` in a temporary folder, nothing downloaded), run on the CPU at seeds 0 ..
-    ``--reference-seeds`` - 1 and twice on ``--device`` at seed 0, through
-    ``securefl.cli.main``.  Checks: ``protocol_outputs_equal`` (every method's rounds, bytes
-    per client per round and evaluated rounds agree between the CPU run and the device runs
-    at seed 0: the protocol does not depend on where the model trains),
-    ``accuracies_within_noise`` (each method's final test accuracy on the device lies within
-    the range of the CPU seeds' widened by 4 binomial standard errors, ``4 sqrt(p (1 - p) /
-    n_test)``: a device draws its own random streams, so a device run is another draw of
-    the training randomness and only statistical agreement is promised; on a job this short
-    that randomness is large, FedAnchor even collapses to one class at some CPU seeds), and
-    ``device_runs_identical`` (the two device runs
-    agree in every accuracy and pseudo-label digest of every round: CUDA's deterministic
-    settings hold).  ``results.json``'s ``device`` and ``device_name`` are kept per run.
-``throughput``
-    Training images per second of ``cnn13`` (FedProp's CIFAR CNN) and ``wrn28_2``
-    (FedAnchor's Wide ResNet-28-2) on each device: SGD steps on a fixed random batch after
-    warm-up steps, timed with the device synchronised.  The CPU is timed on one thread
-    (the issue's reference: one core) and on ``--threads``; ``speedup_over_one_core``
-    divides the device's rate by the one-thread rate.
 ``round``
-    One FedProp round of FedProp's CIFAR-10 setting (``experiments/cifar10-fedprop.toml``:
+    FedProp rounds of FedProp's CIFAR-10 setting (``experiments/cifar10-fedprop.toml``:
     ``cnn13``, 100 clients of which 5 train per round, E = 5 local epochs, 10 % labeled,
     LSH L = 4096, k = 10, α = 0.99, horizontal flips; plaintext, since the paper's table
     uses plaintext placeholders) on synthetic CIFAR-sized data (50,000 training and 10,000
@@ -35,21 +15,42 @@ One JSON record with four parts:
     FedProp rounds, each evaluated on validation and test.  ``round_seconds`` are the
     method's own seconds per round (local training, embeddings, CrossClientLP);
     ``wall_seconds_between_rounds`` the wall time from the end of one round to the end of
-    the next, evaluation and checkpoint included (the issue's goal: <= 20 s).
+    the next, evaluation and checkpoint included (issue 22's goal: <= 20 s).
+``throughput``
+    Training images per second of ``cnn13`` (FedProp's CIFAR CNN) and ``wrn28_2``
+    (FedAnchor's Wide ResNet-28-2): SGD steps on a fixed random batch after warm-up steps,
+    timed with the device synchronised, on the CPU with one thread (issue 22's reference:
+    one core), on the CPU with ``--threads`` and on the device; ``speedup_over_one_core``
+    divides each rate by the one-thread rate.
+``job``
+    A short CIFAR-shaped ``securefl run`` (plaintext) on synthetic 32x32x3 images (0.6 x a
+    coarse colour mosaic per class + 0.4 x uniform noise; written as an ``.npz`` in a
+    temporary folder, nothing downloaded), run through ``securefl.cli.main`` on the CPU at
+    seeds 0 .. ``--reference-seeds`` - 1 and twice on ``--device`` at seed 0.  Checks:
+    ``protocol_outputs_equal`` (every method's rounds, bytes per client per round and
+    evaluated rounds agree between the CPU run and the device runs at seed 0: the protocol
+    does not depend on where the model trains), ``accuracies_within_noise`` (each method's
+    final test accuracy on the device lies within the range of the CPU seeds' widened by 4
+    binomial standard errors, ``4 sqrt(p (1 - p) / n_test)``: a device draws its own random
+    streams, so a device run is one more draw of the training randomness and only
+    statistical agreement is promised; on a job this short that randomness is large), and
+    ``device_runs_identical`` (the two device runs agree in every accuracy and pseudo-label
+    digest of every round: CUDA's deterministic settings hold).  ``results.json``'s
+    ``device`` and ``device_name`` are kept per run.
 ``hamming``
-    ``securefl bench hamming --backend lwe|rlwe --device D`` on each device: its record
-    (``verified``: the secure matrix equals plaintext; ``fixed_seconds`` and
+    ``securefl bench hamming --n N --parties P --backend lwe|rlwe --device D`` for each of
+    ``--hamming-shapes`` on the CPU and the device: its record (``verified``: the secure
+    matrix equals plaintext; ``seconds``, ``cpu_seconds``, ``fixed_seconds`` and
     ``per_pair_seconds``), or ``failed`` with the error.  ``hamming_exact`` says every one
     verified, and ``passed`` requires it.
-``environment``
-    torch's version and CUDA build, the device's name, the load average.
 
-``--device cpu`` runs the same parts on the CPU (the test suite does so at tiny sizes,
-so that this script cannot rot).  Exit status 0 when every check holds, 1 otherwise.
+``environment`` holds torch's version and CUDA build, the device's name and the load average.
+``--device cpu`` runs the same parts on the CPU (the test suite does so at tiny sizes, so
+that this script cannot rot).  Exit status 0 when every check holds, 1 otherwise.
 
-The job imports every method, and with them securefl's cryptography: the machine needs
-cryptography, pycryptodome, numba, faiss-cpu, dp-accounting and tenseal installed (wheels,
-README "Installation"), though the job itself runs in plaintext.
+Every method imports securefl's cryptography, so the machine needs cryptography,
+pycryptodome, numba, faiss-cpu, dp-accounting and tenseal (wheels: docs/install.md), though
+every run here is plaintext.
 """
 
 from __future__ import annotations
