@@ -130,7 +130,7 @@ def test_cross_check_pairs_seeds_and_reads_the_value_run(sweeps, tmp_path, monke
 
 ROOT = SCRIPT.parents[1]
 RECORDS = ("digits", "digits-fixmatch", "mnist-fedsemi-iid", "mnist-fedsemi-noniid1",
-           "mnist-fedsemi-noniid2", "fashion-mnist-iid")
+           "mnist-fedsemi-noniid2", "mnist-fedsemi-noniid3", "fashion-mnist-iid")
 
 
 def test_results_page_shows_the_committed_sweeps_and_records():
