@@ -192,65 +192,53 @@ def compare_jobs(references: list[dict[str, Any]], first: dict[str, Any],
 
 
 def images_per_second(model_name: str, device: str, *, batch: int, steps: int, warmup: int,
-                      seed: int, threads: int | None = None) -> dict[str, Any]:
+                      seed: int, threads: int) -> dict[str, Any]:
     """Training throughput of ``model_name`` on ``device``: ``steps`` SGD steps (after
     ``warmup`` untimed ones) on one random CIFAR-shaped batch of ``batch`` images, with
-    torch on ``threads`` CPU threads (None: as it is)."""
-    import torch
-
-    previous = torch.get_num_threads()
-    if threads is not None:
-        torch.set_num_threads(threads)
-    try:
-        return _images_per_second(model_name, device, batch=batch, steps=steps, warmup=warmup,
-                                  seed=seed)
-    finally:
-        torch.set_num_threads(previous)
-
-
-def _images_per_second(model_name: str, device: str, *, batch: int, steps: int, warmup: int,
-                       seed: int) -> dict[str, Any]:
+    torch on ``threads`` CPU threads."""
     import torch
     import torch.nn.functional as F
 
+    from securefl.crypto.linalg import torch_threads
     from securefl.fl.device import configure_determinism, resolve_device
     from securefl.fl.training import make_optimizer
     from securefl.models import build_model, dropout_generator
 
-    target = resolve_device(device)
-    configure_determinism(target)
-    model = build_model(model_name, input_shape=(3, 32, 32), num_classes=10, seed=seed,
-                        device=target)
-    generator = torch.Generator(device=target) if target.type == "cuda" else torch.Generator()
-    generator.manual_seed(seed)
-    x = torch.rand((batch, 3, 32, 32), generator=generator, device=target)
-    y = torch.randint(0, 10, (batch,), generator=generator, device=target)
-    optimizer = make_optimizer(model, lr=0.01)
-    model.train()
+    with torch_threads(threads):
+        target = resolve_device(device)
+        configure_determinism(target)
+        model = build_model(model_name, input_shape=(3, 32, 32), num_classes=10, seed=seed,
+                            device=target)
+        generator = torch.Generator(device=target) if target.type == "cuda" else torch.Generator()
+        generator.manual_seed(seed)
+        x = torch.rand((batch, 3, 32, 32), generator=generator, device=target)
+        y = torch.randint(0, 10, (batch,), generator=generator, device=target)
+        optimizer = make_optimizer(model, lr=0.01)
+        model.train()
 
-    def step() -> None:
-        loss = F.cross_entropy(model(x), y)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
+        def step() -> None:
+            loss = F.cross_entropy(model(x), y)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
 
-    def synchronise() -> None:
-        if target.type == "cuda":
-            torch.cuda.synchronize(target)
+        def synchronise() -> None:
+            if target.type == "cuda":
+                torch.cuda.synchronize(target)
 
-    with dropout_generator(model, generator):
-        for _ in range(warmup):
-            step()
-        synchronise()
-        start = time.perf_counter()
-        for _ in range(steps):
-            step()
-        synchronise()
-        seconds = time.perf_counter() - start
-    return {"model": model_name, "device": str(target), "batch": batch, "steps": steps,
-            "warmup_steps": warmup, "seconds": seconds,
-            "images_per_second": batch * steps / seconds,
-            "threads": torch.get_num_threads()}
+        with dropout_generator(model, generator):
+            for _ in range(warmup):
+                step()
+            synchronise()
+            start = time.perf_counter()
+            for _ in range(steps):
+                step()
+            synchronise()
+            seconds = time.perf_counter() - start
+        return {"model": model_name, "device": str(target), "batch": batch, "steps": steps,
+                "warmup_steps": warmup, "seconds": seconds,
+                "images_per_second": batch * steps / seconds,
+                "threads": torch.get_num_threads()}
 
 
 ROUND_CONFIG = Path(__file__).resolve().parents[1] / "experiments" / "cifar10-fedprop.toml"
