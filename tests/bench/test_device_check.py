@@ -7,6 +7,8 @@ import importlib.util
 import json
 from pathlib import Path
 
+import numpy as np
+
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "device_check.py"
 
 
@@ -35,6 +37,7 @@ def test_device_check_on_the_cpu_writes_every_field(tmp_path, capsys):
     assert job["protocol_outputs_equal"] and job["device_runs_identical"]
     assert job["accuracies_within_noise"]
     assert [m["method"] for m in job["methods"]] == ["fedavg-labeled"]
+    assert job["hyper"] == {"fedavg-labeled": {"lr": 0.03}}  # the job's settings, recorded
     assert len(job["methods"][0]["accuracy_cpu_seeds"]) == 2 and job["reference_seeds"] == 2
     assert job["devices"]["device"]["device"] == "cpu" and job["devices"]["reference"]["device_name"]
     assert record["failed_parts"] == [] and record["schema"] == "securefl.device_check/2"
@@ -119,3 +122,21 @@ def test_an_accuracy_outside_the_cpu_seeds_range_is_not_within_noise():
     outside = module.compare_jobs(cpu, run(0.99), run(0.99, digest="b"), test_size=1000)
     assert not outside["accuracies_within_noise"] and not outside["device_runs_identical"]
     assert outside["methods"][0]["accuracy_cpu_seeds"] == [0.90, 0.11, 0.95]
+
+
+def test_the_synthetic_images_are_sparse_mosaics(tmp_path):
+    """Per class a mosaic of 8 x 8 blocks, lit or dark per channel, under 0.2 of noise: every
+    image lies within the noise of its class template, and the mean is far below 0.5."""
+    module = _module()
+    path = module.synthetic_cifar(tmp_path / "d.npz", n_train=200, n_test=50, classes=10, seed=0)
+    with np.load(path) as data:
+        x, y = data["x_train"] / 255.0, data["y_train"]
+    assert x.shape == (200, 3, 32, 32) and set(np.unique(y)) <= set(range(10))
+    blocks = x.reshape(200, 3, 4, 8, 4, 8)
+    lit = blocks.min(axis=(3, 5)) >= 0.8 - 1e-9
+    dark = blocks.max(axis=(3, 5)) <= 0.2 + 1e-9
+    assert np.all(lit | dark)
+    for label in np.unique(y):
+        patterns = lit[y == label]
+        assert np.all(patterns == patterns[0])  # one template per class
+    assert 0.2 < x.mean() < 0.45
