@@ -8,8 +8,13 @@ the same source of the secrets that shape outputs (:func:`secrets_of`: FedProp's
 hyperplanes, DP noise), so the runs of one config with different seeds, or with its methods
 split over several ``securefl run`` calls, form one table, while a ``--secure real`` run
 (secrets from the OS) or a ``--secure both`` run (its own published crypto seed) is not
-mistaken for a copy of a plaintext run of the same seed; :func:`settings_markdown` prints one Markdown table
-per setting, one row per method:
+mistaken for a copy of a plaintext run of the same seed.  A method's own section of the
+configuration (``[hyper.<method>]``) belongs to the runs of that method only: runs whose
+shared configuration agrees join one setting as long as every method keeps one section
+within it, so a section added to a config file for a new method, or a ``--set
+hyper.<method>.KEY=VALUE`` of that method's own run, does not split it from the other
+methods' runs, while the same method run with two different sections makes two settings.
+:func:`settings_markdown` prints one Markdown table per setting, one row per method:
 
 - ``test acc %``: the test accuracy of the round selected on validation
   (``selected_test_accuracy``), as mean ± sample standard deviation over the seeds
@@ -61,10 +66,13 @@ class Record:
 
 @dataclass
 class Setting:
-    """The runs of one configuration (up to :data:`IGNORED_CONFIG_KEYS`)."""
+    """The runs of one configuration (up to :data:`IGNORED_CONFIG_KEYS`): ``config`` is the
+    shared configuration with the ``[hyper.<method>]`` sections of the methods in
+    ``sections`` (method -> its section, ``{}`` where it had none)."""
 
     config: dict[str, Any]
     records: list[Record] = field(default_factory=list)
+    sections: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -115,25 +123,49 @@ def secrets_of(document: dict[str, Any]) -> str:
 
 
 def setting_config(document: dict[str, Any]) -> dict[str, Any]:
-    """The configuration of a run without the keys that do not change its setting, plus
-    where its secrets came from (:func:`secrets_of`)."""
+    """The configuration of a run without the keys that do not change its setting and
+    without the ``[hyper.<method>]`` sections of methods it did not run, plus where its
+    secrets came from (:func:`secrets_of`)."""
     stored = {**CONFIG_DEFAULTS, **document.get("config", {})}
     config = {k: v for k, v in stored.items() if k not in IGNORED_CONFIG_KEYS}
     config["secrets"] = secrets_of(document)
     dataset = dict(config.get("dataset", {}))
     dataset.pop("data_dir", None)
     config["dataset"] = dataset
+    ran = _methods_run(document)
+    config["hyper"] = {k: v for k, v in config.get("hyper", {}).items()
+                       if not isinstance(v, dict) or k in ran}
     return config
 
 
+def _methods_run(document: dict[str, Any]) -> list[str]:
+    return list(dict.fromkeys(job.get("method") for job in document.get("methods", [])))
+
+
+def _shared(config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` without its ``[hyper.<method>]`` sections."""
+    return {**config, "hyper": {k: v for k, v in config.get("hyper", {}).items()
+                                if not isinstance(v, dict)}}
+
+
 def group_settings(records: list[Record]) -> list[Setting]:
-    """Records grouped by setting, in the order settings first appear."""
-    settings: dict[str, Setting] = {}
+    """Records grouped by setting (module docstring), in the order settings first appear."""
+    settings: list[Setting] = []
     for record in records:
         config = setting_config(record.document)
-        key = json.dumps(config, sort_keys=True)
-        settings.setdefault(key, Setting(config)).records.append(record)
-    return list(settings.values())
+        shared = _shared(config)
+        sections = {m: dict(config["hyper"].get(m, {})) for m in _methods_run(record.document)}
+        setting = next((s for s in settings if _shared(s.config) == shared and all(
+            s.sections.get(m, section) == section for m, section in sections.items())), None)
+        if setting is None:
+            setting = Setting(shared)
+            settings.append(setting)
+        setting.records.append(record)
+        for method, section in sections.items():
+            setting.sections[method] = section
+            if section:
+                setting.config["hyper"][method] = section
+    return settings
 
 
 def shown_path(path: Path) -> str:
@@ -164,8 +196,11 @@ def _title(setting: Setting, others: list[Setting]) -> str:
     namesakes = [o for o in others if o is not setting and o.name == setting.name]
     mine, differing = _flat(config), set()
     for other in namesakes:
+        # a method's own section counts only where both settings ran that method
+        alone = {f"hyper.{m}." for m in setting.sections.keys() ^ other.sections.keys()}
         theirs = _flat(other.config)
-        differing |= {k for k in mine.keys() | theirs.keys() if mine.get(k) != theirs.get(k)}
+        differing |= {k for k in mine.keys() | theirs.keys() if mine.get(k) != theirs.get(k)
+                      and not k.startswith(tuple(alone))}
     shown = [f"{key} = {mine[key]!r}" for key in sorted(differing) if key in mine]
     if shown:
         title += "; " + ", ".join(shown)

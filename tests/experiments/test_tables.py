@@ -27,10 +27,11 @@ def _job(method, test, validation, secure="plaintext"):
     return job
 
 
-def _record(folder, seed, jobs, *, rounds=3, schema=None, crypto_seed=None):
+def _record(folder, seed, jobs, *, rounds=3, schema=None, crypto_seed=None, hyper=None):
     config = {"name": "tiny", "description": "", "methods": [j.method for j in jobs],
               "secure": "plaintext", "rounds": rounds, "seed": seed, "threads": 1,
-              "dataset": {"name": "digits"}, "partition": {"scheme": "iid"}, "hyper": {}}
+              "dataset": {"name": "digits"}, "partition": {"scheme": "iid"},
+              "hyper": hyper or {}}
     document = build_results(jobs=jobs, dataset="digits", status="complete",
                              header={"config": config, "seed": seed, "crypto_seed": crypto_seed})
     if schema is not None:
@@ -130,3 +131,29 @@ def test_a_readme_block_must_name_one_setting(records, capsys, monkeypatch):
     readme.write_text("<!-- tables.py: results/seed1 results/short -->\n<!-- /tables.py -->\n")
     code, _, _ = run_script(["--readme", str(readme)], capsys, monkeypatch)
     assert "holds 2 settings" in str(code)
+
+
+def test_a_method_section_belongs_to_that_methods_runs(tmp_path, capsys, monkeypatch):
+    """``[hyper.<method>]`` sections of methods a run did not run do not split settings; a
+    method run with two different sections of its own does, and the titles name the key."""
+    root = tmp_path / "results"
+    _record(root / "labeled", 0, [_job("fedavg-labeled", *LABELED[0])],
+            hyper={"lr": 0.1, "fedmatch": {"lr": 0.01}})
+    _record(root / "fedprop", 0, [_job("fedprop", *FEDPROP[0])],
+            hyper={"lr": 0.1, "fedprop": {"alpha": 0.9}})
+    _record(root / "fedmatch", 0, [_job("fedmatch", *FEDPROP[1])],
+            hyper={"lr": 0.1, "fedprop": {"alpha": 0.5}, "fedmatch": {"lr": 0.001}})
+    code, out, _ = run_script([str(root)], capsys, monkeypatch)
+    assert code == 0
+    assert out.count("#### tiny") == 1
+    assert "| fedmatch | 95.00 | 88.00 | +15.00 (1 of 1 higher) |" in out
+    _record(root / "fedprop-other", 0, [_job("fedprop", *FEDPROP[1])],
+            hyper={"lr": 0.1, "fedprop": {"alpha": 0.5}})
+    code, out, _ = run_script([str(root)], capsys, monkeypatch)
+    titles = [line for line in out.splitlines() if line.startswith("#### tiny")]
+    assert len(titles) == 2
+    assert all(title.endswith(("hyper.fedprop.alpha = 0.9", "hyper.fedprop.alpha = 0.5"))
+               for title in titles)
+    _record(root / "shared-lr", 0, [_job("fedavg-labeled", *LABELED[1])], hyper={"lr": 0.2})
+    code, out, _ = run_script([str(root)], capsys, monkeypatch)
+    assert sum(line.startswith("#### tiny") for line in out.splitlines()) == 3
