@@ -66,13 +66,19 @@ class Record:
 
 @dataclass
 class Setting:
-    """The runs of one configuration (up to :data:`IGNORED_CONFIG_KEYS`): ``config`` is the
-    shared configuration with the ``[hyper.<method>]`` sections of the methods in
-    ``sections`` (method -> its section, ``{}`` where it had none)."""
+    """The runs of one configuration (up to :data:`IGNORED_CONFIG_KEYS`): ``shared`` is the
+    configuration without ``[hyper.<method>]`` sections, ``sections`` the section of each
+    method run (``{}`` where it had none)."""
 
-    config: dict[str, Any]
+    shared: dict[str, Any]
     records: list[Record] = field(default_factory=list)
     sections: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """The shared configuration with the sections of the methods run."""
+        hyper = {**self.shared.get("hyper", {}), **{m: s for m, s in self.sections.items() if s}}
+        return {**self.shared, "hyper": hyper}
 
     @property
     def name(self) -> str:
@@ -155,16 +161,13 @@ def group_settings(records: list[Record]) -> list[Setting]:
         config = setting_config(record.document)
         shared = _shared(config)
         sections = {m: dict(config["hyper"].get(m, {})) for m in _methods_run(record.document)}
-        setting = next((s for s in settings if _shared(s.config) == shared and all(
+        setting = next((s for s in settings if s.shared == shared and all(
             s.sections.get(m, section) == section for m, section in sections.items())), None)
         if setting is None:
             setting = Setting(shared)
             settings.append(setting)
         setting.records.append(record)
-        for method, section in sections.items():
-            setting.sections[method] = section
-            if section:
-                setting.config["hyper"][method] = section
+        setting.sections.update(sections)
     return settings
 
 
