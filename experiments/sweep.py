@@ -11,9 +11,10 @@ from its own ``command``.  Points already complete are kept, interrupted ones re
 the same command again to continue a sweep.  The table printed at the end (and
 ``OUT/sweep.json``) shows validation accuracy only — mean over the seeds of the accuracy
 of the round each run selected on validation — and marks each method's chosen point
-(:mod:`securefl.experiments.grid`).  Test accuracy plays no part in the choice, and the
-runs' own result tables, which show it, are not printed (each run folder's README.md
-has them).
+(:mod:`securefl.experiments.grid`).  Test accuracy plays no part in the choice and is never
+printed: every run goes with ``--validation-only`` (its progress lines and summaries show
+validation accuracy alone, its result tables are withheld); each run folder's files hold
+it.
 """
 
 from __future__ import annotations
@@ -80,12 +81,12 @@ def sweep(args: argparse.Namespace) -> int:
             if complete(folder):
                 continue
             if (folder / "checkpoint.pkl").is_file():
-                command = ["run", "--resume", str(folder)]
+                command = ["run", "--validation-only", "--resume", str(folder)]
                 if args.data_dir is not None:
                     command += ["--data-dir", args.data_dir]
             else:
-                command = ["run", *fixed, *[w for s in [*args.settings, *point]
-                                            for w in ("--set", s)],
+                command = ["run", "--validation-only", *fixed,
+                           *[w for s in [*args.settings, *point] for w in ("--set", s)],
                            *([] if seed is None else ["--seed", str(seed)]),
                            "--out", str(folder)]
             print(f"sweep: securefl {shlex.join(command)}", file=sys.stderr)

@@ -20,7 +20,9 @@ removing one).  So a bad request exits with one line and status 2 and writes not
 
 Progress goes to stderr: a bar on a terminal; plain lines otherwise (one per round with
 method, round, accuracy and seconds, one per long phase, and a heartbeat; see
-:mod:`securefl.progress`).
+:mod:`securefl.progress`).  ``--validation-only`` keeps test accuracy off the terminal
+(progress, job summaries, results tables) for choosing hyper-parameters on validation;
+the files of the run hold it as always.
 """
 
 from __future__ import annotations
@@ -166,6 +168,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--set", metavar="KEY=VALUE", action="append", dest="settings",
         help="override one config key by its dotted path, e.g. hyper.fedprop.alpha=0.9 "
         "(repeatable; applied before the other flags)",
+    )
+    parser.add_argument(
+        "--validation-only", action="store_true", dest="validation_only",
+        help="print validation accuracy only (progress, summaries; no results tables), for "
+        "choosing hyper-parameters; results.json and README.md still hold test accuracy. "
+        "Changes what is printed, not the run: allowed with --resume, not in the recorded "
+        "command",
     )
 
 
@@ -368,16 +377,16 @@ def _terminate(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
-def round_line(job: JobLog, round_index: int) -> str:
+def round_line(job: JobLog, round_index: int, *, show_test: bool = True) -> str:
     """The plain progress line of a completed round: method, round, validation and test
-    accuracy, seconds."""
+    accuracy (validation alone when ``show_test`` is false), seconds."""
     result = job.round_results[-1]
     parts = []
     if result.get("validation_accuracy") is not None:
         parts.append(f"validation {100 * result['validation_accuracy']:.2f} %")
     if result.get("test_accuracy") is None:
         parts.append("not evaluated")
-    else:
+    elif show_test:
         parts.append(f"test {100 * result['test_accuracy']:.2f} %")
     if result.get("pseudo_label_accuracy") is not None:
         parts.append(f"pseudo-labels {100 * result['pseudo_label_accuracy']:.2f} %")
@@ -397,9 +406,10 @@ def main(args: argparse.Namespace, console: Console) -> int:
     try:
         with make_progress() as progress:
             runner.progress = progress
+            runner.show_test = not args.validation_only
             if isinstance(progress, PlainProgress):
                 runner.after_round = lambda job, index: progress.console.print(
-                    round_line(job, index)
+                    round_line(job, index, show_test=runner.show_test)
                 )
             document = runner.run()
     except KeyboardInterrupt:
@@ -412,9 +422,12 @@ def main(args: argparse.Namespace, console: Console) -> int:
         signal.signal(signal.SIGTERM, previous)
     if not console.is_terminal:  # a pipe or a log: the 80 columns every reader has
         console = Console(file=console.file, width=PIPED_WIDTH)
-    console.print(results_table(document, width=console.width))
-    if document.get("comparison"):
-        console.print(comparison_table(document, width=console.width))
+    if args.validation_only:
+        console.print("results tables withheld (--validation-only): they show test accuracy")
+    else:
+        console.print(results_table(document, width=console.width))
+        if document.get("comparison"):
+            console.print(comparison_table(document, width=console.width))
     for line in privacy_lines(document):
         console.print(line, markup=False)
     coverage = ", coverage.png" if (runner.out / COVERAGE_PLOT).exists() else ""

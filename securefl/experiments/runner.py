@@ -298,14 +298,16 @@ def _interrupts_deferred() -> Iterator[None]:
         raise KeyboardInterrupt
 
 
-def _accuracies(record: dict[str, Any]) -> str:
-    """``val 91.1% test 90.4%`` of a round record (validation first: it selects), or
-    ``not evaluated``."""
+def _accuracies(record: dict[str, Any], *, show_test: bool = True) -> str:
+    """``val 91.1% test 90.4%`` of a round record (validation first: it selects), ``val
+    91.1%`` alone when ``show_test`` is false, or ``not evaluated``."""
     if record["test_accuracy"] is None:
         return "not evaluated"
     validation = record["validation_accuracy"]
-    shown = "" if validation is None else f"val {100 * validation:.1f}% "
-    return f"{shown}test {100 * record['test_accuracy']:.1f}%"
+    shown = [] if validation is None else [f"val {100 * validation:.1f}%"]
+    if show_test:
+        shown.append(f"test {100 * record['test_accuracy']:.1f}%")
+    return " ".join(shown) or "test accuracy withheld"
 
 
 def _now() -> str:
@@ -324,6 +326,9 @@ class Runner:
     CrossClientLP) show up there; ``after_round(job, round_index)`` is called after each
     committed round;
     ``artifacts(document, out)`` (plots, README) when the run ends or stops.
+    ``show_test`` false keeps test accuracy out of what the runner prints (the progress and
+    each job's closing line; the records keep it): for choosing hyper-parameters on
+    validation (``securefl run --validation-only``).
     """
 
     state: RunState
@@ -333,6 +338,7 @@ class Runner:
     progress: Any = None
     after_round: Callable[[JobLog, int], None] | None = None
     artifacts: Callable[[dict[str, Any], Path], Any] | None = None
+    show_test: bool = True
 
     @property
     def dataset(self) -> str:
@@ -441,7 +447,7 @@ class Runner:
                 self._commit()
             if self.progress is not None:
                 self.progress.update(task, completed=job.rounds_completed)
-                self._describe(task, f"{label}: {_accuracies(record)}")
+                self._describe(task, f"{label}: {_accuracies(record, show_test=self.show_test)}")
             if self.after_round is not None:
                 self.after_round(job, round_index)
         with _interrupts_deferred():
@@ -450,11 +456,17 @@ class Runner:
             self._commit()
         if self.progress is not None:
             summary = job.summary(self.dataset)
+            if self.show_test:
+                score = (f"test accuracy {100 * summary['selected_test_accuracy']:.2f}% "
+                         f"(final {100 * summary['final_accuracy']:.2f}%)")
+            elif summary["selected_validation_accuracy"] is None:
+                score = "no validation split, test accuracy withheld"
+            else:
+                score = ("validation accuracy "
+                         f"{100 * summary['selected_validation_accuracy']:.2f}%")
             self.progress.console.print(
                 f"{job.method} ({job.secure}): round {summary['selected_round'] + 1} selected "
-                f"by {summary['selected_by']}, test accuracy "
-                f"{100 * summary['selected_test_accuracy']:.2f}% (final "
-                f"{100 * summary['final_accuracy']:.2f}%), {summary['seconds']:.1f} s"
+                f"by {summary['selected_by']}, {score}, {summary['seconds']:.1f} s"
             )
 
     def _task(self, job: JobLog, description: str) -> Any:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -59,6 +60,19 @@ def test_secure_both_reports_identical_pseudo_labels(tmp_path, fake_config, caps
         assert row["accuracy_difference"] == 0.0
         assert row["time_ratio"] > 0
         assert row["bytes_ratio"] > 1
+
+
+def test_validation_only_keeps_test_accuracy_off_the_terminal(tmp_path, fake_config, capsys):
+    out = tmp_path / "blind"
+    argv = ["run", "--config", str(fake_config), "--out", str(out), "--secure", "both",
+            "--validation-only"]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    document = json.loads((out / "results.json").read_text())
+    assert "validation" in captured.err and "withheld" in captured.out
+    assert not re.search(r"test (accuracy |acc )?\d", captured.err + captured.out)
+    assert all(s["selected_test_accuracy"] is not None for s in document["methods"])
+    assert "--validation-only" not in document["command"]  # what is printed, not the run
 
 
 def test_secure_both_exits_1_when_pseudo_labels_differ(tmp_path, fake_config, monkeypatch):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import runpy
 import sys
 from pathlib import Path
@@ -76,8 +77,11 @@ def test_sweep_chooses_on_validation_and_continues(tmp_path, fake_config, monkey
     argv = ["--config", str(fake_config), "--method", "softmax-sup", "--secure", "plaintext",
             "--grid", "hyper.softmax-sup.lr=0.001,0.5", "--seed", "0", "1", "--out", str(out)]
     assert run_sweep(argv, monkeypatch) == 0
-    printed = capsys.readouterr().out
+    captured = capsys.readouterr()
+    printed = captured.out
     assert "test" not in printed.lower()
+    assert "validation" in captured.err  # the runs' progress, validation accuracy alone
+    assert not re.search(r"test (accuracy )?\d", captured.err)
     record = json.loads((out / "sweep.json").read_text())
     scores = {}
     for lr in ("0.001", "0.5"):
