@@ -21,7 +21,9 @@ more than one seed (:func:`securefl.experiments.plots.plot_seeds`).
 ``<!-- tables.py: FOLDER ... -->`` and the next ``<!-- /tables.py -->``: the block becomes the
 title and table of the one setting the named folders hold, each folder relative to FILE's own
 folder as a Markdown link is (``../experiments/results/...`` from ``docs/``); text outside the
-blocks is left as it is.  With ``--check`` nothing is written: the exit status is 1, with the stale blocks
+blocks is left as it is.  A block opened by ``<!-- tables.py goals: FOLDER ... -->`` becomes
+instead the table of the stated goals of every setting the folders hold, each measured from
+the records (:mod:`securefl.experiments.goals`).  With ``--check`` nothing is written: the exit status is 1, with the stale blocks
 named, when any block differs from what the records give (``tests/test_readme.py`` runs this
 on the README, so a table typed by hand or left behind by new records fails the suite).
 """
@@ -33,6 +35,7 @@ import re
 import sys
 from pathlib import Path
 
+from securefl.experiments.goals import goals_table
 from securefl.experiments.plots import plot_seeds
 from securefl.experiments.records import (
     group_settings,
@@ -43,8 +46,8 @@ from securefl.experiments.records import (
 )
 
 RECORDS = Path(__file__).resolve().parent / "results"
-BLOCK = re.compile(r"(<!-- tables\.py: (?P<folders>[^>]*?) -->\n)(?P<body>.*?)(<!-- /tables\.py -->)",
-                   re.DOTALL)
+BLOCK = re.compile(r"(?P<open><!-- tables\.py(?P<goals> goals)?: (?P<folders>[^>]*?) -->\n)"
+                   r"(?P<body>.*?)(?P<close><!-- /tables\.py -->)", re.DOTALL)
 LEGEND = (
     "Accuracies in % on the test set of the round selected by validation accuracy "
     "(mean ± sample std over seeds where there are several); `last-round acc` is the last "
@@ -55,8 +58,9 @@ LEGEND = (
 )
 
 
-def block_body(folders: str, *, baseline: str, root: Path) -> str:
-    """What a README block naming ``folders`` (relative to ``root``) holds."""
+def block_body(folders: str, *, baseline: str, root: Path, goals: bool = False) -> str:
+    """What a README block naming ``folders`` (relative to ``root``) holds: the table of
+    their one setting, or with ``goals`` the goals table of every setting they hold."""
     paths = [root / folder for folder in folders.split()]
     missing = [str(path) for path in paths if not path.exists()]
     if missing:
@@ -64,11 +68,18 @@ def block_body(folders: str, *, baseline: str, root: Path) -> str:
                          "exist (folders are relative to the Markdown file's folder)")
     records, _ = load_records(paths)
     settings = group_settings(records)
+    if goals:
+        return goals_table(settings) + "\n"
     if len(settings) != 1:
         raise SystemExit(f"tables.py: block {folders!r} holds {len(settings)} settings; name "
                          "folders of exactly one")
     setting = settings[0]
     return f"`{setting_title(setting)}`:\n\n{setting_table(setting, baseline=baseline)}\n"
+
+
+def match_body(match: re.Match, *, baseline: str, root: Path) -> str:
+    """What the :data:`BLOCK` ``match`` of a file in ``root`` should hold."""
+    return block_body(match["folders"], baseline=baseline, root=root, goals=bool(match["goals"]))
 
 
 def update_readme(path: Path, *, baseline: str, check: bool) -> int:
@@ -77,10 +88,10 @@ def update_readme(path: Path, *, baseline: str, check: bool) -> int:
     stale: list[str] = []
 
     def regenerate(match: re.Match) -> str:
-        body = block_body(match["folders"], baseline=baseline, root=path.resolve().parent)
+        body = match_body(match, baseline=baseline, root=path.resolve().parent)
         if body != match["body"]:
             stale.append(match["folders"])
-        return match.group(1) + body + match.group(4)
+        return match["open"] + body + match["close"]
 
     updated, count = BLOCK.subn(regenerate, text)
     if count == 0:

@@ -475,7 +475,7 @@ def _tables_tool():  # type: ignore[no-untyped-def]
 
 
 def stale_tables(text: str, root: Path = REPO) -> tuple[int, list[str]]:
-    """``(blocks, stale)``: how many ``<!-- tables.py: FOLDER ... -->`` blocks ``text`` has,
+    """``(blocks, stale)``: how many ``<!-- tables.py[ goals]: FOLDER ... -->`` blocks ``text`` has,
     and the folders of those whose body differs from ``experiments/tables.py``'s output over
     the records they name (folders relative to ``root``, the folder of the document that
     holds the blocks, as ``experiments/tables.py --readme FILE`` reads them)."""
@@ -484,7 +484,7 @@ def stale_tables(text: str, root: Path = REPO) -> tuple[int, list[str]]:
     matches = list(tables.BLOCK.finditer(text))
     for match in matches:
         try:
-            body = tables.block_body(match["folders"], baseline="fedavg-labeled", root=root)
+            body = tables.match_body(match, baseline="fedavg-labeled", root=root)
         except SystemExit as exc:  # folders that hold no setting, or several
             stale.append(f"{match['folders']}: {exc}")
             continue

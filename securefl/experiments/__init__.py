@@ -17,6 +17,7 @@ Public API::
     compare_jobs(real_summary, plaintext_summary) -> dict        real-vs-plaintext comparison
     collect_provenance(command) -> dict                          command, commit, machine, libraries
     load_records(paths) / group_settings / settings_markdown     tables of record (seed mean ± std)
+    goal_rows(setting) / goals_table(settings)                   the stated goals, measured
     grid_points / summarize                                      sweeps chosen on validation
     write_plots(document, folder)                                accuracy.png and cost.png
     results_table / comparison_table / markdown_report           rich and Markdown tables
@@ -36,6 +37,7 @@ from securefl.experiments.config import (
     load_config,
 )
 from securefl.experiments.deployment import program_config
+from securefl.experiments.goals import goal_rows, goals_table
 from securefl.experiments.grid import grid_points, summarize
 from securefl.experiments.plots import write_plots
 from securefl.experiments.provenance import collect_provenance
@@ -54,7 +56,8 @@ from securefl.experiments.runner import (
 
 __all__ = [
     "DEFAULT_CONFIG", "ExperimentConfig", "JobLog", "RunState", "Runner", "apply_settings",
-    "collect_provenance", "compare_jobs", "comparison_table", "evaluate_round", "grid_points",
+    "collect_provenance", "compare_jobs", "comparison_table", "evaluate_round", "goal_rows",
+    "goals_table", "grid_points",
     "group_settings", "load_config", "load_federations", "load_records", "load_state",
     "markdown_report", "new_state", "plan_jobs", "program_config", "read_results", "results_table",
     "select_round", "settings_markdown", "summarize", "write_plots",

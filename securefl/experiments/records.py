@@ -219,7 +219,9 @@ class Row:
     conflicts: list[str]
 
 
-def _rows(setting: Setting) -> list[Row]:
+def method_rows(setting: Setting) -> list[Row]:
+    """One :class:`Row` per method of ``setting`` (complete jobs only), in the order methods
+    first appear."""
     rows: dict[str, Row] = {}
     for record in setting.records:
         for summary in record.document.get("methods", []):
@@ -252,16 +254,24 @@ def _mean(values: list[float | None], scale: float = 1.0, digits: int = 1) -> st
     return "–" if not known else f"{statistics.mean(known):.{digits}f}"
 
 
+def paired_gaps(row: Row, base: Row, key: str = "selected_test_accuracy") -> list[float]:
+    """``row`` minus ``base`` in ``key`` (points), one per seed both rows ran."""
+    return [100 * (row.by_seed[s][key] - base.by_seed[s][key])
+            for s in row.by_seed if s in base.by_seed]
+
+
+def gap_text(gaps: list[float]) -> str:
+    """``+1.23 (2 of 3 higher)``: the mean paired difference and the seeds above."""
+    wins = sum(g > 0 for g in gaps)
+    return f"{statistics.mean(gaps):+.2f} ({wins} of {len(gaps)} higher)"
+
+
 def _versus(row: Row, base: Row | None, key: str = "selected_test_accuracy") -> str:
     """Mean paired difference of ``key`` (points) over the seeds both rows ran."""
     if base is None or base is row:
         return "–"
-    seeds = [s for s in row.by_seed if s in base.by_seed]
-    if not seeds:
-        return "–"
-    gaps = [100 * (row.by_seed[s][key] - base.by_seed[s][key]) for s in seeds]
-    wins = sum(g > 0 for g in gaps)
-    return f"{statistics.mean(gaps):+.2f} ({wins} of {len(seeds)} higher)"
+    gaps = paired_gaps(row, base, key)
+    return gap_text(gaps) if gaps else "–"
 
 
 COLUMNS = ("method", "test acc %", "last-round acc %", "vs {baseline}",
@@ -285,7 +295,7 @@ def setting_title(setting: Setting, others: list[Setting] | None = None) -> str:
 
 def setting_table(setting: Setting, *, baseline: str = "fedavg-labeled") -> str:
     """One setting's Markdown table (a row per method) and any conflicting copies."""
-    rows = _rows(setting)
+    rows = method_rows(setting)
     base = next((r for r in rows if r.method == baseline), None)
     columns = [c.format(baseline=baseline) for c in COLUMNS]
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]

@@ -27,8 +27,9 @@ def _job(method, test, validation, secure="plaintext"):
     return job
 
 
-def _record(folder, seed, jobs, *, rounds=3, schema=None, crypto_seed=None, hyper=None):
-    config = {"name": "tiny", "description": "", "methods": [j.method for j in jobs],
+def _record(folder, seed, jobs, *, rounds=3, schema=None, crypto_seed=None, hyper=None,
+            name="tiny"):
+    config = {"name": name, "description": "", "methods": [j.method for j in jobs],
               "secure": "plaintext", "rounds": rounds, "seed": seed, "threads": 1,
               "dataset": {"name": "digits"}, "partition": {"scheme": "iid"},
               "hyper": hyper or {}}
@@ -157,3 +158,40 @@ def test_a_method_section_belongs_to_that_methods_runs(tmp_path, capsys, monkeyp
     _record(root / "shared-lr", 0, [_job("fedavg-labeled", *LABELED[1])], hyper={"lr": 0.2})
     code, out, _ = run_script([str(root)], capsys, monkeypatch)
     assert sum(line.startswith("#### tiny") for line in out.splitlines()) == 3
+
+
+def test_goals_are_measured_from_the_records(tmp_path, capsys, monkeypatch):
+    """A ``tables.py goals`` block: each stated goal of a setting as a mean paired gap with
+    its verdict (FedSemi's against its paper's gain, by the config's name), kept in step."""
+    root = tmp_path / "results"
+    # validation picks round 1 everywhere; test accuracy of round 1 and of the last round
+    labeled = {0: [0.900, 0.900], 1: [0.920, 0.900]}
+    gains = {"fedprop": (0.020, -0.050), "fedavg-locallp": (0.030, 0.0),
+             "fedsemi-d": (0.0250, 0.010), "fedavg-supervised": (-0.5, -0.5)}
+    for seed in (0, 1):
+        jobs = [_job("fedavg-labeled", labeled[seed], [0.9, 0.1])]
+        for method, (gap, last) in gains.items():
+            jobs.append(_job(method, [labeled[seed][0] + gap, labeled[seed][1] + last],
+                             [0.9, 0.1]))
+        _record(root / f"seed{seed}", seed, jobs, name="mnist-fedsemi-noniid1")
+    readme = tmp_path / "README.md"
+    readme.write_text("<!-- tables.py goals: results -->\n<!-- /tables.py -->\n")
+    assert run_script(["--readme", str(readme)], capsys, monkeypatch)[0] == 0
+    rows = {line.split(" | ")[1]: line.split(" | ")[2:] for line in readme.read_text().splitlines()
+            if line.startswith("| mnist-fedsemi-noniid1 |")}
+    # FedProp 2 points above labeled-only FedAvg but 1 below its local ablation: one goal
+    # met, one not; the supervised upper bound is no semi-supervised method: no row
+    assert rows["fedprop above fedavg-locallp"] == ["2", "-1.00 (0 of 2 higher)",
+                                                    "-5.00 (0 of 2 higher)", "**no** |"]
+    assert rows["fedprop above fedavg-labeled"][1:] == ["+2.00 (2 of 2 higher)",
+                                                        "-5.00 (0 of 2 higher)", "yes |"]
+    assert not [goal for goal in rows if goal.startswith("fedavg-supervised")]
+    # FedSemi-D +2.50 against the paper's +2.66 on Non-IID-I (95.61 - 92.95): within 1 point
+    goal = "fedsemi-d's gain within ±1 of FedSemi's +2.66 (Table 2, Non-IID-I)"
+    assert rows[goal] == ["2", "+2.50 (-0.16 off)", "+1.00 (-1.66 off)", "yes |"]
+    assert run_script(["--readme", str(readme), "--check"], capsys, monkeypatch)[0] == 0
+    _record(root / "seed2", 2, [_job("fedavg-labeled", [0.9, 0.9], [0.9, 0.1]),
+                                _job("fedsemi-d", [0.85, 0.85], [0.9, 0.1])],
+            name="mnist-fedsemi-noniid1")
+    code, _, err = run_script(["--readme", str(readme), "--check"], capsys, monkeypatch)
+    assert code == 1 and "stale table" in err  # a new seed moves the verdict's figures
