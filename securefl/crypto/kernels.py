@@ -26,6 +26,9 @@ passes over memory, each with its own Python call:
   propagation, one pass each instead of a dozen numpy passes (:mod:`securefl.crypto.lwe`).
 * :func:`rlwe_limbs_into` — the ring backend's 26-bit product limbs regrouped into the
   36/36/32-bit limb sums that :func:`lwe_pack_into` takes (:mod:`securefl.crypto.rlwe`).
+* :func:`centered_binomial_into`, :func:`ternary_fill` — the LWE noise (CBD(21) from one
+  AES-CTR word) and the ternary secrets (bytes below 255, mod 3) in one pass each, where
+  numpy needs five passes (CBD) or a boolean gather (rejection) over arrays of the same size.
 
 Why by hand: these loops exist in no library; with numpy they cost more than the AES
 they surround.  ``nogil`` lets two worker threads run them in parallel; ``cache`` keeps
@@ -239,3 +242,40 @@ def rlwe_limbs_into(products, first, g0, g1, g2):  # pragma: no cover - compiled
             g0[i, j] = c0 + ((c1 & m10) << 26)
             g1[i, j] = (c1 >> 10) + ((c2 & m20) << 16)
             g2[i, j] = (c2 >> 20) + (c3 << 6)
+
+
+@_jit
+def _popcount(word):  # pragma: no cover - compiled
+    """Set bits of a uint64 (the SWAR count of Hacker's Delight §5-1; vectorises, unlike a loop)."""
+    word = word - ((word >> np.uint64(1)) & np.uint64(0x5555555555555555))
+    word = (word & np.uint64(0x3333333333333333)) + ((word >> np.uint64(2)) & np.uint64(0x3333333333333333))
+    word = (word + (word >> np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)
+    return (word * np.uint64(0x0101010101010101)) >> np.uint64(56)
+
+
+@_jit
+def centered_binomial_into(words, bits, out):  # pragma: no cover - compiled
+    """``out[i] = popcount(w_i mod 2^bits) - popcount(floor(w_i / 2^bits) mod 2^bits)`` for the
+    uint64 ``words`` (``2 bits <= 64``): the centred binomial CBD(``bits``) of the LWE noise,
+    as float64, in one pass (:mod:`securefl.crypto.lwe`)."""
+    mask = (np.uint64(1) << np.uint64(bits)) - np.uint64(1)
+    shift = np.uint64(bits)
+    for i in range(words.shape[0]):
+        word = words[i]
+        out[i] = np.float64(np.int64(_popcount(word & mask)) - np.int64(_popcount((word >> shift) & mask)))
+
+
+@_jit
+def ternary_fill(raw, out, filled):  # pragma: no cover - compiled
+    """Uniform ``{-1, 0, 1}`` by exact rejection: each byte of ``raw`` below 255 in turn gives
+    ``out[filled] = b mod 3 - 1`` until ``out`` is full; returns the new ``filled``.  Which
+    bytes are rejected is data-dependent control flow over discarded bytes (255 only),
+    independent of the kept values (:mod:`securefl.crypto.lwe`)."""
+    for i in range(raw.shape[0]):
+        if filled == out.shape[0]:
+            break
+        byte = raw[i]
+        if byte < 255:
+            out[filled] = np.float64(byte % 3) - 1.0
+            filled += 1
+    return filled

@@ -213,8 +213,9 @@ class NegacyclicProducts:
         half = self.n // 2
         folded = torch.fft.ifft(values, dim=-1)
         folded *= self._twist.conj()
-        torch.round(folded.real, out=out[..., :half])
-        torch.round(folded.imag, out=out[..., half:])
+        out[..., :half] = folded.real
+        out[..., half:] = folded.imag
+        out.round_()  # in place on the contiguous output: 2x faster on a CPU than on the strided views
 
     def _evaluate(self, polys: torch.Tensor) -> torch.Tensor:
         """``(..., N)`` integer polynomials (float64 integers) -> their values mod p at the check
@@ -227,13 +228,14 @@ class NegacyclicProducts:
         """The evaluation check of one batch: with row weights ``w_i = 1`` and ``w_i = i + 1``,
         ``sum_i w_i c_i(r) = sum_k (sum_i w_i v_{k,i}(r)) a_k(r)`` mod p for each limb and root.
         The weighted row sums are exact float64 GEMMs (:meth:`multiply` caps the batch so that
-        ``sum_i (i + 1) |c_i| < 2^53``)."""
+        ``sum_i (i + 1) |c_i| < 2^53``); the small side is summed before it is evaluated
+        (evaluation is linear; ``|sum_i w_i v_i| <= rows^2`` for entries in ``{-1, 0, 1}``)."""
         rows = coefficients.shape[0]
         weights = torch.stack((torch.ones(rows, dtype=torch.float64, device=self.device),
                                torch.arange(1, rows + 1, dtype=torch.float64, device=self.device)))
         combined = (weights @ coefficients.reshape(rows, -1)).reshape(2, self.limbs, self.n)
         lhs = self._evaluate(combined)
-        small_values = torch.fmod(weights @ self._evaluate(smalls), float(CHECK_PRIME))
+        small_values = self._evaluate(weights @ smalls)
         rhs = torch.fmod(torch.einsum("kwr,ktr->wtr", small_values, self._public_values[which]), float(CHECK_PRIME))
         if bool(torch.remainder(lhs - rhs, float(CHECK_PRIME)).any()):
             raise PlatformError(

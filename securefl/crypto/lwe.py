@@ -224,7 +224,6 @@ FLOAT64_EXACT_BITS = 53
 
 _M36 = (1 << 36) - 1
 _M32 = (1 << 32) - 1
-_M21 = (1 << 21) - 1
 
 
 def noise_bound(length: int) -> int:
@@ -323,20 +322,17 @@ def _ternary(seed: bytes, label: str, shape: tuple[int, ...]) -> np.ndarray:
     while filled < count:
         need = count - filled
         raw = _stream(seed, f"{label}/{attempt}", (need + need // 128 + 64,), np.uint8)
-        kept = raw[raw < 255][:need]
-        out[filled : filled + kept.size] = kept % 3
-        filled += kept.size
+        filled = kernels.ternary_fill(raw, out, filled)
         attempt += 1
-    out -= 1.0
     return out.reshape(shape)
 
 
 def _binomial(seed: bytes, label: str, shape: tuple[int, ...]) -> np.ndarray:
     """CBD(eta): popcount of 21 AES-CTR bits minus popcount of 21 others (|e| <= 21), float64."""
-    words = _stream(seed, label, shape, np.uint64)
-    low = np.bitwise_count(words & np.uint64(_M21)).astype(np.int16)
-    high = np.bitwise_count((words >> np.uint64(21)) & np.uint64(_M21)).astype(np.int16)
-    return (low - high).astype(np.float64)
+    words = _stream(seed, label, (int(np.prod(shape, dtype=np.int64)),), np.uint64)
+    out = np.empty(words.shape, dtype=np.float64)
+    kernels.centered_binomial_into(words, ETA, out)
+    return out.reshape(shape)
 
 
 def _normalize(g0: np.ndarray, g1: np.ndarray, g2: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -8,6 +8,7 @@ from scipy import stats
 
 import securefl.crypto.linalg as linalg
 import securefl.crypto.lwe as lwe
+from securefl.crypto import kernels
 from securefl.crypto.channel import SERVER, Message
 from securefl.crypto.hamming import pair_roles
 from securefl.errors import InputError, PlatformError, ProtocolError
@@ -33,6 +34,37 @@ def test_lwe_matrix_equals_plaintext_for_random_codes(sizes, length, seed):
     assert result.backend == "lwe" and result.matrix.dtype == np.int32
     np.testing.assert_array_equal(result.matrix, plain(codes))
     assert set(result.cpu_seconds_by_party) == {*range(len(sizes)), SERVER}
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.binary(min_size=16, max_size=16), count=st.integers(1, 3000))
+def test_the_noise_samplers_are_their_specification_on_the_stream(seed, count):
+    """Known answer from the AES-CTR stream, in plain Python: CBD(21) is the popcount of the
+    low 21 bits minus that of the next 21; a ternary entry is the next byte below 255, mod 3,
+    minus 1 (bytes 255 rejected, a fresh stream per attempt)."""
+    words = lwe._stream(seed, "E", (count,), np.uint64)
+    mask = (1 << lwe.ETA) - 1
+    expected = [(int(w) & mask).bit_count() - ((int(w) >> lwe.ETA) & mask).bit_count() for w in words]
+    np.testing.assert_array_equal(lwe._binomial(seed, "E", (count,)), np.array(expected, dtype=np.float64))
+    kept, attempt = [], 0
+    while len(kept) < count:
+        need = count - len(kept)
+        raw = lwe._stream(seed, f"S/{attempt}", (need + need // 128 + 64,), np.uint8)
+        kept += [int(b) % 3 - 1 for b in raw if b < 255][:need]
+        attempt += 1
+    np.testing.assert_array_equal(lwe._ternary(seed, "S", (count,)), np.array(kept, dtype=np.float64))
+
+
+def test_the_sampling_kernels_at_their_edges():
+    words = np.array([0, 2**64 - 1, (1 << 21) - 1, ((1 << 21) - 1) << 21, 1 << 42, 0b101 | (0b1 << 21)], dtype=np.uint64)
+    out = np.empty(words.shape)
+    kernels.centered_binomial_into(words, 21, out)
+    np.testing.assert_array_equal(out, [0, 0, 21, -21, 0, 1])
+    raw = np.array([255, 0, 1, 255, 2, 254, 3, 4], dtype=np.uint8)
+    filled = np.full(6, 7.0)
+    assert kernels.ternary_fill(raw, filled, 1) == 6  # stops when full, rejects 255
+    np.testing.assert_array_equal(filled, [7.0, -1, 0, 1, 1, -1])
+    assert kernels.ternary_fill(np.full(4, 255, dtype=np.uint8), filled, 2) == 2
 
 
 @pytest.mark.parametrize("sizes", [[1, 1], [1, 6], [5, 1, 2], [1, 2, 1, 3, 1]])
