@@ -13,9 +13,10 @@ accuracy of the round each run selected on validation (test accuracy is not read
 The method's *default* value d is what ``securefl run`` uses with ``--config`` (default: the
 digits default): ``[hyper.<method>]`` of the config, else the hyper-parameter dataclass's
 default.  Printed, one Markdown row per method: every grid value's validation accuracy
+(numeric grids in increasing order)
 (mean ± std, %), d and its accuracy, the gap acc(d) - acc(reference) in points, and the
 grid values of highest mean (all of them on ties).  ``--plot`` draws one panel per method:
-accuracy against the grid values (evenly spaced, in the grid's order), error bars ± std, the
+accuracy against the grid values (evenly spaced, in increasing order where numeric, else the grid's), error bars ± std, the
 reference as a horizontal line with a ± std band, d as a star.
 
 ``--records FOLDER ...`` adds the cross-check on other data sets: the records under the
@@ -93,6 +94,10 @@ def read_axis(folder: Path) -> Axis:
                          f"{sorted(methods)}; want hyper.<method>.<name> swept for that method")
     by_value = {row["point"][0].partition("=")[2]: row for row in record["rows"]}
     values = tuple(v.strip() for v in listed.split(","))
+    try:  # numeric grids in increasing order (a sweep may list its default first)
+        values = tuple(sorted(values, key=float))
+    except ValueError:
+        pass
     missing = [v for v in values if v not in by_value]
     if missing:
         raise SystemExit(f"sensitivity.py: {path}: no result for {key}={missing[0]}")
