@@ -45,9 +45,9 @@ device-generic array library (the rest of the crypto room is numpy); it is impor
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
-from functools import lru_cache
-from typing import Iterator
+from functools import cache, lru_cache
 
 import numpy as np
 import torch
@@ -158,7 +158,7 @@ def _roots(n: int) -> list[int]:
     raise AssertionError("unreachable: Z_p^* is cyclic")
 
 
-@lru_cache(maxsize=None)
+@cache
 def _powers(n: int) -> np.ndarray:
     """``r^j mod p`` for ``j < n`` and every check root ``r`` (``(n, R)`` float64, read-only;
     computed once per process and ring dimension)."""

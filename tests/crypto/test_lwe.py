@@ -6,9 +6,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-import securefl.crypto.linalg as linalg
-import securefl.crypto.lwe as lwe
-from securefl.crypto import kernels
+from securefl.crypto import kernels, linalg, lwe
 from securefl.crypto.channel import SERVER, Message
 from securefl.crypto.hamming import pair_roles
 from securefl.errors import InputError, PlatformError, ProtocolError
