@@ -12,12 +12,13 @@ accuracy of the round each run selected on validation (test accuracy is not read
 
 The method's *default* value d is what ``securefl run`` uses with ``--config`` (default: the
 digits default): ``[hyper.<method>]`` of the config, else the hyper-parameter dataclass's
-default.  Printed, one Markdown row per method: every grid value's validation accuracy
-(numeric grids in increasing order)
-(mean ± std, %), d and its accuracy, the gap acc(d) - acc(reference) in points, and the
-grid values of highest mean (all of them on ties).  ``--plot`` draws one panel per method:
-accuracy against the grid values (evenly spaced, in increasing order where numeric, else the grid's), error bars ± std, the
-reference as a horizontal line with a ± std band, d as a star.
+default.  Grid values are listed in increasing order where they are all numeric (a sweep
+may list its default first), else in the grid's order.  Printed, one Markdown row per
+method: every grid value's validation accuracy (mean ± std, %), d and its accuracy, the gap
+acc(d) - acc(reference) in points, and the grid values of highest mean (all of them on
+ties).  ``--plot`` draws one panel per method: accuracy against the grid values (evenly
+spaced, in that order), error bars ± std, the reference as a horizontal line with a ± std
+band, d as a star.
 
 ``--records FOLDER ...`` adds the cross-check on other data sets: the records under the
 FOLDERs, grouped into settings as ``experiments/tables.py`` groups them (one config up to
@@ -94,7 +95,7 @@ def read_axis(folder: Path) -> Axis:
                          f"{sorted(methods)}; want hyper.<method>.<name> swept for that method")
     by_value = {row["point"][0].partition("=")[2]: row for row in record["rows"]}
     values = tuple(v.strip() for v in listed.split(","))
-    try:  # numeric grids in increasing order (a sweep may list its default first)
+    try:  # numeric grids in increasing order (module docstring)
         values = tuple(sorted(values, key=float))
     except ValueError:
         pass

@@ -134,19 +134,25 @@ RECORDS = ("digits", "digits-fixmatch", "mnist-fedsemi-iid", "mnist-fedsemi-noni
            "mnist-fedsemi-noniid2", "mnist-fedsemi-noniid3", "fashion-mnist-iid")
 
 
+def _committed_output(sweeps: list[Path], reference: str, *extra: str) -> str:
+    """The script's stdout over committed sweeps (``reference`` a folder under experiments/sweeps)."""
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), *map(str, sweeps), "--reference",
+         str(ROOT / "experiments" / "sweeps" / reference), *extra],
+        capture_output=True, text=True, cwd=ROOT, check=False)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
 def test_results_page_shows_the_committed_sweeps_and_records():
     """docs/results.md's sensitivity and cross-check tables are the script's output over the
     committed digits-sens-* sweeps and the records of other data sets."""
     sweeps = sorted(p.parent for p in (ROOT / "experiments" / "sweeps").glob("digits-sens-*/"
                                                                            "sweep.json"))
-    done = subprocess.run(
-        [sys.executable, str(SCRIPT), *map(str, sweeps), "--reference",
-         str(ROOT / "experiments" / "sweeps" / "digits-sens-fedavg-labeled"), "--records",
-         *(str(ROOT / "experiments" / "results" / name) for name in RECORDS)],
-        capture_output=True, text=True, cwd=ROOT, check=False)
-    assert done.returncode == 0, done.stderr
+    out = _committed_output(sweeps, "digits-sens-fedavg-labeled", "--records",
+                            *(str(ROOT / "experiments" / "results" / name) for name in RECORDS))
     assert len(sweeps) >= 13
-    assert done.stdout in (ROOT / "docs" / "results.md").read_text()
+    assert out in (ROOT / "docs" / "results.md").read_text()
 
 
 def test_results_page_shows_the_committed_mnist_sweeps():
@@ -155,11 +161,7 @@ def test_results_page_shows_the_committed_mnist_sweeps():
     sweeps_dir = ROOT / "experiments" / "sweeps"
     sweeps = sorted(p.parent for p in sweeps_dir.glob("mnist-iid-sens-*-20rounds/sweep.json"))
     sweeps.append(sweeps_dir / "mnist-iid-fedmatch-20rounds-lr")
-    done = subprocess.run(
-        [sys.executable, str(SCRIPT), *map(str, sweeps), "--reference",
-         str(sweeps_dir / "mnist-iid-sens-fedavg-labeled-20rounds"),
-         "--config", str(ROOT / "experiments" / "mnist-fedsemi-iid.toml")],
-        capture_output=True, text=True, cwd=ROOT, check=False)
-    assert done.returncode == 0, done.stderr
+    out = _committed_output(sweeps, "mnist-iid-sens-fedavg-labeled-20rounds",
+                            "--config", str(ROOT / "experiments" / "mnist-fedsemi-iid.toml"))
     assert len(sweeps) >= 4
-    assert done.stdout in (ROOT / "docs" / "results.md").read_text()
+    assert out in (ROOT / "docs" / "results.md").read_text()
