@@ -162,16 +162,23 @@ class ShadeSender:
 
     codes: np.ndarray
     receivers: int
+    correlation: np.ndarray | None = field(default=None, repr=False)
+    """``(L, lanes)`` uint16 ``Delta_l``, lanes past ``n_a`` zero: built from ``codes`` unless
+    given (the stream hops keep it between exchanges instead of building it in each)."""
 
     def __post_init__(self) -> None:
         count, length = self.codes.shape
         self.blocks = -(-count // 8)
         lanes = 8 * self.blocks
-        self.correlation = np.zeros((length, lanes), dtype=np.uint16)
-        correlation = self.correlation[:, :count]
-        correlation[...] = self.codes.T  # 1 - 2 x mod 2^16 in place (each stream exchange builds it)
-        correlation *= np.uint16(0xFFFE)
-        correlation += np.uint16(1)
+        if self.correlation is None:
+            self.correlation = np.zeros((length, lanes), dtype=np.uint16)
+            correlation = self.correlation[:, :count]
+            correlation[...] = self.codes.T  # 1 - 2 x mod 2^16 in place
+            correlation *= np.uint16(0xFFFE)
+            correlation += np.uint16(1)
+        elif self.correlation.shape != (length, lanes) or self.correlation.dtype != np.uint16:
+            raise ProtocolError(f"SHADE: kept correlation {self.correlation.shape} {self.correlation.dtype}, "
+                                f"expected {(length, lanes)} uint16")
         self.sums = np.zeros((self.receivers, lanes), dtype=np.uint16)
 
     def tile(
@@ -279,9 +286,11 @@ class SenderSession:
     extension: IKNPSender
     sender: int
     receiver: int
+    correlation: np.ndarray | None = field(default=None, repr=False)
+    """:attr:`ShadeSender.correlation` kept from an earlier exchange, if any."""
 
     def __post_init__(self) -> None:
-        self.party = ShadeSender(codes=self.codes, receivers=self.receivers)
+        self.party = ShadeSender(codes=self.codes, receivers=self.receivers, correlation=self.correlation)
         self.plan = chunks(self.receivers, self.codes.shape[1])
         self.tile_rows, self.frame_rows = framing(self.codes.shape[0])
 

@@ -38,7 +38,9 @@ Record, never in a message) and passes it to every hop; hops 1 to 3 advance or r
 in place or return the new one -- and the pair's ``dict`` of numpy arrays between hops (r:
 the hello between hops 1 and 3; both: the :class:`Stream` -- setup id, session number,
 cursor, the pinned ``chunk_bytes``, running sums and, at s only, the random-OT seeds of
-chunks whose frames are still due).  r keeps no seeds: its ``t = PRG(k^0)`` is a function
+chunks whose frames are still due and its correlation ``Delta``, ``L x lanes`` uint16, built at
+its first exchange: rebuilding it from ``x`` in every exchange cost as much as the
+exchange's own AES and corrections once ``n_a`` reached ~1,500).  r keeps no seeds: its ``t = PRG(k^0)`` is a function
 of the setup, session and chunk alone, not of its choices, so when a chunk's frames arrive
 it recomputes exactly the seeds it would have kept (:meth:`ReceiverSession.seeds
 <securefl.crypto.shade.ReceiverSession.seeds>`, in each exchange that carries frames of
@@ -56,6 +58,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import cache
 
 import numpy as np
 
@@ -110,11 +113,13 @@ def check_chunk_bytes(chunk_bytes: int) -> int:
     return int(chunk_bytes)
 
 
-def schedule(senders: int, receivers: int, length: int, chunk_bytes: int) -> list[list[tuple[int, int]]]:
+@cache
+def schedule(senders: int, receivers: int, length: int, chunk_bytes: int) -> tuple[tuple[tuple[int, int], ...], ...]:
     """The correction frames ``(chunk, frame)`` of each exchange of a pair, in stream order:
     frames packed greedily while their bytes (``rows x 2 x lanes``) stay within
     ``chunk_bytes``, at least one frame per exchange (a frame is at most
-    :data:`~securefl.crypto.shade.FRAME_BYTES`); one exchange when the pair fits."""
+    :data:`~securefl.crypto.shade.FRAME_BYTES`); one exchange when the pair fits.  A pure
+    function of public sizes, computed once per process and shape (every hop reads it)."""
     lanes = 8 * -(-senders // 8)
     frame_rows = framing(senders)[1]
     exchanges: list[list[tuple[int, int]]] = [[]]
@@ -128,10 +133,10 @@ def schedule(senders: int, receivers: int, length: int, chunk_bytes: int) -> lis
                 size = 0
             exchanges[-1].append((chunk, number))
             size += nbytes
-    return exchanges
+    return tuple(tuple(exchange) for exchange in exchanges)
 
 
-def _fresh(exchange: list[tuple[int, int]]) -> list[int]:
+def _fresh(exchange: Sequence[tuple[int, int]]) -> list[int]:
     """The chunks whose first frame an exchange carries (their ``U`` travels one exchange earlier)."""
     return [chunk for chunk, number in exchange if number == 0]
 
@@ -142,8 +147,9 @@ class Stream:
     the setup id and session number it runs on, ``cursor`` (the next stream exchange),
     ``chunk_bytes`` (pinned at the first exchange), ``sums`` (the party's running
     :class:`~securefl.crypto.shade.ShadeSender` / :class:`~securefl.crypto.shade.ShadeReceiver`
-    sums) and the random-OT ``seeds`` of chunks whose frames are still to come -- the
-    sender's only: the receiver's are recomputed from the setup (module docstring)."""
+    sums), the random-OT ``seeds`` of chunks whose frames are still to come -- the
+    sender's only: the receiver's are recomputed from the setup (module docstring) -- and the
+    sender's ``correlation`` (:attr:`~securefl.crypto.shade.ShadeSender.correlation`)."""
 
     setup_id: bytes
     session: int
@@ -151,6 +157,7 @@ class Stream:
     chunk_bytes: int = 0
     sums: np.ndarray | None = None
     seeds: dict[int, tuple[np.ndarray, ...]] = field(default_factory=dict)
+    correlation: np.ndarray | None = None
 
     def save(self, state: dict[str, np.ndarray]) -> None:
         """Replace ``state`` by this stream."""
@@ -159,6 +166,8 @@ class Stream:
         state["cursor"] = np.array([self.cursor, self.chunk_bytes], dtype=np.int64)
         if self.sums is not None:
             state["sums"] = self.sums
+        if self.correlation is not None:
+            state["correlation"] = self.correlation
         for chunk, seeds in self.seeds.items():
             for side, array in enumerate(seeds):
                 state[f"seeds/{chunk}/{side}"] = array
@@ -174,7 +183,7 @@ class Stream:
             _, chunk, _side = key.split("/")
             seeds.setdefault(int(chunk), []).append(np.asarray(state[key]))
         return cls(setup.setup_id, session, cursor, chunk_bytes, state.get("sums"),
-                   {chunk: tuple(v) for chunk, v in seeds.items()})
+                   {chunk: tuple(v) for chunk, v in seeds.items()}, state.get("correlation"))
 
     def pin(self, chunk_bytes: int) -> None:
         """Fix ``chunk_bytes`` at the first exchange; a later change raises ProtocolError."""
@@ -233,7 +242,7 @@ def sender_stream(state: dict[str, np.ndarray], incoming: Callable[[], list[Mess
     stream = Stream.load(state, setup, "IKNP matrices before the base OTs")
     stream.pin(chunk_bytes)
     run = SenderSession(codes=codes, receivers=receivers, extension=setup.extension(stream.session),
-                        sender=sender, receiver=receiver)
+                        sender=sender, receiver=receiver, correlation=stream.correlation)
     plan = schedule(codes.shape[0], receivers, codes.shape[1], stream.chunk_bytes)
     if stream.sums is not None:
         run.party.sums = stream.sums
@@ -254,7 +263,7 @@ def sender_stream(state: dict[str, np.ndarray], incoming: Callable[[], list[Mess
         if number == run.frames(index) - 1:
             del stream.seeds[index]
     stream.cursor += 1
-    stream.sums = run.party.sums
+    stream.sums, stream.correlation = run.party.sums, run.party.correlation
     if stream.cursor == len(plan):
         state.clear()
         state["done"] = np.ones(1, np.uint8)

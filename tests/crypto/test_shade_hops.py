@@ -271,3 +271,29 @@ def test_the_receiver_keeps_no_seeds_and_a_cold_receiver_answers_byte_for_byte()
         to_receiver = frames
     assert cold_share.tobytes() == r_share.tobytes()
     np.testing.assert_array_equal((s_share + r_share).astype(np.int64), (x[:, None] != y[None]).sum(-1))
+
+
+def test_the_sender_builds_its_correlation_once_per_pair_and_refuses_a_wrong_one(monkeypatch):
+    """Over a stream of several exchanges the sender builds ``Delta`` from its codes at the
+    first and reads it from its state at the others (the shares stay exact); a kept
+    correlation of the wrong shape is refused, not used."""
+    from securefl.crypto import shade
+
+    builds = []
+    original = shade.ShadeSender.__post_init__
+
+    def counting(self):
+        builds.append(self.correlation is None)
+        original(self)
+
+    monkeypatch.setattr(shade.ShadeSender, "__post_init__", counting)
+    x, y = _codes(12, 3, 40, 4096)
+    _, s_share, r_share, exchanges = _pipeline(x, y, None, None, 0, 1, 16 * 4096 * 16)
+    assert exchanges == 4 and builds == [True, False, False]  # three sender exchanges, one build
+    np.testing.assert_array_equal((s_share + r_share).astype(np.int64), (x[:, None, :] != y[None, :, :]).sum(-1))
+    monkeypatch.setattr(shade.ShadeSender, "__post_init__", original)
+    with pytest.raises(ProtocolError, match="correlation"):
+        shade.ShadeSender(codes=x, receivers=40, correlation=np.zeros((4096, 16), np.uint16))
+    built = shade.ShadeSender(codes=x, receivers=40).correlation
+    np.testing.assert_array_equal(built[:, :3], (1 - 2 * x.T.astype(np.int64)) % (1 << 16))
+    assert not built[:, 3:].any()
