@@ -58,7 +58,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import cache
+from functools import lru_cache
 
 import numpy as np
 
@@ -113,13 +113,14 @@ def check_chunk_bytes(chunk_bytes: int) -> int:
     return int(chunk_bytes)
 
 
-@cache
+@lru_cache(maxsize=1024)
 def schedule(senders: int, receivers: int, length: int, chunk_bytes: int) -> tuple[tuple[tuple[int, int], ...], ...]:
     """The correction frames ``(chunk, frame)`` of each exchange of a pair, in stream order:
     frames packed greedily while their bytes (``rows x 2 x lanes``) stay within
     ``chunk_bytes``, at least one frame per exchange (a frame is at most
     :data:`~securefl.crypto.shade.FRAME_BYTES`); one exchange when the pair fits.  A pure
-    function of public sizes, computed once per process and shape (every hop reads it)."""
+    function of public sizes, computed once per process and shape (every hop reads it; the
+    last 1,024 shapes are kept)."""
     lanes = 8 * -(-senders // 8)
     frame_rows = framing(senders)[1]
     exchanges: list[list[tuple[int, int]]] = [[]]
