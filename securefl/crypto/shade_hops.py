@@ -38,13 +38,14 @@ Record, never in a message) and passes it to every hop; hops 1 to 3 advance or r
 in place or return the new one -- and the pair's ``dict`` of numpy arrays between hops (r:
 the hello between hops 1 and 3; both: the :class:`Stream` -- setup id, session number,
 cursor, the pinned ``chunk_bytes``, running sums and, at s only, the random-OT seeds of
-chunks whose frames are still due and its correlation ``Delta``, ``L x lanes`` uint16, built at
-its first exchange: rebuilding it from ``x`` in every exchange cost as much as the
-exchange's own AES and corrections once ``n_a`` reached ~1,500).  r keeps no seeds: its ``t = PRG(k^0)`` is a function
-of the setup, session and chunk alone, not of its choices, so when a chunk's frames arrive
-it recomputes exactly the seeds it would have kept (:meth:`ReceiverSession.seeds
-<securefl.crypto.shade.ReceiverSession.seeds>`, in each exchange that carries frames of
-the chunk) instead of keeping 16 bytes per OT of every chunk in flight in its state; the
+chunks whose frames are still due and its correlation ``Delta`` (``L x lanes`` uint16, built
+at its first exchange: rebuilt from ``x`` in every exchange it cost as much as the
+exchange's own AES and corrections once ``n_a`` reached ~1,500)).  r keeps no seeds: its
+``t = PRG(k^0)`` is a function of the setup, session and chunk alone, not of its choices,
+so when a chunk's frames arrive it recomputes exactly the seeds it would have kept
+(:meth:`ReceiverSession.seeds <securefl.crypto.shade.ReceiverSession.seeds>`, in each
+exchange that carries frames of the chunk) instead of keeping 16 bytes per OT of every
+chunk in flight in its state; the
 cost is one more ``PRG(k^0)`` fill per chunk (and per extra exchange it spans).  s cannot do
 the same: its ``q_j = t_j XOR r_j s`` needs the chunk's ``U``, which crosses only once.
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from securefl.crypto import shade_hops
+from securefl.crypto import shade, shade_hops
 from securefl.crypto.channel import Message, frame_size
 from securefl.crypto.ot import RESUME, ReceiverSetup, setup_context
 from securefl.crypto.rand import RandomSource
@@ -277,8 +277,6 @@ def test_the_sender_builds_its_correlation_once_per_pair_and_refuses_a_wrong_one
     """Over a stream of several exchanges the sender builds ``Delta`` from its codes at the
     first and reads it from its state at the others (the shares stay exact); a kept
     correlation of the wrong shape is refused, not used."""
-    from securefl.crypto import shade
-
     builds = []
     original = shade.ShadeSender.__post_init__
 
