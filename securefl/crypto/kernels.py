@@ -24,8 +24,11 @@ passes over memory, each with its own Python call:
 * :func:`lwe_unpack_into`, :func:`lwe_pack_into` — the LWE backend's 13-byte wire form of
   ``Z_(2^104)`` (three planes: 8 + 4 + 1 bytes) to and from float64 limbs, with carry
   propagation, one pass each instead of a dozen numpy passes (:mod:`securefl.crypto.lwe`).
-* :func:`rlwe_limbs_into` — the ring backend's 26-bit product limbs regrouped into the
-  36/36/32-bit limb sums that :func:`lwe_pack_into` takes (:mod:`securefl.crypto.rlwe`).
+* :func:`rlwe_limbs_into`, :func:`rlwe_hint_top_into` — the ring backend's 26-bit product
+  limbs regrouped into the 36/36/32-bit limb sums that :func:`lwe_pack_into` takes, or
+  straight into the top 32 bits of the hint that is sent (:mod:`securefl.crypto.rlwe`).
+* :func:`untwist_round_into` — the last pass of a negacyclic FFT product, untwist and
+  rounding (:mod:`securefl.crypto.linalg`).
 * :func:`centered_binomial_into`, :func:`ternary_fill` — the LWE noise (CBD(21) from one
   AES-CTR word) and the ternary secrets (bytes below 255, mod 3) in one pass each, where
   numpy needs five passes (CBD) or a boolean gather (rejection) over arrays of the same size.
@@ -229,19 +232,55 @@ def rlwe_limbs_into(products, first, g0, g1, g2):  # pragma: no cover - compiled
     ``c0 + 2^26 c1 + 2^52 c2 + 2^78 c3``; writes ``g0 + 2^36 g1 + 2^72 g2`` of the same value
     into ``g*[i, j]`` (float64, ``|g| < 2^53``, the input of :func:`lwe_pack_into`):
     ``g0 = c0 + 2^26 (c1 mod 2^10)``, ``g1 = floor(c1 / 2^10) + 2^16 (c2 mod 2^20)``,
-    ``g2 = floor(c2 / 2^20) + 2^6 c3``.
+    ``g2 = floor(c2 / 2^20) + 2^6 c3``.  In float64 throughout, exactly: scaling by a power
+    of two, ``floor`` and the sums of integers below ``2^53`` round nothing, and unlike the
+    int64 conversions (scalar without AVX-512) the loop vectorises.
     """
-    m10 = (np.int64(1) << 10) - 1
-    m20 = (np.int64(1) << 20) - 1
     for i in range(g0.shape[0]):
-        for j in range(g0.shape[1]):
-            c0 = np.int64(products[i, 0, first + j])
-            c1 = np.int64(products[i, 1, first + j])
-            c2 = np.int64(products[i, 2, first + j])
-            c3 = np.int64(products[i, 3, first + j])
-            g0[i, j] = c0 + ((c1 & m10) << 26)
-            g1[i, j] = (c1 >> 10) + ((c2 & m20) << 16)
-            g2[i, j] = (c2 >> 20) + (c3 << 6)
+        c0, c1, c2, c3 = products[i, 0], products[i, 1], products[i, 2], products[i, 3]
+        r0, r1, r2 = g0[i], g1[i], g2[i]
+        for j in range(r0.shape[0]):
+            high1 = np.floor(c1[first + j] * 0.0009765625)  # 2^-10
+            high2 = np.floor(c2[first + j] * 9.5367431640625e-07)  # 2^-20
+            r0[j] = c0[first + j] + (c1[first + j] - high1 * 1024.0) * 67108864.0  # 2^26
+            r1[j] = high1 + (c2[first + j] - high2 * 1048576.0) * 65536.0  # 2^20, 2^16
+            r2[j] = high2 + c3[first + j] * 64.0
+
+
+@_jit
+def rlwe_hint_top_into(products, noise, top):  # pragma: no cover - compiled
+    """The ring backend's hint on the wire (:mod:`securefl.crypto.rlwe`): ``top[i, j] =
+    floor(h / 2^72)`` for the element ``h = c0 + g + 2^26 c1 + 2^52 c2 + 2^78 c3`` mod
+    ``2^104``, with ``c_t = products[i, t, j]`` (float64, exact integers, ``|c| < 2^47``) and the
+    noise ``g = noise[i, j]``: the carries are propagated in float64, exactly (floors of
+    quotients by powers of two), and nothing below bit 72 is kept."""
+    for i in range(top.shape[0]):
+        c0, c1, c2, c3, g, out = products[i, 0], products[i, 1], products[i, 2], products[i, 3], noise[i], top[i]
+        for j in range(out.shape[0]):
+            carry = np.floor((c0[j] + g[j]) * 1.4901161193847656e-08)  # 2^-26
+            carry = np.floor((c1[j] + carry) * 1.4901161193847656e-08)
+            limb2 = c2[j] + carry
+            carry = np.floor(limb2 * 1.4901161193847656e-08)
+            limb2 -= carry * 67108864.0
+            limb3 = c3[j] + carry
+            limb3 -= np.floor(limb3 * 1.4901161193847656e-08) * 67108864.0
+            out[j] = np.uint32(np.floor(limb2 * 9.5367431640625e-07) + limb3 * 64.0)
+
+
+@_jit
+def untwist_round_into(folded, untwist, out):  # pragma: no cover - compiled
+    """The last step of a negacyclic product (:class:`securefl.crypto.linalg.NegacyclicProducts`):
+    ``v = folded[..., j] * untwist[j]`` (complex128 ``(rows, T, N/2)``), then
+    ``out[..., j] = round(Re v)`` and ``out[..., N/2 + j] = round(Im v)`` (float64
+    ``(rows, T, N)``), in one pass where torch takes four (multiply, two strided copies, round)."""
+    half = untwist.shape[0]
+    for i in range(folded.shape[0]):
+        for t in range(folded.shape[1]):
+            source, target = folded[i, t], out[i, t]
+            for j in range(half):
+                value = source[j] * untwist[j]
+                target[j] = np.round(value.real)
+                target[half + j] = np.round(value.imag)
 
 
 @_jit

@@ -39,8 +39,10 @@ run before every session on the device.
 
 Why by hand: numpy, scipy and torch offer FFTs and GEMMs but no negacyclic product over
 ``Z_(2^k)``, and no library checks float64 results for exactness; the FFT folding is the
-textbook one (e.g. TFHE's), written here in a dozen torch calls.  torch is used only as a
-device-generic array library (the rest of the crypto room is numpy); it is imported here.
+textbook one (e.g. TFHE's), written here in a dozen torch calls (on the CPU its last pass,
+untwist and rounding, is a compiled kernel of :mod:`securefl.crypto.kernels`).  torch is
+used only as a device-generic array library (the rest of the crypto room is numpy); it is
+imported here.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ from functools import cache, lru_cache
 import numpy as np
 import torch
 
+from securefl.crypto import kernels
 from securefl.errors import InputError, PlatformError
 
 FLOAT64_EXACT_BITS = 53
@@ -198,6 +201,7 @@ class NegacyclicProducts:
         half = n // 2
         angles = torch.arange(half, dtype=torch.float64, device=device) * (np.pi / n)
         self._twist = torch.polar(torch.ones_like(angles), angles)
+        self._untwist = self._twist.conj().resolve_conj().cpu().numpy()
         self._table = self._transform(torch.as_tensor(publics, device=device))
         self._powers = torch.tensor(_powers(n), device=device)
         self._public_values = self._evaluate(torch.as_tensor(publics, device=device))
@@ -209,9 +213,14 @@ class NegacyclicProducts:
         return torch.fft.fft(folded, dim=-1)
 
     def _inverse(self, values: torch.Tensor, out: torch.Tensor) -> None:
-        """``(rows, T, N/2)`` complex values -> ``(rows, T, N)`` real coefficients, rounded to integers, into ``out``."""
+        """``(rows, T, N/2)`` complex values -> ``(rows, T, N)`` real coefficients, rounded to
+        integers, into ``out`` (on the CPU the untwist and rounding are one compiled pass,
+        :func:`~securefl.crypto.kernels.untwist_round_into`)."""
         half = self.n // 2
         folded = torch.fft.ifft(values, dim=-1)
+        if self.device.type == "cpu":
+            kernels.untwist_round_into(folded.numpy(), self._untwist, out.numpy())
+            return
         folded *= self._twist.conj()
         out[..., :half] = folded.real
         out[..., half:] = folded.imag
@@ -243,13 +252,16 @@ class NegacyclicProducts:
                 f"(N={self.n}, {self.limb_bits}-bit limbs); the ring-LWE backend refuses to use it"
             )
 
-    def multiply(self, smalls: np.ndarray, which: list[int] | tuple[int, ...]) -> np.ndarray:
+    def multiply(self, smalls: np.ndarray, which: list[int] | tuple[int, ...], *,
+                 out: np.ndarray | None = None) -> np.ndarray:
         """``c[i, t] = sum_k smalls[k, i] * publics[which[k], t]`` in ``Z[X]/(X^N + 1)``, exactly.
 
         ``smalls`` is float64 ``(k, rows, N)`` with entries in ``{-1, 0, 1}`` (a precondition the
         exactness bounds rely on; the callers pass ternary secrets and binary codes); returns float64
-        ``(rows, T, N)`` integer limbs.  Raises :class:`PlatformError` if a batch fails its
-        evaluation check (nothing of it is returned), :class:`InputError` on bad shapes or indices."""
+        ``(rows, T, N)`` integer limbs, written into ``out`` when given (a C-contiguous array of
+        that shape, so that a caller multiplying again reuses its memory).  Raises
+        :class:`PlatformError` if a batch fails its evaluation check (nothing of it is
+        returned), :class:`InputError` on bad shapes or indices."""
         smalls = np.asarray(smalls)
         if smalls.ndim != 3 or smalls.shape[0] != len(which) or smalls.shape[2] != self.n or not len(which):
             raise InputError("smalls", smalls, f"must be (len(which)={len(which)} >= 1, rows, N={self.n})")
@@ -264,7 +276,11 @@ class NegacyclicProducts:
             chunk //= 2
         if bound >= 1 << FLOAT64_EXACT_BITS:
             raise InputError("smalls", smalls, f"{len(which)} x N terms of {self.limb_bits}-bit limbs reach 2^53")
-        out = np.empty((rows, self.limbs, self.n), dtype=np.float64)
+        shape = (rows, self.limbs, self.n)
+        if out is None:
+            out = np.empty(shape, dtype=np.float64)
+        elif out.shape != shape or out.dtype != np.float64 or not out.flags.c_contiguous:
+            raise InputError("out", out.shape, f"must be a C-contiguous float64 array of shape {shape}")
         index = torch.as_tensor(list(which), dtype=torch.long, device=self.device)
         table = self._table[index]
         for start in range(0, rows, chunk):

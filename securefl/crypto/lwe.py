@@ -652,12 +652,12 @@ class LWEParty:
                     partial = self._buffer("hint block", hint.shape)
                     hint += self._gemm(self._evaluation[:, start:stop], public.reshape(rows, 3 * LWE_DIMENSION), out=partial)
             if encrypting:
-                products = self._buffer("C block", (outer, 3 * rows))
                 if self._ring is None:
+                    products = self._buffer("C block", (outer, 3 * rows))
                     self._gemm(self._secret, public.reshape(3 * rows, LWE_DIMENSION).T, out=products)
                     products = products.reshape(outer, rows, 3)
-                else:
-                    products = products.reshape(outer, rows, 3)
+                else:  # limb-major, so that each limb's rows are contiguous for the kernels
+                    products = self._buffer("C block", (3, outer, rows)).transpose(1, 2, 0)
                     self._ring_columns(start, stop, products)
                 products[..., 0] += _binomial(self._seed, f"E/{block}", (outer, rows))
                 if start < length:
@@ -669,9 +669,12 @@ class LWEParty:
             self._buffers.pop(name, None)
         self._ring_products = None
         if evaluating:
-            limbs = hint.reshape(n_own, 3, LWE_DIMENSION) if self._ring is None else self._ring.hint(self._evaluation)
-            low = limbs[:, 0, :] + _binomial(self._seed, "G", (n_own, LWE_DIMENSION))
-            top = (_pack(low, limbs[:, 1, :], limbs[:, 2, :])[1],)
+            noise = _binomial(self._seed, "G", (n_own, LWE_DIMENSION))
+            if self._ring is None:
+                limbs = hint.reshape(n_own, 3, LWE_DIMENSION)
+                top = (_pack(limbs[:, 0, :] + noise, limbs[:, 1, :], limbs[:, 2, :])[1],)
+            else:
+                top = (self._ring.hint_top(self._evaluation, noise),)
             tags = np.stack([self._tag("H", self.index, peer, 0, top) for peer in self.evaluates_for])
             yield Message(self.index, SERVER, f"lwe/H/{self.index}", (*top, tags))
 

@@ -55,7 +55,9 @@ The products are exact integer products in ``Z[X]/(X^N + 1)`` of the public ``a_
 float64 FFTs and checked (:class:`~securefl.crypto.linalg.NegacyclicProducts`: every product
 passes an evaluation check mod a prime before use, and a known-answer test runs on the
 device before each session); the limbs are recombined into the elements mod ``2^104``
-(:func:`~securefl.crypto.kernels.rlwe_limbs_into`).  Since ``C = S M^T + E + Delta [-2X | 0]``
+(:func:`~securefl.crypto.kernels.rlwe_limbs_into`; for the hint, of which only
+``floor(H' / 2^72)`` is sent, straight into those bits with every carry,
+:func:`~securefl.crypto.kernels.rlwe_hint_top_into`).  Since ``C = S M^T + E + Delta [-2X | 0]``
 and ``H' = M^T Y'^T + G`` hold exactly as in the LWE backend, its correctness argument
 (``|E Y'^T - S G| <= N_max``, exact floor) carries over word for word: the ring backend
 outputs the same bits, the exact Hamming matrix.
@@ -237,10 +239,10 @@ def conjugate(limbs: np.ndarray) -> np.ndarray:
 class RingMatrix:
     """The two products with the ring-structured ``M`` of one party, on a torch device.
 
-    :meth:`ciphertext_columns` gives the columns of ``S M^T`` polynomial by polynomial;
-    :meth:`hint` gives ``M^T Y'^T``.  Both return exact elements mod ``2^104`` as
-    float64 limb sums ``(g0, g1, g2)`` (36, 36, 32-bit weights, ``|g| < 2^53``), the form
-    :func:`securefl.crypto.lwe._pack` takes.
+    :meth:`ciphertext_products` gives the products ``a_k S`` polynomial by polynomial (exact
+    26-bit limbs, which :func:`~securefl.crypto.kernels.rlwe_limbs_into` regroups into the
+    columns of ``C``); :meth:`hint_top` gives the top 32 bits of ``M^T Y'^T + G``, all the
+    hint that is sent.
     """
 
     def __init__(self, seed: bytes, length: int, *, device: torch.device) -> None:
@@ -249,6 +251,7 @@ class RingMatrix:
         self._limbs = public_limbs(seed, length)
         self._forward: linalg.NegacyclicProducts | None = None
         self._transposed: linalg.NegacyclicProducts | None = None
+        self._scratch = np.empty(0, dtype=np.float64)
 
     @property
     def count(self) -> int:
@@ -260,30 +263,50 @@ class RingMatrix:
             return column // RING_DIMENSION, column % RING_DIMENSION
         return self.count - 1, column - self.length
 
+    def _products_buffer(self, rows: int) -> np.ndarray:
+        """One ``(rows, 4, N)`` scratch array for every product of this party: each call's
+        result is consumed before the next call, and fresh arrays of this size would
+        page-fault anew (the same reuse as :meth:`securefl.crypto.lwe.LWEParty._buffer`)."""
+        size = rows * FFT_LIMBS * RING_DIMENSION
+        if self._scratch.size < size:
+            self._scratch = np.empty(size, dtype=np.float64)
+        return self._scratch[:size].reshape(rows, FFT_LIMBS, RING_DIMENSION)
+
     def ciphertext_products(self, secret: np.ndarray, k: int) -> np.ndarray:
         """``a_k s_i`` for every row ``s_i`` of ``secret`` (``(rows, N)`` ternary float64):
-        the exact integer limb products ``(rows, 4, N)``."""
+        the exact integer limb products ``(rows, 4, N)``, valid until this party's next product."""
         if self._forward is None:
             self._forward = linalg.NegacyclicProducts(self._limbs, limb_bits=FFT_LIMB_BITS, device=self.device)
-        return self._forward.multiply(secret[None], [k])
+        return self._forward.multiply(secret[None], [k], out=self._products_buffer(secret.shape[0]))
 
-    def hint(self, evaluation: np.ndarray) -> np.ndarray:
-        """``M^T y'_j = sum_k a_k* v_k`` for every row ``y'_j`` of ``evaluation`` (``(rows, L + N)``):
-        float64 ``(rows, 3, N)`` limb sums of the elements mod ``2^104``."""
+    def hint_top(self, evaluation: np.ndarray, noise: np.ndarray) -> np.ndarray:
+        """The hint on the wire: ``floor(H' / 2^72)`` (uint32 ``(rows, N)``) of
+        ``H' = M^T y'_j + g_j = sum_k a_k* v_k + g_j`` mod ``2^104`` for every row ``y'_j`` of
+        ``evaluation`` (``(rows, L + N)``) and ``g_j`` of ``noise`` (float64 ``(rows, N)``)."""
         rows = evaluation.shape[0]
         if self._transposed is None:
             self._transposed = linalg.NegacyclicProducts(
                 conjugate(self._limbs), limb_bits=FFT_LIMB_BITS, device=self.device
             )
+        if self.length % RING_DIMENSION == 0:  # whole blocks: a view, no copy
+            blocks = evaluation.reshape(rows, self.count, RING_DIMENSION).transpose(1, 0, 2)
+        else:
+            blocks = self._padded_blocks(evaluation)
+        products = self._transposed.multiply(blocks, list(range(self.count)), out=self._products_buffer(rows))
+        top = np.empty((rows, RING_DIMENSION), dtype=np.uint32)
+        kernels.rlwe_hint_top_into(products, noise, top)
+        return top
+
+    def _padded_blocks(self, evaluation: np.ndarray) -> np.ndarray:
+        """``y'_j`` cut into the ``m`` blocks ``v_k`` of ``N`` coefficients, the last message
+        block zero-padded: ``(m, rows, N)``."""
+        rows = evaluation.shape[0]
         blocks = np.zeros((self.count, rows, RING_DIMENSION), dtype=np.float64)
         for k in range(self.count - 1):
             part = evaluation[:, k * RING_DIMENSION : min((k + 1) * RING_DIMENSION, self.length)]
             blocks[k, :, : part.shape[1]] = part
         blocks[-1] = evaluation[:, self.length :]
-        products = self._transposed.multiply(blocks, list(range(self.count)))
-        out = np.empty((rows, 3, RING_DIMENSION), dtype=np.float64)
-        kernels.rlwe_limbs_into(products, 0, out[:, 0], out[:, 1], out[:, 2])
-        return out
+        return blocks
 
 
 def primal_usvp_blocksize(n: int, log2_q: float, sigma_error: float, sigma_secret: float) -> tuple[int, int]:

@@ -114,6 +114,28 @@ def test_limb_regrouping_keeps_the_element_mod_q(seed):
             assert (value - regrouped) % (1 << 104) == 0
 
 
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1))
+def test_the_hint_on_the_wire_is_the_top_32_bits_of_the_element_plus_noise(seed):
+    """The hint kernel propagates every carry: its output is floor(h / 2^72) of the exact element."""
+    rng = np.random.default_rng(seed)
+    products = rng.integers(-(1 << 46), 1 << 46, size=(3, 4, 16)).astype(np.float64)
+    products[0, :, 0] = -(1 << 46) + 1
+    products[1, :, 1] = (1 << 46) - 1
+    products[2, :, 2] = [-(1 << 26), (1 << 26) - 1, 0, 0]  # carries cross every limb boundary
+    noise = rng.integers(-21, 22, size=(3, 16)).astype(np.float64)
+    products[0, :, 3] = [(1 << 26) - 5, (1 << 26) - 1, (1 << 20) - 1, 7]  # 2^72 - 5 below bit 72:
+    noise[0, 3] = 10  # the noise carries into the top bits
+    products[0, :, 4] = [3, 0, 0, 7]
+    noise[0, 4] = -10  # and borrows from them
+    top = np.empty((3, 16), dtype=np.uint32)
+    kernels.rlwe_hint_top_into(products, noise, top)
+    for i in range(3):
+        for j in range(16):
+            element = (sum(int(products[i, t, j]) << 26 * t for t in range(4)) + int(noise[i, j])) % (1 << 104)
+            assert int(top[i, j]) == element >> 72
+
+
 @settings(max_examples=6, deadline=None)
 @given(
     sizes=st.lists(st.integers(1, 4), min_size=2, max_size=4),
