@@ -257,6 +257,12 @@ def markdown_report(document: dict[str, Any]) -> str:
     return "\n\n".join(parts) + "\n"
 
 
+def _warmup(document: dict[str, Any]) -> str:
+    """``; process warm-up 2.2 s, charged to no method`` when the run recorded one."""
+    seconds = document.get("process_warmup_seconds")
+    return "" if seconds is None else f"; process warm-up {seconds:.1f} s, charged to no method"
+
+
 def _loads(values: list[float] | None) -> str:
     return "?" if not values else "/".join(f"{v:.1f}" for v in values)
 
@@ -289,7 +295,8 @@ def readme_text(document: dict[str, Any]) -> str:
         f"- command: `{document.get('command', '?')}`"
         + "".join(f"; resumed with `{c}`" for c in document.get("resumed", [])),
         f"- status: {document['status']}; {total:.0f} s of method time in total "
-        f"(started {document.get('started', '?')}, last update {document.get('updated', '?')})",
+        f"(started {document.get('started', '?')}, last update {document.get('updated', '?')})"
+        + _warmup(document),
         f"- commit: {document.get('commit', '?')}"
         + ("" if dirty is None else f" (uncommitted changes: {'yes' if dirty else 'no'})"),
         f"- machine: {machine.get('cpu', '?')}, {machine.get('cores', '?')} cores, "

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import shlex
+import subprocess
+import sys
 
 import numpy as np
 import torch
@@ -36,7 +38,23 @@ def test_results_carry_provenance(tmp_path, fake_config, capsys):
                 "torch_cpu_capability"):
         assert machine[key], key
     assert len(document["load_average_at_start"]) == 3 and len(document["load_average"]) == 3
+    assert document["process_warmup_seconds"] >= 0.0
     assert document["held_out"] == {name: {"validation": 269, "test": 450}
                                     for name in ("softmax-st", "softmax-sup")}
     readme = (out / "README.md").read_text()
     assert f"torch {torch.__version__}" in readme and "269 validation images" in readme
+    assert "s, charged to no method" in readme
+
+
+def test_the_process_warm_up_takes_the_first_optimizers_imports_off_the_first_job():
+    """In a fresh interpreter, building the first optimizer imports torch._dynamo (seconds);
+    the runner's warm-up does it before any job's clock starts (it runs before the job loop)."""
+    script = (
+        "import sys, torch\n"
+        "from securefl.experiments.runner import warm_up_process\n"
+        "assert 'torch._dynamo' not in sys.modules\n"
+        "warm_up_process()\n"
+        "assert 'torch._dynamo' in sys.modules\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
