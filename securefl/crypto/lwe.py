@@ -668,13 +668,14 @@ class LWEParty:
         for name in ("M bytes", "M", "hint block", "C block"):
             self._buffers.pop(name, None)
         self._ring_products = None
+        ring, self._ring = self._ring, None  # its tables and product scratch end with the broadcasts
         if evaluating:
             noise = _binomial(self._seed, "G", (n_own, LWE_DIMENSION))
-            if self._ring is None:
+            if ring is None:
                 limbs = hint.reshape(n_own, 3, LWE_DIMENSION)
                 top = (_pack(limbs[:, 0, :] + noise, limbs[:, 1, :], limbs[:, 2, :])[1],)
             else:
-                top = (self._ring.hint_top(self._evaluation, noise),)
+                top = (ring.hint_top(self._evaluation, noise),)
             tags = np.stack([self._tag("H", self.index, peer, 0, top) for peer in self.evaluates_for])
             yield Message(self.index, SERVER, f"lwe/H/{self.index}", (*top, tags))
 
