@@ -17,9 +17,10 @@ truncated to 128 bits, so every frame has a fresh GMAC key (and the fixed all-ze
 nonce is never reused under a key).  GMAC is AES-GCM with an empty plaintext and the
 frame as associated data, fed buffer by buffer, so the tag depends only on the wire
 bytes, not on how the body is split.  Why GMAC and not Poly1305: both are
-Wegman–Carter MACs with a 16-byte tag, but OpenSSL's GHASH (PCLMULQDQ) runs ~28 GB/s
-on the project machine and releases the GIL, Poly1305 ~10 GB/s holding it, and SHADE
-pushes tens of GB through this channel.
+Wegman–Carter MACs with a 16-byte tag, but OpenSSL's GHASH (PCLMULQDQ) ran ~28 GB/s on
+one project machine (Intel Xeon) and 6–7.5 GB/s on another (AMD EPYC, 2026-11-28) and
+releases the GIL, Poly1305 ~10 and 6–6.6 GB/s holding it, and SHADE pushes tens of GB
+through this channel.
 
 **Per-link keys.**  Every party p (the server included) holds an X25519 key pair
 (sk_p, pk_p); the public keys are relayed by the server (:class:`LinkKeys` is that

@@ -1,9 +1,10 @@
 """Compiled inner loops of OT extension, SHADE and the LWE wire format (numba, ``nogil``).
 
 Everything cryptographic here is done elsewhere: AES comes from ``cryptography``
-(OpenSSL, AES-NI) in :mod:`securefl.crypto.fixed_key` and :mod:`securefl.crypto.prg`.
-These kernels are the glue *around* AES that numpy can only express as many separate
-passes over memory, each with its own Python call:
+(OpenSSL, AES-NI) in :mod:`securefl.crypto.fixed_key` and :mod:`securefl.crypto.prg`, or,
+inside the fused SHADE kernels, from :mod:`securefl.crypto.aesni` (the same permutation,
+compiled into the loop).  These kernels are the glue *around* AES that numpy can only
+express as many separate passes over memory, each with its own Python call:
 
 * :func:`transpose_bits_into` — the IKNP bit-matrix transpose.  ``r x 64w`` bits held as
   ``(r, w)`` uint64 words become ``(64w, r / 64)`` words: bit ``i`` of output row ``j`` is bit
@@ -21,6 +22,9 @@ passes over memory, each with its own Python call:
 * :func:`shade_sender_rows`, :func:`shade_receiver_rows` — SHADE's per-OT arithmetic
   mod 2^16, fused: feed-forward of the AES outputs, the correction, and the running
   share sums, in one pass over the tile instead of six numpy passes.
+  :func:`shade_sender_fused`, :func:`shade_receiver_fused` are the same with the expansion
+  itself inside (AES-NI where :func:`securefl.crypto.aesni.available`): each OT's
+  messages are made in an L1-resident row buffer and consumed at once.
 * :func:`lwe_unpack_into`, :func:`lwe_pack_into` — the LWE backend's 13-byte wire form of
   ``Z_(2^104)`` (three planes: 8 + 4 + 1 bytes) to and from float64 limbs, with carry
   propagation, one pass each instead of a dozen numpy passes (:mod:`securefl.crypto.lwe`).
@@ -44,6 +48,8 @@ from __future__ import annotations
 
 import numba
 import numpy as np
+
+from securefl.crypto import aesni
 
 _TILE_WORDS = 32
 """64 x 64 bit blocks transposed side by side (a 16 KiB tile, L1 resident)."""
@@ -174,6 +180,47 @@ def shade_receiver_rows(raw, inp, u, choices, first, length, sums):  # pragma: n
         else:
             for k in range(lanes):
                 sums[point, k] += raw[r, k] ^ inp[r, k]
+
+
+@_jit
+def shade_sender_fused(seeds0, seeds1, keys, correlation, first, u, sums):  # pragma: no cover - compiled
+    """:func:`shade_sender_rows` with the expansion inside: row ``r``'s messages ``p_b =
+    G(seeds_b[r])`` are computed block by block into a row buffer (AES-NI, L1-resident) and
+    consumed at once; same ``u`` and ``sums``, no tile of AES outputs in memory."""
+    rows, lanes = u.shape
+    length = correlation.shape[0]
+    words0 = np.empty(lanes // 4, dtype=np.uint64)
+    words1 = np.empty(lanes // 4, dtype=np.uint64)
+    lanes0 = words0.view(np.uint16)
+    lanes1 = words1.view(np.uint16)
+    for r in range(rows):
+        g = first + r
+        point = g // length
+        bit = g - point * length
+        aesni.expand_row(seeds0[r, 0], seeds0[r, 1], keys, words0)
+        aesni.expand_row(seeds1[r, 0], seeds1[r, 1], keys, words1)
+        for k in range(lanes):
+            p0 = lanes0[k]
+            u[r, k] = p0 - lanes1[k] + correlation[bit, k]
+            sums[point, k] += p0
+
+
+@_jit
+def shade_receiver_fused(seeds, keys, u, choices, first, length, sums):  # pragma: no cover - compiled
+    """:func:`shade_receiver_rows` with the expansion ``p_c = G(seeds[r])`` inside (AES-NI)."""
+    rows, lanes = u.shape
+    words = np.empty(lanes // 4, dtype=np.uint64)
+    chosen = words.view(np.uint16)
+    for r in range(rows):
+        g = first + r
+        point = g // length
+        aesni.expand_row(seeds[r, 0], seeds[r, 1], keys, words)
+        if choices[g]:
+            for k in range(lanes):
+                sums[point, k] += chosen[k] + u[r, k]
+        else:
+            for k in range(lanes):
+                sums[point, k] += chosen[k]
 
 
 @_jit

@@ -135,6 +135,7 @@ installable here.  Everything is vectorised over whole chunks; nothing loops per
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import secrets
 import time
@@ -410,13 +411,28 @@ def u_tag(session: int, chunk: int) -> str:
     return f"iknp/U/{session}/{chunk}"
 
 
+ROW_CONTEXTS_KEPT = 64
+"""Row PRGs whose AES contexts a process keeps (:func:`_row_contexts`)."""
+
+
+@functools.lru_cache(maxsize=ROW_CONTEXTS_KEPT)
+def _row_contexts(seeds: bytes) -> tuple:
+    """The 128 AES-ECB contexts of the seeds ``seeds`` (16 bytes each), made once per process.
+
+    A client's setups live in its state as arrays (:meth:`SenderSetup.to_arrays`) and are
+    rebuilt at every hop, so without this each hop would redo 128 (or 256) key schedules, about
+    5,000 a round at the digits shape; the contexts hold nothing the state does not."""
+    return tuple(Cipher(algorithms.AES(seeds[i: i + 16]), modes.ECB()).encryptor()
+                 for i in range(0, len(seeds), 16))
+
+
 @dataclass
 class RowPRG:
     """``PRG(k_i)`` for 128 seeds: one AES-ECB context per seed, created once, then reused.
 
     Row ``i`` for nonce ``n`` is exactly ``prg.expand(k_i, ..., nonce=n)`` (AES-CTR), but the
     counter blocks are laid out once per chunk and shared by all rows, and no key
-    schedule is repeated: per chunk the cost is 128 ``update_into`` calls.
+    schedule is repeated (:func:`_row_contexts`): per chunk the cost is 128 ``update_into`` calls.
     """
 
     seeds: np.ndarray
@@ -429,9 +445,7 @@ class RowPRG:
         The view is into a buffer reused by the next call (no page faults per chunk).
         """
         if self._contexts is None:
-            self._contexts = [
-                Cipher(algorithms.AES(seed.tobytes()), modes.ECB()).encryptor() for seed in self.seeds
-            ]
+            self._contexts = _row_contexts(np.ascontiguousarray(self.seeds, dtype=np.uint8).tobytes())
         counters = memoryview(counter_blocks(-(-words // 2), nonce=nonce)).cast("B")
         shape = (len(self._contexts), 2 * -(-words // 2) + 2)
         if self._matrix is None or self._matrix.shape != shape:

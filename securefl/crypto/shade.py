@@ -79,10 +79,12 @@ Tampering with any frame (correction, IKNP matrix, hello, base OT, shares) raise
 :class:`~securefl.errors.ProtocolError` from the channel's MAC and sequence checks or
 from shape checks here; a reconstructed distance above ``L`` is also rejected.
 
-Why by hand: there is no Python SHADE/GSHADE.  AES comes from ``cryptography`` over
-whole tiles; the per-lane arithmetic around it (feed-forward, correction, share sums)
-is one fused compiled pass per tile (:mod:`securefl.crypto.kernels`), with no Python
-loop per bit, OT or lane.
+Why by hand: there is no Python SHADE/GSHADE.  The expansion's AES runs inside the
+compiled loop that consumes it where the CPU has AES-NI (:mod:`securefl.crypto.aesni`:
+feed-forward, correction and share sums per OT row in one pass, no tile of AES outputs in
+memory), else ``cryptography`` encrypts whole tiles and one compiled pass per tile does
+the per-lane arithmetic (:mod:`securefl.crypto.kernels`); the two give the same frames and
+shares, and neither has a Python loop per bit, OT or lane.
 """
 
 from __future__ import annotations
@@ -91,9 +93,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from securefl.crypto import kernels
+from securefl.crypto import aesni, kernels
 from securefl.crypto.channel import Message
-from securefl.crypto.fixed_key import FixedKeyAES, block_buffer
+from securefl.crypto.fixed_key import FIXED_KEY, FixedKeyAES, block_buffer
 from securefl.crypto.ot import (
     KAPPA,
     IKNPReceiver,
@@ -107,21 +109,27 @@ TILE_BYTES = 1 << 18
 """Bytes of expanded OT messages per tile: the few tile buffers stay in the L2 cache."""
 FRAME_BYTES = 1 << 22
 """Bytes of corrections per frame on the link (several tiles)."""
+FIXED_ROUND_KEYS = aesni.round_keys(FIXED_KEY)
+"""The fixed key's AES schedule, for the fused kernels (:mod:`securefl.crypto.aesni`)."""
 
 
 @dataclass
 class _Expander:
-    """Per-thread fixed-key AES with reusable tile buffers for the OT-message expansion.
+    """Per-thread means of the OT-message expansion ``G(seed)_k = pi(seed ^ k) ^ (seed ^ k)``.
 
-    ``expand`` returns the two halves of ``G(seed)_k = pi(seed ^ k) ^ (seed ^ k)`` for
-    ``k < blocks``: the inputs ``seed ^ k`` (one compiled pass) and their permutation
-    ``pi(seed ^ k)`` (one AES call).  The feed-forward XOR is left to the SHADE kernels,
-    which fuse it with the arithmetic that consumes the lanes.  The buffers, their byte
-    views and lane views are made once per slot and tile height, not per tile.
+    Where compiled AES-NI is :func:`~securefl.crypto.aesni.available` (``fused``), the SHADE
+    kernels expand each OT's seeds themselves, block by block, under :attr:`keys` (the fixed
+    key's schedule), and nothing here is used but the keys.  Otherwise ``expand`` returns
+    the two halves of ``G`` for a tile: the inputs ``seed ^ k`` (one compiled pass) and their
+    permutation ``pi(seed ^ k)`` (one OpenSSL call), the feed-forward XOR left to the kernels
+    that consume the lanes; its buffers, byte views and lane views are made once per slot and
+    tile height, not per tile.  Both give the same lanes.
     """
 
     blocks: int
     rows: int
+    fused: bool = field(default_factory=lambda: aesni.available())
+    keys: np.ndarray = field(default_factory=lambda: FIXED_ROUND_KEYS, repr=False)
     aes: FixedKeyAES = field(default_factory=FixedKeyAES)
     _views: dict[tuple[int, int], tuple[np.ndarray, memoryview, memoryview, np.ndarray, np.ndarray]] = field(
         default_factory=dict, repr=False)
@@ -188,6 +196,9 @@ class ShadeSender:
 
         OT ``g`` of the pair is receiver point ``g // L``, bit ``g % L``.
         """
+        if expander.fused:
+            kernels.shade_sender_fused(seeds0, seeds1, expander.keys, self.correlation, first, out, self.sums)
+            return out
         raw0, in0 = expander.expand(seeds0, 0)
         raw1, in1 = expander.expand(seeds1, 1)
         kernels.shade_sender_rows(raw0, in0, raw1, in1, self.correlation, first, out, self.sums)
@@ -223,8 +234,11 @@ class ShadeReceiver:
             raise ProtocolError(
                 f"SHADE correction has shape {correction.shape} {correction.dtype}, expected {(rows, self.lanes)} uint16"
             )
-        raw, inputs = expander.expand(seeds, 0)
         length = self.codes.shape[1]
+        if expander.fused:
+            kernels.shade_receiver_fused(seeds, expander.keys, correction, self.choices, first, length, self.sums)
+            return
+        raw, inputs = expander.expand(seeds, 0)
         kernels.shade_receiver_rows(raw, inputs, correction, self.choices, first, length, self.sums)
 
     def share(self) -> np.ndarray:

@@ -9,6 +9,7 @@ import pytest
 from rich.progress import Progress
 
 from securefl.bench import crossclient, hamming, lp, ot
+from securefl.crypto import aesni
 from securefl.errors import InputError
 from securefl.protocols.crossclient.client_steps import (
     ADVERTISE,
@@ -122,7 +123,7 @@ def test_bench_hamming_lwe_record_fields(backend):
     with Progress(disable=True) as progress:
         record = hamming.run(_args(hamming, n=7, L=33, parties=3, backend=backend, workers=1), progress)
     assert record["verified"] and record["backend"] == backend and record["ots"] == 0
-    assert record["device"] == "cpu"
+    assert record["device"] == "cpu" and record["shade_expansion"] is None
     assert 0 < record["fixed_seconds"] and 0 < record["per_pair_seconds"]
     assert record["fixed_seconds"] + record["per_pair_seconds"] <= record["cpu_seconds"] * 1.05
     assert set(record["cpu_seconds_by_party"]) == {"-1", "0", "1", "2"}
@@ -167,6 +168,7 @@ def test_bench_hamming_bytes_match_the_cost_model(parties, workers):
         record = hamming.run(_args(hamming, n=61, L=67, parties=parties, workers=workers), progress)
     assert record["verified"] and record["workers"] == workers
     assert record["ots"] == hamming.total_ots(record["party_sizes"], 67)
+    assert record["shade_expansion"] == ("aes-ni fused" if aesni.available() else "openssl tiles")
     # measured bytes = cost model + per pair 128 base OTs (~8.3 kB) + frame headers and MACs
     pairs = parties * (parties - 1) // 2
     assert 8_000 * pairs < record["bytes_total"] - record["bytes_cost_model"] < 12_000 * pairs

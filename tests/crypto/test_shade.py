@@ -271,3 +271,36 @@ def test_a_pair_keeps_its_setup_across_calls():
         np.testing.assert_array_equal((a + b).astype(np.int64), plain([x, y])[:5, 5:])
     (kept,) = [s for (peer, role), s in setups.held[3].items() if role == "sender"]
     assert kept.next_session == 2
+
+
+@pytest.mark.skipif(not __import__("securefl.crypto.aesni").crypto.aesni.available(), reason="no AES-NI target")
+@pytest.mark.parametrize("n_a", [5, 64, 135])
+def test_fused_aesni_and_openssl_tiles_send_and_output_the_same(monkeypatch, n_a):
+    """The two expansion paths are one function: with the same seed every correction frame
+    on the link and both shares are equal, bit for bit (17 blocks at 135 points: the
+    eight-wide body and the tail; 64 points: the body alone; 5: the tail alone)."""
+    from securefl.crypto import aesni, shade
+
+    absorb = shade.ReceiverSession.absorb_frame
+    rng = np.random.default_rng(n_a)
+    x, y = rng.integers(0, 2, (n_a, 70)), rng.integers(0, 2, (9, 70))
+    runs = {}
+    for fused in (True, False):
+        seen = []
+
+        def absorb_frame(self, index, number, seeds, message, party, worker, seen=seen):
+            seen.append(np.array(message.arrays[0]))
+            return absorb(self, index, number, seeds, message, party, worker)
+
+        monkeypatch.setattr(shade.ReceiverSession, "absorb_frame", absorb_frame)
+        monkeypatch.setattr(aesni, "available", lambda fused=fused: fused)
+        shares = shade_pair(x, y, seed=11)
+        runs[fused] = (shares, seen)
+        assert shade._Expander(blocks=1, rows=1).fused is fused
+    (fused_shares, fused_frames), (tile_shares, tile_frames) = runs[True], runs[False]
+    np.testing.assert_array_equal(fused_shares[0], tile_shares[0])
+    np.testing.assert_array_equal(fused_shares[1], tile_shares[1])
+    assert len(fused_frames) == len(tile_frames) > 0
+    for a, b in zip(fused_frames, tile_frames):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal((fused_shares[0] + fused_shares[1]).astype(np.int64), plain([x, y])[:n_a, n_a:])

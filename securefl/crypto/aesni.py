@@ -1,0 +1,225 @@
+"""AES-128 as a function inside compiled loops: the CPU's AES instructions reached from numba.
+
+SHADE's round at small shapes is bound not by AES but by the passes around it.  Each OT's
+two messages are expanded with the fixed-key permutation, ``G(seed)_k = pi(seed ^ k) ^
+(seed ^ k)`` (:mod:`securefl.crypto.fixed_key`): OpenSSL writes ``pi`` of a tile of inputs
+into memory, then the share arithmetic reads it back (:func:`~securefl.crypto.kernels.shade_sender_rows`).
+Profiled at the digits shape (five parties of 135 points, ``L = 1024``): the AES calls take
+0.155 s a round, the input pass 0.08 s and the arithmetic over the tiles 0.20 s.  Here
+``pi`` runs inside the loop that consumes it, so an expanded block goes from the AES unit
+to the lane arithmetic without a round trip through memory
+(:func:`~securefl.crypto.kernels.shade_sender_fused`).
+
+**What it computes.**  :func:`expand_row` writes the fixed-key expansion of one seed,
+``G(seed)_k = AES_K(seed ^ k) ^ (seed ^ k)`` for every block ``k`` (blocks as two
+little-endian uint64 halves, ``k`` XORed into the low half: the layout and the function of
+:mod:`securefl.crypto.fixed_key`).  ``AES_K`` is AES-128 encryption (FIPS-197) under a
+round-key schedule from :func:`round_keys`: ``AddRoundKey`` with ``w[0]``, nine ``AESENC``
+and one ``AESENCLAST`` (the x86 AES-NI instructions, through LLVM's
+``llvm.x86.aesni.aesenc`` intrinsics), eight blocks side by side (:data:`WIDTH`); the round
+keys ``w[0..10]`` are expanded once in Python (FIPS-197 §5.2; the key is public,
+:data:`~securefl.crypto.fixed_key.FIXED_KEY`).  So the expansion is the one that
+``cryptography`` (OpenSSL) computes through :class:`~securefl.crypto.fixed_key.FixedKeyAES`:
+which path a party takes never changes a message or a share.
+
+**When it is used.**  :func:`available` is true only on x86-64 when the code numba emits
+targets a CPU with AES-NI (the host's features, or ``NUMBA_CPU_NAME`` /
+``NUMBA_CPU_FEATURES`` when set, since an instruction the target lacks aborts code
+generation), and after a known-answer test passes: FIPS-197 Appendix C.1 and a batch of
+expansions against ``cryptography``; ``SECUREFL_AESNI=0`` turns it off.
+Elsewhere (other architectures, a portable numba target, a failed check) callers keep the
+OpenSSL tile path; the test suite runs both.  AES-NI runs in constant time (no table
+lookups), like OpenSSL's.
+
+Why by hand: no library exposes AES as a function that a compiled loop can call per block;
+``cryptography`` and pycryptodome take buffers.  The cipher rounds are the CPU's
+instructions; what is written here is the key schedule (checked against FIPS-197
+Appendix A.1) and the loop around them.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import platform
+
+import llvmlite.binding
+import numba
+import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.extending import intrinsic
+
+from securefl.errors import InputError
+
+ROUNDS = 10
+"""AES-128 rounds; :func:`round_keys` gives ``ROUNDS + 1`` round keys."""
+
+_VECTOR = ir.VectorType(ir.IntType(64), 2)
+_INDEX = ir.IntType(32)
+_WORD = ir.IntType(64)
+
+
+def _sbox() -> list[int]:
+    """The AES S-box (FIPS-197 §5.1.1): multiplicative inverse in GF(2^8), then the affine map."""
+    box = [0x63] * 256
+    p = q = 1
+    while True:
+        p ^= ((p << 1) & 0xFF) ^ (0x1B if p & 0x80 else 0)  # p *= 3
+        q ^= q << 1
+        q ^= q << 2
+        q ^= q << 4
+        q &= 0xFF
+        if q & 0x80:  # q /= 3
+            q ^= 0x09
+        rotated = q
+        for shift in (1, 2, 3, 4):
+            rotated ^= ((q << shift) | (q >> (8 - shift))) & 0xFF
+        box[p] = rotated ^ 0x63
+        if p == 1:
+            return box
+
+
+def round_keys(key: bytes) -> np.ndarray:
+    """The AES-128 key schedule ``w[0..10]`` of ``key`` (FIPS-197 §5.2) as ``(11, 2)`` uint64,
+    each round key as two little-endian halves (bytes 0-7, 8-15)."""
+    if not isinstance(key, (bytes, bytearray)) or len(key) != 16:
+        raise InputError("key", key, "must be 16 bytes")
+    box = _sbox()
+    words = [list(key[4 * i: 4 * i + 4]) for i in range(4)]
+    rcon = 1
+    for i in range(4, 4 * (ROUNDS + 1)):
+        word = list(words[i - 1])
+        if i % 4 == 0:
+            word = [box[b] for b in word[1:] + word[:1]]  # SubWord(RotWord(w))
+            word[0] ^= rcon
+            rcon = ((rcon << 1) ^ (0x1B if rcon & 0x80 else 0)) & 0xFF
+        words.append([a ^ b for a, b in zip(words[i - 4], word)])
+    flat = bytes(byte for word in words for byte in word)
+    return np.frombuffer(flat, dtype="<u8").astype(np.uint64).reshape(ROUNDS + 1, 2)
+
+
+def _expansion_intrinsic(width: int):
+    """An intrinsic ``(out, first, low, high, keys) -> None`` that writes the ``width`` blocks
+    ``G(seed)_k = AES(seed ^ k) ^ (seed ^ k)``, ``k = first .. first + width - 1`` (``seed =
+    low | high << 64``, ``k`` XORed into the low half), as blocks ``k`` of the flat uint64
+    array ``out``.  The ``width`` blocks go through the rounds side by side (AES-NI has a
+    latency of several cycles and more than one unit: independent blocks fill the pipeline).
+    No bounds check: callers pass ``first + width <= out.size / 2``."""
+
+    @intrinsic
+    def expansion(typingctx, out, first, low, high, keys):
+        signature = types.none(out, first, low, high, keys)
+
+        def codegen(context, builder, sig, args):
+            function_type = ir.FunctionType(_VECTOR, [_VECTOR, _VECTOR])
+            rounds = builder.module.declare_intrinsic("llvm.x86.aesni.aesenc", fnty=function_type)
+            last = builder.module.declare_intrinsic("llvm.x86.aesni.aesenclast", fnty=function_type)
+            schedule = builder.bitcast(context.make_array(sig.args[4])(context, builder, args[4]).data,
+                                       _VECTOR.as_pointer())
+            key = [builder.load(builder.gep(schedule, [ir.Constant(_INDEX, r)]), align=8)
+                   for r in range(ROUNDS + 1)]
+            target = builder.bitcast(context.make_array(sig.args[0])(context, builder, args[0]).data,
+                                     _VECTOR.as_pointer())
+            first_block, low_half, high_half = args[1], args[2], args[3]
+            blocks = [builder.add(first_block, ir.Constant(_WORD, w)) for w in range(width)]
+            inputs = []
+            for block in blocks:
+                value = builder.insert_element(ir.Constant(_VECTOR, ir.Undefined), builder.xor(low_half, block),
+                                               ir.Constant(_INDEX, 0))
+                inputs.append(builder.insert_element(value, high_half, ir.Constant(_INDEX, 1)))
+            states = [builder.xor(value, key[0]) for value in inputs]
+            for r in range(1, ROUNDS):
+                states = [builder.call(rounds, [state, key[r]]) for state in states]
+            states = [builder.call(last, [state, key[ROUNDS]]) for state in states]
+            for block, state, value in zip(blocks, states, inputs):
+                builder.store(builder.xor(state, value), builder.gep(target, [block]), align=8)
+            return context.get_dummy_value()
+
+        return signature, codegen
+
+    return expansion
+
+
+WIDTH = 8
+"""Blocks per :func:`expand_wide` call (eight AES states in flight)."""
+expand_wide = _expansion_intrinsic(WIDTH)
+expand_one = _expansion_intrinsic(1)
+
+
+@numba.njit(nogil=True, inline="always")
+def expand_row(low, high, keys, words):  # pragma: no cover - compiled
+    """``words`` (flat uint64, two per block) receives ``G(seed)_k`` for every block ``k``:
+    the fixed-key expansion of :mod:`securefl.crypto.fixed_key` for one seed."""
+    count = words.shape[0] // 2
+    k = 0
+    while k + WIDTH <= count:
+        expand_wide(words, np.uint64(k), low, high, keys)
+        k += WIDTH
+    while k < count:
+        expand_one(words, np.uint64(k), low, high, keys)
+        k += 1
+
+
+@numba.njit(nogil=True, cache=True)
+def expand_into(seeds, keys, out):  # pragma: no cover - compiled
+    """``out[r]`` (``(rows, 2 * blocks)`` uint64) receives ``G(seeds[r])_0 .. G(seeds[r])_{blocks-1}``."""
+    for r in range(seeds.shape[0]):
+        expand_row(seeds[r, 0], seeds[r, 1], keys, out[r])
+
+
+def _target_has_aes() -> bool:
+    """Whether the machine code numba generates may use AES-NI."""
+    if platform.machine().lower() not in {"x86_64", "amd64"}:
+        return False
+    features = numba.config.CPU_FEATURES
+    if features:
+        return "+aes" in features.split(",")
+    if numba.config.CPU_NAME not in (None, "", "host"):
+        return False
+    return bool(llvmlite.binding.get_host_cpu_features().get("aes", False))
+
+
+def expand(seeds: np.ndarray, keys: np.ndarray, blocks: int) -> np.ndarray:
+    """``G(seed)_k`` for ``(rows, 2)`` uint64 seeds and ``k < blocks`` as ``(rows, blocks, 2)``
+    uint64, through the compiled path (the self-test's and the tests' entry point)."""
+    seeds = np.ascontiguousarray(seeds, dtype=np.uint64)
+    out = np.empty((seeds.shape[0], 2 * blocks), dtype=np.uint64)
+    expand_into(seeds, keys, out)
+    return out.reshape(seeds.shape[0], blocks, 2)
+
+
+def _self_test() -> bool:
+    """FIPS-197 Appendix C.1 (``AES(p) = G(p)_0 ^ p``), then ``G`` of eight seeds, 19 blocks
+    each (both widths), under a second key against ``cryptography``."""
+    from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+
+    plain = np.frombuffer(bytes.fromhex("00112233445566778899aabbccddeeff"), dtype="<u8").astype(np.uint64)
+    fips = expand(plain.reshape(1, 2), round_keys(bytes(range(16))), 1)[0, 0] ^ plain
+    if fips.astype("<u8").tobytes() != bytes.fromhex("69c4e0d86a7b0430d8cdb78070b4c55a"):
+        return False
+    key = bytes(range(16, 32))
+    seeds = np.frombuffer(bytes(range(128)), dtype="<u8").astype(np.uint64).reshape(8, 2)
+    inputs = np.repeat(seeds[:, None, :], 19, axis=1)
+    inputs[:, :, 0] ^= np.arange(19, dtype=np.uint64)
+    encryptor = Cipher(algorithms.AES(key), modes.ECB()).encryptor()
+    permuted = encryptor.update(inputs.astype("<u8").tobytes()) + encryptor.finalize()
+    expected = np.frombuffer(permuted, dtype="<u8").astype(np.uint64).reshape(inputs.shape) ^ inputs
+    return bool(np.array_equal(expand(seeds, round_keys(key), 19), expected))
+
+
+DISABLE_VARIABLE = "SECUREFL_AESNI"
+"""Set to ``0`` to keep the OpenSSL tile path on a machine that could use AES-NI (an A/B, or
+an escape hatch); read at every :func:`available` call."""
+
+
+@functools.cache
+def _usable() -> bool:
+    return _target_has_aes() and _self_test()
+
+
+def available() -> bool:
+    """Whether compiled AES-NI may be used here: not disabled by ``SECUREFL_AESNI=0``, an
+    x86-64 target with AES-NI, and a passing known-answer test (run once per process; it
+    compiles :func:`expand_into` or loads it from numba's cache)."""
+    return os.environ.get(DISABLE_VARIABLE, "1") != "0" and _usable()

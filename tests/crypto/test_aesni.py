@@ -1,0 +1,109 @@
+"""Compiled AES-NI expansion: the key schedule against FIPS-197, the expansion against OpenSSL
+(known answers apart), when it may be used, and that its self-test can fail."""
+
+import numba
+import numpy as np
+import pytest
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from securefl.crypto import aesni
+from securefl.crypto.fixed_key import FIXED_KEY
+from securefl.errors import InputError
+
+needs_aesni = pytest.mark.skipif(not aesni.available(), reason="no AES-NI target on this machine")
+
+
+def _bytes(words: np.ndarray) -> bytes:
+    return np.asarray(words, dtype=np.uint64).astype("<u8").tobytes()
+
+
+def test_key_schedule_matches_fips_197_appendix_a1():
+    keys = aesni.round_keys(bytes.fromhex("2b7e151628aed2a6abf7158809cf4f3c"))
+    assert keys.shape == (11, 2) and keys.dtype == np.uint64
+    assert _bytes(keys[0]) == bytes.fromhex("2b7e151628aed2a6abf7158809cf4f3c")
+    assert _bytes(keys[1]) == bytes.fromhex("a0fafe1788542cb123a339392a6c7605")
+    assert _bytes(keys[10]) == bytes.fromhex("d014f9a8c9ee2589e13f0cc8b6630ca6")
+
+
+@pytest.mark.parametrize("key", [b"short", bytes(17), "0123456789abcdef", None])
+def test_round_keys_names_a_bad_key(key):
+    with pytest.raises(InputError, match="key") as info:
+        aesni.round_keys(key)
+    assert info.value.parameter == "key"
+
+
+@needs_aesni
+def test_fips_197_appendix_c1_through_the_compiled_rounds():
+    plain = np.frombuffer(bytes.fromhex("00112233445566778899aabbccddeeff"), dtype="<u8").astype(np.uint64)
+    expanded = aesni.expand(plain.reshape(1, 2), aesni.round_keys(bytes(range(16))), 1)[0, 0]
+    assert _bytes(expanded ^ plain) == bytes.fromhex("69c4e0d86a7b0430d8cdb78070b4c55a")
+
+
+@needs_aesni
+@settings(max_examples=25, deadline=None)
+@given(key=st.binary(min_size=16, max_size=16), rows=st.integers(1, 5), blocks=st.integers(1, 40),
+       seed=st.integers(0, 2**32))
+def test_expansion_equals_openssl_feed_forward(key, rows, blocks, seed):
+    """G(seed)_k = AES(seed ^ k) ^ (seed ^ k) for every k, across the eight-wide body and the tail."""
+    seeds = np.random.default_rng(seed).integers(0, 2**64, size=(rows, 2), dtype=np.uint64)
+    inputs = np.repeat(seeds[:, None, :], blocks, axis=1)
+    inputs[:, :, 0] ^= np.arange(blocks, dtype=np.uint64)
+    permuted = Cipher(algorithms.AES(key), modes.ECB()).encryptor().update(_bytes(inputs))
+    expected = np.frombuffer(permuted, dtype="<u8").astype(np.uint64).reshape(inputs.shape) ^ inputs
+    np.testing.assert_array_equal(aesni.expand(seeds, aesni.round_keys(key), blocks), expected)
+
+
+def test_availability_follows_the_code_target(monkeypatch):
+    """An instruction the target lacks would abort code generation: AES-NI is used only when
+    numba's target has it, whatever the host can do."""
+    monkeypatch.setattr(aesni.platform, "machine", lambda: "x86_64")
+    monkeypatch.setattr(numba.config, "CPU_FEATURES", "+sse2,-aes")
+    assert not aesni._target_has_aes()
+    monkeypatch.setattr(numba.config, "CPU_FEATURES", "+sse2,+aes")
+    assert aesni._target_has_aes()
+    monkeypatch.setattr(numba.config, "CPU_FEATURES", None)
+    monkeypatch.setattr(numba.config, "CPU_NAME", "generic")
+    assert not aesni._target_has_aes()
+    monkeypatch.setattr(numba.config, "CPU_NAME", None)
+    monkeypatch.setattr(aesni.llvmlite.binding, "get_host_cpu_features", lambda: {"aes": False})
+    assert not aesni._target_has_aes()
+    monkeypatch.setattr(aesni.llvmlite.binding, "get_host_cpu_features", lambda: {"aes": True})
+    assert aesni._target_has_aes()
+    monkeypatch.setattr(aesni.platform, "machine", lambda: "aarch64")
+    monkeypatch.setattr(numba.config, "CPU_FEATURES", "+aes")
+    assert not aesni._target_has_aes()
+
+
+@needs_aesni
+def test_the_self_test_rejects_a_wrong_cipher(monkeypatch):
+    """The known-answer test is what stands between a miscompiled AES and the protocol: it
+    passes here and fails when the schedule is off by one bit."""
+    assert aesni._self_test()
+    schedule = aesni.round_keys
+
+    def flipped(key):
+        keys = schedule(key)
+        keys[5, 1] ^= np.uint64(1)
+        return keys
+
+    monkeypatch.setattr(aesni, "round_keys", flipped)
+    assert not aesni._self_test()
+
+
+def test_the_fixed_key_schedule_is_the_fixed_key():
+    from securefl.crypto.shade import FIXED_ROUND_KEYS
+
+    assert _bytes(FIXED_ROUND_KEYS[0]) == FIXED_KEY
+    np.testing.assert_array_equal(FIXED_ROUND_KEYS, aesni.round_keys(FIXED_KEY))
+
+
+def test_the_variable_turns_it_off(monkeypatch):
+    monkeypatch.setattr(aesni, "_usable", lambda: True)
+    monkeypatch.setenv(aesni.DISABLE_VARIABLE, "0")
+    assert not aesni.available()
+    monkeypatch.setenv(aesni.DISABLE_VARIABLE, "1")
+    assert aesni.available()
+    monkeypatch.delenv(aesni.DISABLE_VARIABLE)
+    assert aesni.available()
