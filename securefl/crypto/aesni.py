@@ -169,8 +169,9 @@ def expand_into(seeds, keys, out):  # pragma: no cover - compiled
 
 
 def _target_has_aes() -> bool:
-    """Whether the machine code numba generates may use AES-NI."""
-    if platform.machine().lower() not in {"x86_64", "amd64"}:
+    """Whether the machine code numba generates may use AES-NI (and numba generates any:
+    with ``NUMBA_DISABLE_JIT`` the kernels run as Python, where an intrinsic cannot)."""
+    if numba.config.DISABLE_JIT or platform.machine().lower() not in {"x86_64", "amd64"}:
         return False
     features = numba.config.CPU_FEATURES
     if features:
