@@ -105,10 +105,15 @@ def _expansion_intrinsic(width: int):
     low | high << 64``, ``k`` XORed into the low half), as blocks ``k`` of the flat uint64
     array ``out``.  The ``width`` blocks go through the rounds side by side (AES-NI has a
     latency of several cycles and more than one unit: independent blocks fill the pipeline).
-    No bounds check: callers pass ``first + width <= out.size / 2``."""
+    Other argument types do not compile (a typing error); there is no bounds check: callers
+    pass ``first + width <= out.size / 2``."""
 
     @intrinsic
     def expansion(typingctx, out, first, low, high, keys):
+        words = types.Array(types.uint64, 1, "C")
+        if out != words or keys != types.Array(types.uint64, 2, "C") \
+                or any(value != types.uint64 for value in (first, low, high)):
+            return None
         signature = types.none(out, first, low, high, keys)
 
         def codegen(context, builder, sig, args):

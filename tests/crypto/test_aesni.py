@@ -110,3 +110,19 @@ def test_the_variable_turns_it_off(monkeypatch):
     assert aesni.available()
     monkeypatch.delenv(aesni.DISABLE_VARIABLE)
     assert aesni.available()
+
+
+@needs_aesni
+def test_the_expansion_does_not_compile_for_other_array_types():
+    """The intrinsic writes 16-byte blocks through a raw pointer: anything but a flat uint64
+    buffer and a uint64 schedule is refused when it is compiled, not written through."""
+
+    @numba.njit
+    def wrong(out, keys):
+        aesni.expand_wide(out, np.uint64(0), np.uint64(1), np.uint64(2), keys)
+
+    keys = aesni.round_keys(FIXED_KEY)
+    with pytest.raises(numba.core.errors.TypingError):
+        wrong(np.zeros(16, np.uint16), keys)
+    with pytest.raises(numba.core.errors.TypingError):
+        wrong(np.zeros(16, np.uint64), keys.astype(np.int64))
