@@ -141,6 +141,36 @@ def expansion_inputs_into(seeds, out):  # pragma: no cover - compiled
             out[r, k, 1] = high
 
 
+_inline = numba.njit(nogil=True, inline="always")
+
+
+@_inline
+def _sender_lanes(p0, p1, correlation, u, sums):  # pragma: no cover - compiled
+    """One OT of the SHADE sender, over its uint16 lanes mod 2^16: ``u = p0 - p1 + correlation``
+    (the correction sent) and ``sums += p0`` (its running share)."""
+    for k in range(u.shape[0]):
+        u[k] = p0[k] - p1[k] + correlation[k]
+        sums[k] += p0[k]
+
+
+@_inline
+def _receiver_lanes(chosen, u, choice, sums):  # pragma: no cover - compiled
+    """One OT of the SHADE receiver: ``sums += p_c + c u`` (``m_c``, mod 2^16)."""
+    if choice:
+        for k in range(u.shape[0]):
+            sums[k] += chosen[k] + u[k]
+    else:
+        for k in range(u.shape[0]):
+            sums[k] += chosen[k]
+
+
+@_inline
+def _feed_forward(raw, inputs, out):  # pragma: no cover - compiled
+    """``out = raw ^ inputs``: the expansion's feed-forward ``pi(x) ^ x`` on lanes."""
+    for k in range(out.shape[0]):
+        out[k] = raw[k] ^ inputs[k]
+
+
 @_jit
 def shade_sender_rows(raw0, in0, raw1, in1, correlation, first, u, sums):  # pragma: no cover - compiled
     """SHADE sender, one tile of OTs; all arrays are uint16 lanes, arithmetic mod 2^16.
@@ -152,15 +182,13 @@ def shade_sender_rows(raw0, in0, raw1, in1, correlation, first, u, sums):  # pra
     """
     rows, lanes = u.shape
     length = correlation.shape[0]
+    p0 = np.empty(lanes, dtype=np.uint16)
+    p1 = np.empty(lanes, dtype=np.uint16)
     for r in range(rows):
-        g = first + r
-        point = g // length
-        bit = g - point * length
-        for k in range(lanes):
-            p0 = raw0[r, k] ^ in0[r, k]
-            p1 = raw1[r, k] ^ in1[r, k]
-            u[r, k] = p0 - p1 + correlation[bit, k]
-            sums[point, k] += p0
+        point, bit = divmod(first + r, length)
+        _feed_forward(raw0[r], in0[r], p0)
+        _feed_forward(raw1[r], in1[r], p1)
+        _sender_lanes(p0, p1, correlation[bit], u[r], sums[point])
 
 
 @_jit
@@ -171,15 +199,10 @@ def shade_receiver_rows(raw, inp, u, choices, first, length, sums):  # pragma: n
     ``p_c = raw XOR inp`` and adds ``m_c = p_c + c * u[r]`` to ``sums[g // length]``.
     """
     rows, lanes = u.shape
+    chosen = np.empty(lanes, dtype=np.uint16)
     for r in range(rows):
-        g = first + r
-        point = g // length
-        if choices[g]:
-            for k in range(lanes):
-                sums[point, k] += (raw[r, k] ^ inp[r, k]) + u[r, k]
-        else:
-            for k in range(lanes):
-                sums[point, k] += raw[r, k] ^ inp[r, k]
+        _feed_forward(raw[r], inp[r], chosen)
+        _receiver_lanes(chosen, u[r], choices[first + r], sums[(first + r) // length])
 
 
 @_jit
@@ -191,36 +214,22 @@ def shade_sender_fused(seeds0, seeds1, keys, correlation, first, u, sums):  # pr
     length = correlation.shape[0]
     words0 = np.empty(lanes // 4, dtype=np.uint64)
     words1 = np.empty(lanes // 4, dtype=np.uint64)
-    lanes0 = words0.view(np.uint16)
-    lanes1 = words1.view(np.uint16)
+    p0, p1 = words0.view(np.uint16), words1.view(np.uint16)
     for r in range(rows):
-        g = first + r
-        point = g // length
-        bit = g - point * length
+        point, bit = divmod(first + r, length)
         aesni.expand_row(seeds0[r, 0], seeds0[r, 1], keys, words0)
         aesni.expand_row(seeds1[r, 0], seeds1[r, 1], keys, words1)
-        for k in range(lanes):
-            p0 = lanes0[k]
-            u[r, k] = p0 - lanes1[k] + correlation[bit, k]
-            sums[point, k] += p0
+        _sender_lanes(p0, p1, correlation[bit], u[r], sums[point])
 
 
 @_jit
 def shade_receiver_fused(seeds, keys, u, choices, first, length, sums):  # pragma: no cover - compiled
     """:func:`shade_receiver_rows` with the expansion ``p_c = G(seeds[r])`` inside (AES-NI)."""
-    rows, lanes = u.shape
-    words = np.empty(lanes // 4, dtype=np.uint64)
+    words = np.empty(u.shape[1] // 4, dtype=np.uint64)
     chosen = words.view(np.uint16)
-    for r in range(rows):
-        g = first + r
-        point = g // length
+    for r in range(u.shape[0]):
         aesni.expand_row(seeds[r, 0], seeds[r, 1], keys, words)
-        if choices[g]:
-            for k in range(lanes):
-                sums[point, k] += chosen[k] + u[r, k]
-        else:
-            for k in range(lanes):
-                sums[point, k] += chosen[k]
+        _receiver_lanes(chosen, u[r], choices[first + r], sums[(first + r) // length])
 
 
 @_jit

@@ -436,7 +436,7 @@ class RowPRG:
     """
 
     seeds: np.ndarray
-    _contexts: list | None = field(default=None, repr=False)
+    _contexts: tuple | None = field(default=None, repr=False)
     _matrix: np.ndarray | None = field(default=None, repr=False)
 
     def fill(self, nonce: int, words: int) -> np.ndarray:
