@@ -258,9 +258,16 @@ def markdown_report(document: dict[str, Any]) -> str:
 
 
 def _warmup(document: dict[str, Any]) -> str:
-    """``; process warm-up 2.2 s, charged to no method`` when the run recorded one."""
+    """``; process warm-up 2.2 s, charged to no method`` when the run recorded one (a resumed
+    run: ``; process warm-ups 1.5 + 0.3 s (2 processes), charged to no method``)."""
     seconds = document.get("process_warmup_seconds")
-    return "" if seconds is None else f"; process warm-up {seconds:.1f} s, charged to no method"
+    if seconds is None:
+        return ""
+    each = document.get("process_warmup_seconds_by_process") or [seconds]
+    if len(each) == 1:
+        return f"; process warm-up {seconds:.1f} s, charged to no method"
+    terms = " + ".join(f"{s:.1f}" for s in each)
+    return f"; process warm-ups {terms} s ({len(each)} processes), charged to no method"
 
 
 def _loads(values: list[float] | None) -> str:

@@ -365,6 +365,17 @@ class Runner:
             jobs=self.state.jobs, dataset=self.dataset, status=self.state.status, header=header
         )
 
+    def _record_warm_up(self, seconds: float) -> None:
+        """Add this process's warm-up to the run's: a resumed run is several processes, each
+        paying its own imports (``process_warmup_seconds_by_process``, in order; their sum is
+        ``process_warmup_seconds``, the time no method was charged)."""
+        header = self.state.header
+        earlier = header.get("process_warmup_seconds_by_process")
+        if earlier is None:  # a checkpoint written before the list was kept holds one process's
+            earlier = [header["process_warmup_seconds"]] if "process_warmup_seconds" in header else []
+        header["process_warmup_seconds_by_process"] = [*earlier, seconds]
+        header["process_warmup_seconds"] = sum(header["process_warmup_seconds_by_process"])
+
     def _commit(self) -> None:
         write_pickle(self.state.to_dict(), self.out / CHECKPOINT_FILE)
         write_results(self.document(), self.out)
@@ -379,7 +390,7 @@ class Runner:
         device = resolve_device(self.state.config.get("device", "cpu"))
         configure_determinism(device)
         self.state.header.update(describe_device(device))
-        self.state.header["process_warmup_seconds"] = warm_up_process()
+        self._record_warm_up(warm_up_process())
         self.out.mkdir(parents=True, exist_ok=True)
         if "held_out" not in self.state.header:
             self.state.header["held_out"] = held_out_sizes(self.federations)

@@ -6,7 +6,9 @@ import json
 
 import pytest
 
+from securefl.experiments import runner
 from securefl.experiments.config import load_config
+from securefl.experiments.report import readme_text
 from securefl.experiments.runner import (
     CHECKPOINT_FILE,
     Runner,
@@ -130,6 +132,39 @@ def test_resuming_a_complete_run_changes_nothing(tmp_path, fake_config, digits_f
     state = load_state(out)
     again = _runner(state_config(state), None, out, state=state).run()
     assert _series(again) == _series(first)
+
+
+def test_a_resumed_run_keeps_every_process_warm_up(tmp_path, fake_config, digits_federation, monkeypatch):
+    """Each process pays its own one-time imports; a resumed run records both, and charges
+    their sum to no method (the resumed process's must not replace the first one's)."""
+    config = load_config(fake_config, methods=["softmax-st"], rounds=3)
+    out = tmp_path / "run"
+    monkeypatch.setattr(runner, "warm_up_process", lambda: 1.5)
+    with pytest.raises(KeyboardInterrupt):
+        _runner(config, digits_federation, out, _interrupt_at(0, 0)).run()
+    assert json.loads((out / "results.json").read_text())["process_warmup_seconds"] == 1.5
+    monkeypatch.setattr(runner, "warm_up_process", lambda: 0.25)
+    state = load_state(out)
+    resumed = _runner(state_config(state), digits_federation, out, state=state).run()
+    assert resumed["status"] == "complete"
+    assert resumed["process_warmup_seconds_by_process"] == [1.5, 0.25]
+    assert resumed["process_warmup_seconds"] == 1.75
+    assert "process warm-ups 1.5 + 0.2 s (2 processes), charged to no method" in readme_text(resumed)
+
+
+def test_a_checkpoint_without_the_list_keeps_its_one_warm_up(tmp_path, fake_config, digits_federation,
+                                                            monkeypatch):
+    config = load_config(fake_config, methods=["softmax-st"], rounds=2)
+    out = tmp_path / "run"
+    monkeypatch.setattr(runner, "warm_up_process", lambda: 2.0)
+    with pytest.raises(KeyboardInterrupt):
+        _runner(config, digits_federation, out, _interrupt_at(0, 0)).run()
+    state = load_state(out)
+    del state.header["process_warmup_seconds_by_process"]  # as an older checkpoint holds it
+    monkeypatch.setattr(runner, "warm_up_process", lambda: 0.5)
+    resumed = _runner(state_config(state), digits_federation, out, state=state).run()
+    assert resumed["process_warmup_seconds_by_process"] == [2.0, 0.5]
+    assert resumed["process_warmup_seconds"] == 2.5
 
 
 @pytest.mark.parametrize("signame", ["SIGINT", "SIGTERM"])
