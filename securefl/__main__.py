@@ -1,7 +1,5 @@
 """``python -m securefl`` is the ``securefl`` console script."""
 
-import sys
+from securefl.cli import console
 
-from securefl.cli import main
-
-sys.exit(main())
+console()

@@ -27,6 +27,7 @@ from rich.table import Table
 from securefl import __version__
 from securefl.bench import BENCHMARKS
 from securefl.errors import InputError, SecureFLError
+from securefl.memory import retain_freed_memory
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -198,5 +199,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
-if __name__ == "__main__":
+def console() -> None:
+    """The ``securefl`` console script and ``python -m securefl``: this process keeps freed
+    memory for reuse (:func:`securefl.memory.retain_freed_memory`), then :func:`main`."""
+    retain_freed_memory()
     sys.exit(main())
+
+
+if __name__ == "__main__":
+    console()

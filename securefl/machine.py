@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from securefl.memory import retained
+
 KERNEL_ENVIRONMENT = ("ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS", "MKL_CBWR",
                       "OPENBLAS_CORETYPE", "NPY_DISABLE_CPU_FEATURES", "ONEDNN_MAX_CPU_ISA",
                       "DNNL_MAX_CPU_ISA")
@@ -106,7 +108,8 @@ def memory_bytes() -> int | None:
 
 
 def machine_info() -> dict[str, Any]:
-    """Where a figure was measured: CPU model, cores, memory, Python and library versions."""
+    """Where a figure was measured: CPU model, cores, memory, Python and library versions, and
+    whether the process kept freed memory for reuse (:mod:`securefl.memory`)."""
     memory = memory_bytes()
     memory_gb = None if memory is None else round(memory / 2**30, 1)
     return {
@@ -118,6 +121,7 @@ def machine_info() -> dict[str, Any]:
         "platform": platform.platform(),
         "commit": _git_commit(),
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "retains_freed_memory": retained(),
     }
 
 

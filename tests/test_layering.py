@@ -6,8 +6,8 @@ Rooms, lowest first (a module may import from its own room and the rooms before 
 ====  ====================================================  ==================================
 rank  room                                                  one sentence
 ====  ====================================================  ==================================
-0     ``errors``, ``progress``, ``machine``, ``output``,    what every room may use
-      the package's ``__init__`` (its version)
+0     ``errors``, ``progress``, ``machine``, ``memory``,    what every room may use
+      ``output``, the package's ``__init__`` (its version)
 1     ``crypto``                                            primitives (numpy, never torch)
 2     ``runtime``                                           how a protocol's parties exchange
                                                             messages: records and transports,
@@ -43,7 +43,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "securefl"
-ROOMS = {"errors": 0, "progress": 0, "machine": 0, "output": 0, "__init__": 0, "crypto": 1,
+ROOMS = {"errors": 0, "progress": 0, "machine": 0, "memory": 0, "output": 0, "__init__": 0, "crypto": 1,
          "runtime": 2, "protocols": 3, "data": 4, "models": 4, "fl": 5, "methods": 6,
          "experiments": 7, "bench": 8, "cli": 9, "__main__": 9}
 
