@@ -320,6 +320,37 @@ class LinkKeys:
         return self.party(index).public
 
 
+@dataclass(frozen=True)
+class SharedKey:
+    """The key ``K_ab`` of one link whose two ends already share it (a link key of
+    :mod:`securefl.runtime.links`, derived from the ends' identities): :class:`Network`
+    takes it in place of a :class:`LinkKeys` directory and MACs that link's frames under
+    one-time keys derived from it (:func:`frame_key`), with no key agreement of its own to
+    run.  It is either end's view (:meth:`party`) and ends no other link (:meth:`link_key`:
+    :class:`~securefl.errors.InputError`)."""
+
+    ends: tuple[int, int]
+    key: bytes = field(repr=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.key, bytes) or len(self.key) < 16:
+            raise InputError("key", self.key, "must be at least 16 bytes")
+        if len(self.ends) != 2 or self.ends[0] == self.ends[1]:
+            raise InputError("ends", self.ends, "must be the link's two distinct parties")
+
+    def party(self, index: int) -> SharedKey:
+        """The view of party ``index``, an end of the link."""
+        if index not in self.ends:
+            raise InputError("party", index, f"is not an end of the link {self.ends}")
+        return self
+
+    def link_key(self, sender: int, receiver: int) -> bytes:
+        """``K_ab`` for a frame ``sender -> receiver`` on this link, either direction."""
+        if sorted((sender, receiver)) != sorted(self.ends):
+            raise InputError("link", (sender, receiver), f"this key is the link {self.ends}'s only")
+        return self.key
+
+
 def frame_key(link_key: bytes, session: bytes, seq: int, sender: int, receiver: int) -> bytes:
     """The one-time GMAC key of frame ``seq`` on ``sender -> receiver`` (16 bytes)."""
     info = session + struct.pack(">Qii", seq, sender, receiver)
@@ -354,12 +385,13 @@ class Network:
     verifies with the receiver's link key and deserialises.  Queues are exposed through
     :meth:`queue` so tests can drop, corrupt, reorder or replay frames.  ``keys`` holds
     the parties' X25519 pairs (share one :class:`LinkKeys` between networks to keep each
-    party's identity across them); ``key`` (compatibility) seeds them deterministically.
+    party's identity across them, or give a :class:`SharedKey` for one link whose ends
+    already share its key); ``key`` (compatibility) seeds them deterministically.
     """
 
     session: bytes = field(default_factory=lambda: secrets.token_bytes(8))
     key: bytes | None = None
-    keys: LinkKeys | None = None
+    keys: LinkKeys | SharedKey | None = None
     stats: dict[Hashable, LinkStats] = field(default_factory=lambda: defaultdict(LinkStats))
     _queues: dict[tuple[int, int], deque] = field(default_factory=lambda: defaultdict(deque))
     _next_send: dict[tuple[int, int], int] = field(default_factory=lambda: defaultdict(int))

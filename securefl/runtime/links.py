@@ -28,7 +28,9 @@ link j -> k with key K_jk and the 8-byte session id
 
 where b counts the batches j has sent to k (kept in j's state; k keeps the count it has
 received).  Each frame carries sender, receiver, tag and sequence number in its header
-and a GMAC under a one-time key derived from K_jk, so the receiver checks, for every
+and a GMAC under the one-time key HMAC-SHA256(K_jk, batch session || seq || j || k)[:16]
+(:func:`~securefl.crypto.channel.frame_key`; the channel's X25519 directory is not used:
+K_jk is already the two ends' shared key), so the receiver checks, for every
 frame, that it comes from j, is for k, is the next frame of the next batch of this
 session, and is unaltered.  The batch travels as one ``uint8`` array::
 
@@ -67,7 +69,7 @@ import numpy as np
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from securefl.crypto.channel import Frame, Message, Network, frame_size
+from securefl.crypto.channel import Frame, Message, Network, SharedKey, frame_size
 from securefl.crypto.identity import Credentials
 from securefl.errors import InputError, ProtocolError
 from securefl.runtime.records import Record
@@ -196,7 +198,7 @@ def seal(state: Record, messages: Sequence[Message], *, me: int, peer: int,
     counter = f"{_SENT}{peer}"
     batch = int(state.config.get(counter, 0))
     network = Network(session=batch_session(transport_session(state), me, peer, batch),
-                      key=_link_key(state, me, peer))
+                      keys=SharedKey((me, peer), _link_key(state, me, peer)))
     framed = []
     for message in messages:
         network.send(message)
@@ -241,7 +243,7 @@ def open_batch(state: Record, blob: np.ndarray, *, me: int, peer: int) -> list[M
     counter = f"{_RECEIVED}{peer}"
     batch = int(state.config.get(counter, 0))
     network = Network(session=batch_session(transport_session(state), peer, me, batch),
-                      key=_link_key(state, me, peer))
+                      keys=SharedKey((peer, me), _link_key(state, me, peer)))
     messages = []
     try:
         (count,) = struct.unpack_from(">I", raw, 0)

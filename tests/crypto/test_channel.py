@@ -18,6 +18,7 @@ from securefl.crypto.channel import (
     LinkKeys,
     Message,
     Network,
+    SharedKey,
     frame_key,
     frame_mac,
     link_info,
@@ -330,3 +331,30 @@ def test_shared_key_seed_lets_two_processes_verify_each_other_and_nothing_else()
     c.queue(0, 1).append(Frame.from_bytes(wire))
     with pytest.raises(ProtocolError, match="MAC"):
         c.receive(1, 0, "round1")
+
+
+def test_a_shared_link_key_verifies_that_link_only_and_keys_each_frame_from_it():
+    """Two networks holding one link's key verify each other's frames, whose MAC is GMAC
+    under HMAC-SHA256(K_ab, session || seq || sender || receiver)[:16]; another key fails,
+    and the key ends no other link and belongs to no third party."""
+    key = bytes(range(32))
+    a = Network(session=b"12345678", keys=SharedKey((0, 1), key))
+    b = Network(session=b"12345678", keys=SharedKey((1, 0), key))
+    c = Network(session=b"12345678", keys=SharedKey((0, 1), bytes(32)))
+    a.send(sample_message())
+    frame = a.queue(0, 1)[0]
+    assert frame.mac == frame_mac(frame_key(key, b"12345678", 0, 0, 1), frame.header, frame.body)
+    wire = bytes(frame)
+    b.queue(0, 1).append(Frame.from_bytes(wire))
+    np.testing.assert_array_equal(b.receive(1, 0, "round1").arrays[1], np.ones(4))
+    c.queue(0, 1).append(Frame.from_bytes(wire))
+    with pytest.raises(ProtocolError, match="MAC"):
+        c.receive(1, 0, "round1")
+    with pytest.raises(InputError, match="link"):
+        Network(session=b"12345678", keys=SharedKey((0, 1), key)).send(Message(0, 2, "x", (np.ones(1),)))
+    with pytest.raises(InputError, match="party"):
+        SharedKey((0, 1), key).party(2)
+    with pytest.raises(InputError, match="key"):
+        SharedKey((0, 1), b"short")
+    with pytest.raises(InputError, match="ends"):
+        SharedKey((1, 1), key)

@@ -9,13 +9,14 @@ milliseconds, including the attacks of a modified server.
 from __future__ import annotations
 
 import secrets
+import struct
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from securefl.crypto.channel import Message
+from securefl.crypto.channel import Frame, Message, frame_key, frame_mac
 from securefl.crypto.fixed_point import ring_sum
 from securefl.crypto.identity import new_federation
 from securefl.crypto.secagg import ROUNDS, TAGS, SecAggClient, SecAggConfig, SecAggServer
@@ -189,6 +190,19 @@ def test_link_batches_arrive_intact_in_order_and_only_once():
         assert np.array_equal(received[1].arrays[0], np.arange(6, dtype=np.int32))
     with pytest.raises(ProtocolError, match="another session"):
         links.open_batch(states[1], sent[0], me=1, peer=0)
+
+
+def test_a_batch_frame_is_maced_under_a_one_time_key_from_the_link_key_itself():
+    """The links' frames are MACed under HMAC-SHA256(K_jk, batch session || seq || j || k),
+    K_jk the key both ends derived from the roster (no key agreement per batch)."""
+    states = link_states(2)
+    session = links.batch_session(links.transport_session(states[0]), 0, 1, 0)
+    key = links._link_key(states[0], 0, 1)
+    batch = links.seal(states[0], payloads(0, 1, count=1), me=0, peer=1)
+    (tag_length,) = struct.unpack_from(">H", batch, 4)
+    frame = Frame.from_bytes(memoryview(batch)[4 + 2 + tag_length + 8:])
+    assert frame.mac == frame_mac(frame_key(key, session, 0, 0, 1), frame.header, frame.body)
+    assert [m.tag for m in links.open_batch(states[1], batch, me=1, peer=0)] == ["t/0"]
 
 
 def test_an_outbox_batch_is_the_batch_of_fresh_arrays_made_in_place():
