@@ -16,7 +16,9 @@ little-endian uint64 halves, ``k`` XORed into the low half: the layout and the f
 :mod:`securefl.crypto.fixed_key`).  ``AES_K`` is AES-128 encryption (FIPS-197) under a
 round-key schedule from :func:`round_keys`: ``AddRoundKey`` with ``w[0]``, nine ``AESENC``
 and one ``AESENCLAST`` (the x86 AES-NI instructions, through LLVM's
-``llvm.x86.aesni.aesenc`` intrinsics), eight blocks side by side (:data:`WIDTH`); the round
+``llvm.x86.aesni.aesenc`` intrinsics), eight blocks side by side (:data:`WIDTH`; a row's
+last ``blocks mod 8`` blocks one at a time, or, for the sender's two messages of an OT, two
+at a time: :func:`expand_rows`, 5 of its 84 ns a digits row); the round
 keys ``w[0..10]`` are expanded once in Python (FIPS-197 §5.2; the key is public,
 :data:`~securefl.crypto.fixed_key.FIXED_KEY`).  So the expansion is the one that
 ``cryptography`` (OpenSSL) computes through :class:`~securefl.crypto.fixed_key.FixedKeyAES`:
@@ -99,51 +101,77 @@ def round_keys(key: bytes) -> np.ndarray:
     return np.frombuffer(flat, dtype="<u8").astype(np.uint64).reshape(ROUNDS + 1, 2)
 
 
+def _encrypt_side_by_side(context, builder, keys, items):
+    """Emit ``out[block] = AES(x) ^ x`` for every ``(out, block, low, high)`` of ``items``
+    (``x = (low ^ block) | high << 64``), all blocks going through the rounds together (AES-NI
+    has a latency of several cycles and more than one unit: independent blocks fill the
+    pipeline)."""
+    function_type = ir.FunctionType(_VECTOR, [_VECTOR, _VECTOR])
+    rounds = builder.module.declare_intrinsic("llvm.x86.aesni.aesenc", fnty=function_type)
+    last = builder.module.declare_intrinsic("llvm.x86.aesni.aesenclast", fnty=function_type)
+    key = [builder.load(builder.gep(keys, [ir.Constant(_INDEX, r)]), align=8) for r in range(ROUNDS + 1)]
+    inputs = []
+    for _, block, low, high in items:
+        value = builder.insert_element(ir.Constant(_VECTOR, ir.Undefined), builder.xor(low, block),
+                                       ir.Constant(_INDEX, 0))
+        inputs.append(builder.insert_element(value, high, ir.Constant(_INDEX, 1)))
+    states = [builder.xor(value, key[0]) for value in inputs]
+    for r in range(1, ROUNDS):
+        states = [builder.call(rounds, [state, key[r]]) for state in states]
+    states = [builder.call(last, [state, key[ROUNDS]]) for state in states]
+    for (target, block, _, _), state, value in zip(items, states, inputs):
+        builder.store(builder.xor(state, value), builder.gep(target, [block]), align=8)
+
+
+def _vectors(context, builder, array_type, value):
+    """The data of a uint64 array argument as a pointer to 128-bit blocks."""
+    return builder.bitcast(context.make_array(array_type)(context, builder, value).data, _VECTOR.as_pointer())
+
+
+_WORDS = types.Array(types.uint64, 1, "C")
+_SCHEDULE = types.Array(types.uint64, 2, "C")
+
+
 def _expansion_intrinsic(width: int):
     """An intrinsic ``(out, first, low, high, keys) -> None`` that writes the ``width`` blocks
     ``G(seed)_k = AES(seed ^ k) ^ (seed ^ k)``, ``k = first .. first + width - 1`` (``seed =
     low | high << 64``, ``k`` XORed into the low half), as blocks ``k`` of the flat uint64
-    array ``out``.  The ``width`` blocks go through the rounds side by side (AES-NI has a
-    latency of several cycles and more than one unit: independent blocks fill the pipeline).
-    Other argument types do not compile (a typing error); there is no bounds check: callers
-    pass ``first + width <= out.size / 2``."""
+    array ``out``, side by side.  Other argument types do not compile (a typing error); there
+    is no bounds check: callers pass ``first + width <= out.size / 2``."""
 
     @intrinsic
     def expansion(typingctx, out, first, low, high, keys):
-        words = types.Array(types.uint64, 1, "C")
-        if out != words or keys != types.Array(types.uint64, 2, "C") \
-                or any(value != types.uint64 for value in (first, low, high)):
+        if out != _WORDS or keys != _SCHEDULE or any(v != types.uint64 for v in (first, low, high)):
             return None
-        signature = types.none(out, first, low, high, keys)
 
         def codegen(context, builder, sig, args):
-            function_type = ir.FunctionType(_VECTOR, [_VECTOR, _VECTOR])
-            rounds = builder.module.declare_intrinsic("llvm.x86.aesni.aesenc", fnty=function_type)
-            last = builder.module.declare_intrinsic("llvm.x86.aesni.aesenclast", fnty=function_type)
-            schedule = builder.bitcast(context.make_array(sig.args[4])(context, builder, args[4]).data,
-                                       _VECTOR.as_pointer())
-            key = [builder.load(builder.gep(schedule, [ir.Constant(_INDEX, r)]), align=8)
-                   for r in range(ROUNDS + 1)]
-            target = builder.bitcast(context.make_array(sig.args[0])(context, builder, args[0]).data,
-                                     _VECTOR.as_pointer())
-            first_block, low_half, high_half = args[1], args[2], args[3]
-            blocks = [builder.add(first_block, ir.Constant(_WORD, w)) for w in range(width)]
-            inputs = []
-            for block in blocks:
-                value = builder.insert_element(ir.Constant(_VECTOR, ir.Undefined), builder.xor(low_half, block),
-                                               ir.Constant(_INDEX, 0))
-                inputs.append(builder.insert_element(value, high_half, ir.Constant(_INDEX, 1)))
-            states = [builder.xor(value, key[0]) for value in inputs]
-            for r in range(1, ROUNDS):
-                states = [builder.call(rounds, [state, key[r]]) for state in states]
-            states = [builder.call(last, [state, key[ROUNDS]]) for state in states]
-            for block, state, value in zip(blocks, states, inputs):
-                builder.store(builder.xor(state, value), builder.gep(target, [block]), align=8)
+            target = _vectors(context, builder, sig.args[0], args[0])
+            blocks = [builder.add(args[1], ir.Constant(_WORD, w)) for w in range(width)]
+            _encrypt_side_by_side(context, builder, _vectors(context, builder, sig.args[4], args[4]),
+                                  [(target, block, args[2], args[3]) for block in blocks])
             return context.get_dummy_value()
 
-        return signature, codegen
+        return types.none(out, first, low, high, keys), codegen
 
     return expansion
+
+
+@intrinsic
+def expand_pair_one(typingctx, out0, out1, block, low0, high0, low1, high1, keys):
+    """An intrinsic writing block ``block`` of two seeds' expansions at once (``G(seed0)``
+    into ``out0``, ``G(seed1)`` into ``out1``): the rows' tail blocks, two in flight instead
+    of one.  Typed and unchecked as :func:`_expansion_intrinsic`'s."""
+    if out0 != _WORDS or out1 != _WORDS or keys != _SCHEDULE \
+            or any(v != types.uint64 for v in (block, low0, high0, low1, high1)):
+        return None
+
+    def codegen(context, builder, sig, args):
+        targets = [_vectors(context, builder, sig.args[i], args[i]) for i in (0, 1)]
+        _encrypt_side_by_side(context, builder, _vectors(context, builder, sig.args[7], args[7]),
+                              [(targets[0], args[2], args[3], args[4]), (targets[1], args[2], args[5], args[6])])
+        return context.get_dummy_value()
+
+    return types.none(out0, out1, block, low0, high0, low1, high1, keys), codegen
 
 
 WIDTH = 8
@@ -163,6 +191,21 @@ def expand_row(low, high, keys, words):  # pragma: no cover - compiled
         k += WIDTH
     while k < count:
         expand_one(words, np.uint64(k), low, high, keys)
+        k += 1
+
+
+@numba.njit(nogil=True, inline="always")
+def expand_rows(low0, high0, low1, high1, keys, words0, words1):  # pragma: no cover - compiled
+    """:func:`expand_row` of two seeds of one length at once (``words0``, ``words1``), their
+    tail blocks side by side."""
+    count = words0.shape[0] // 2
+    k = 0
+    while k + WIDTH <= count:
+        expand_wide(words0, np.uint64(k), low0, high0, keys)
+        expand_wide(words1, np.uint64(k), low1, high1, keys)
+        k += WIDTH
+    while k < count:
+        expand_pair_one(words0, words1, np.uint64(k), low0, high0, low1, high1, keys)
         k += 1
 
 

@@ -155,13 +155,11 @@ def _sender_lanes(p0, p1, correlation, u, sums):  # pragma: no cover - compiled
 
 @_inline
 def _receiver_lanes(chosen, u, choice, sums):  # pragma: no cover - compiled
-    """One OT of the SHADE receiver: ``sums += p_c + c u`` (``m_c``, mod 2^16)."""
-    if choice:
-        for k in range(u.shape[0]):
-            sums[k] += chosen[k] + u[k]
-    else:
-        for k in range(u.shape[0]):
-            sums[k] += chosen[k]
+    """One OT of the SHADE receiver: ``sums += p_c + c u`` (``m_c``, mod 2^16), ``c u`` as
+    ``u & -c`` (no branch on the choice bit, which is random)."""
+    mask = np.uint16(0) - np.uint16(choice)
+    for k in range(u.shape[0]):
+        sums[k] += chosen[k] + (u[k] & mask)
 
 
 @_inline
@@ -215,11 +213,13 @@ def shade_sender_fused(seeds0, seeds1, keys, correlation, first, u, sums):  # pr
     words0 = np.empty(lanes // 4, dtype=np.uint64)
     words1 = np.empty(lanes // 4, dtype=np.uint64)
     p0, p1 = words0.view(np.uint16), words1.view(np.uint16)
+    point, bit = divmod(first, length)
     for r in range(rows):
-        point, bit = divmod(first + r, length)
-        aesni.expand_row(seeds0[r, 0], seeds0[r, 1], keys, words0)
-        aesni.expand_row(seeds1[r, 0], seeds1[r, 1], keys, words1)
+        aesni.expand_rows(seeds0[r, 0], seeds0[r, 1], seeds1[r, 0], seeds1[r, 1], keys, words0, words1)
         _sender_lanes(p0, p1, correlation[bit], u[r], sums[point])
+        bit += 1
+        if bit == length:
+            point, bit = point + 1, 0
 
 
 @_jit
@@ -227,9 +227,13 @@ def shade_receiver_fused(seeds, keys, u, choices, first, length, sums):  # pragm
     """:func:`shade_receiver_rows` with the expansion ``p_c = G(seeds[r])`` inside (AES-NI)."""
     words = np.empty(u.shape[1] // 4, dtype=np.uint64)
     chosen = words.view(np.uint16)
+    point, bit = divmod(first, length)
     for r in range(u.shape[0]):
         aesni.expand_row(seeds[r, 0], seeds[r, 1], keys, words)
-        _receiver_lanes(chosen, u[r], choices[first + r], sums[(first + r) // length])
+        _receiver_lanes(chosen, u[r], choices[first + r], sums[point])
+        bit += 1
+        if bit == length:
+            point, bit = point + 1, 0
 
 
 @_jit

@@ -55,6 +55,26 @@ def test_expansion_equals_openssl_feed_forward(key, rows, blocks, seed):
     np.testing.assert_array_equal(aesni.expand(seeds, aesni.round_keys(key), blocks), expected)
 
 
+@numba.njit
+def _expand_two(seeds0, seeds1, keys, out0, out1):
+    for r in range(seeds0.shape[0]):
+        aesni.expand_rows(seeds0[r, 0], seeds0[r, 1], seeds1[r, 0], seeds1[r, 1], keys, out0[r], out1[r])
+
+
+@needs_aesni
+@settings(max_examples=15, deadline=None)
+@given(key=st.binary(min_size=16, max_size=16), blocks=st.integers(1, 26), seed=st.integers(0, 2**32))
+def test_two_seeds_at_once_expand_as_each_alone(key, blocks, seed):
+    """expand_rows (the sender's two messages, tail blocks side by side) writes each seed's
+    own expansion, as expand_row does one seed at a time (checked against OpenSSL above)."""
+    seeds = np.random.default_rng(seed).integers(0, 2**64, size=(2, 3, 2), dtype=np.uint64)
+    keys = aesni.round_keys(key)
+    out0, out1 = (np.zeros((3, 2 * blocks), np.uint64) for _ in range(2))
+    _expand_two(seeds[0], seeds[1], keys, out0, out1)
+    for out, alone in ((out0, seeds[0]), (out1, seeds[1])):
+        np.testing.assert_array_equal(out.reshape(3, blocks, 2), aesni.expand(alone, keys, blocks))
+
+
 def test_availability_follows_the_code_target(monkeypatch):
     """An instruction the target lacks would abort code generation: AES-NI is used only when
     numba's target has it, whatever the host can do."""
@@ -121,7 +141,13 @@ def test_the_expansion_does_not_compile_for_other_array_types():
     def wrong(out, keys):
         aesni.expand_wide(out, np.uint64(0), np.uint64(1), np.uint64(2), keys)
 
+    @numba.njit
+    def wrong_pair(out, keys):
+        aesni.expand_pair_one(out, out, np.uint64(0), np.uint64(1), np.uint64(2), np.uint64(3), np.uint64(4), keys)
+
     keys = aesni.round_keys(FIXED_KEY)
+    with pytest.raises(numba.core.errors.TypingError):
+        wrong_pair(np.zeros(16, np.uint32), keys)
     with pytest.raises(numba.core.errors.TypingError):
         wrong(np.zeros(16, np.uint16), keys)
     with pytest.raises(numba.core.errors.TypingError):
