@@ -8,7 +8,8 @@ round faults its batches in anew, page by page, and the kernel zeroes every page
 digits SHADE round (5 x 135 points, L = 1024, 2026-11-28, AMD EPYC) 13-26 thousand minor
 faults and 0.05-0.12 s of kernel time in a 0.55-0.65 s round, and 0.4-0.6 s in one round of
 three where transparent huge pages had to be compacted first.  Retained, the same rounds
-take 0.47-0.50 s with no fault and no kernel time.
+take 0.44 s with no fault and no kernel time, against 0.50-0.55 s unretained in the same
+sitting (``docs/measurements.md``, "SHADE without fresh pages").
 
 **What.**  :func:`retain_freed_memory` makes glibc serve every allocation from the heap
 (``M_MMAP_MAX = 0``) and keep the heap's freed top (``M_TRIM_THRESHOLD`` at its largest),
@@ -41,8 +42,9 @@ _retained = False
 
 
 def retain_freed_memory() -> bool:
-    """Make this process's glibc keep freed memory for reuse (module docstring); true if
-    it now does.  False where the C library is not glibc or ``SECUREFL_RETAIN_MEMORY=0``."""
+    """Make this process's glibc keep freed memory for reuse (module docstring) and return
+    whether the process now does: not where the C library is not glibc, nor with
+    ``SECUREFL_RETAIN_MEMORY=0`` (unless an earlier call already made it; it is not undone)."""
     global _retained
     if os.environ.get(DISABLE_VARIABLE, "1") == "0" or platform.libc_ver()[0] != "glibc":
         return _retained
