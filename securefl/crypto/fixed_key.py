@@ -35,11 +35,14 @@ from dataclasses import dataclass, field
 import numpy as np
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
+from securefl.crypto import aesni
 from securefl.crypto.kernels import xor_tweak_into
 from securefl.errors import InputError
 
 FIXED_KEY = hashlib.sha256(b"securefl fixed-key AES permutation v1").digest()[:16]
 """The public key of the permutation pi (no secret: its security comes from the model)."""
+FIXED_ROUND_KEYS = aesni.round_keys(FIXED_KEY)
+"""The fixed key's AES schedule, for the compiled paths (:mod:`securefl.crypto.aesni`)."""
 
 _SLACK_BLOCKS = 1  # update_into wants len(out) >= len(in) + 15 bytes
 

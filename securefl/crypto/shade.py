@@ -95,7 +95,7 @@ import numpy as np
 
 from securefl.crypto import aesni, kernels
 from securefl.crypto.channel import Message
-from securefl.crypto.fixed_key import FIXED_KEY, FixedKeyAES, block_buffer
+from securefl.crypto.fixed_key import FIXED_ROUND_KEYS, FixedKeyAES, block_buffer
 from securefl.crypto.ot import (
     KAPPA,
     IKNPReceiver,
@@ -109,8 +109,6 @@ TILE_BYTES = 1 << 18
 """Bytes of expanded OT messages per tile: the few tile buffers stay in the L2 cache."""
 FRAME_BYTES = 1 << 22
 """Bytes of corrections per frame on the link (several tiles)."""
-FIXED_ROUND_KEYS = aesni.round_keys(FIXED_KEY)
-"""The fixed key's AES schedule, for the fused kernels (:mod:`securefl.crypto.aesni`)."""
 
 
 @dataclass

@@ -75,6 +75,26 @@ def test_two_seeds_at_once_expand_as_each_alone(key, blocks, seed):
         np.testing.assert_array_equal(out.reshape(3, blocks, 2), aesni.expand(alone, keys, blocks))
 
 
+@needs_aesni
+@settings(max_examples=20, deadline=None)
+@given(count=st.integers(1, 40), chunk=st.integers(0, 2**32 - 1), session=st.integers(0, 2**64 - 1),
+       masked=st.booleans(), seed=st.integers(0, 2**32))
+def test_compiled_tccr_equals_the_openssl_tccr(count, chunk, session, masked, seed):
+    """OT extension's hashes H(x ^ delta, session * 2^64 + chunk * 2^32 + i) through AES-NI
+    (ot._hash_blocks' compiled pass) equal FixedKeyAES.tccr's, across the eight-wide body and tail."""
+    from securefl.crypto.fixed_key import FIXED_ROUND_KEYS, FixedKeyAES
+    from securefl.crypto.ot import ot_tweaks
+
+    generator = np.random.default_rng(seed)
+    x = generator.integers(0, 2**64, size=(count, 2), dtype=np.uint64)
+    delta = generator.integers(0, 2**64, size=2, dtype=np.uint64) if masked else np.zeros(2, np.uint64)
+    tweaks = ot_tweaks(chunk, count)
+    expected = FixedKeyAES().tccr(x ^ delta, tweaks, high=session)
+    out = np.empty_like(x)
+    aesni.tccr_into(x, delta[0], delta[1], np.uint64(chunk << 32), np.uint64(session), FIXED_ROUND_KEYS, out)
+    np.testing.assert_array_equal(out, expected)
+
+
 def test_availability_follows_the_code_target(monkeypatch):
     """An instruction the target lacks would abort code generation: AES-NI is used only when
     numba's target has it, whatever the host can do."""
@@ -116,7 +136,7 @@ def test_the_self_test_rejects_a_wrong_cipher(monkeypatch):
 
 
 def test_the_fixed_key_schedule_is_the_fixed_key():
-    from securefl.crypto.shade import FIXED_ROUND_KEYS
+    from securefl.crypto.fixed_key import FIXED_ROUND_KEYS
 
     assert _bytes(FIXED_ROUND_KEYS[0]) == FIXED_KEY
     np.testing.assert_array_equal(FIXED_ROUND_KEYS, aesni.round_keys(FIXED_KEY))

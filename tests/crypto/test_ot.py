@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from securefl.crypto import ot
+from securefl.crypto import aesni, ot
 from securefl.crypto.bits import unpack_rows
 from securefl.crypto.channel import Message, Network
 from securefl.crypto.fixed_key import FixedKeyAES
@@ -256,20 +256,26 @@ def test_sessions_resume_one_setup_and_never_reuse_a_pad():
 
 
 def test_every_session_hashes_under_fresh_tweaks_and_reads_fresh_prg_windows(monkeypatch):
-    """Spy on the TCCR hash and the row PRG over three sessions of one setup: no (tweak)
-    and no (nonce) is used twice.  A counter that did not advance would fail here."""
+    """Spy on the TCCR hash (OpenSSL's or the compiled AES-NI pass, whichever runs) and the
+    row PRG over three sessions of one setup: no (tweak) and no (nonce) is used twice.  A
+    counter that did not advance would fail here."""
     tweaks, nonces = [], []
-    tccr, fill = FixedKeyAES.tccr, ot.RowPRG.fill
+    tccr, fill, compiled = FixedKeyAES.tccr, ot.RowPRG.fill, aesni.tccr_into
 
     def spy_tccr(self, x, low, out=None, *, high=0):
         tweaks.extend((int(high), int(w)) for w in low)
         return tccr(self, x, low, out, high=high)
+
+    def spy_compiled(x, delta_low, delta_high, first, high, keys, out):
+        tweaks.extend((int(high), int(first) + i) for i in range(x.shape[0]))
+        return compiled(x, delta_low, delta_high, first, high, keys, out)
 
     def spy_fill(self, nonce, words):
         nonces.append((id(self), nonce))
         return fill(self, nonce, words)
 
     monkeypatch.setattr(FixedKeyAES, "tccr", spy_tccr)
+    monkeypatch.setattr(aesni, "tccr_into", spy_compiled)
     monkeypatch.setattr(ot.RowPRG, "fill", spy_fill)
     network, setups = Network(), OTSetups()
     choices = np.ones(200, np.uint8)
