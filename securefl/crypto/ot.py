@@ -394,13 +394,18 @@ def prg_nonce(session: int, chunk: int) -> int:
     return (_check_session(session) << 32) | _check_chunk(chunk)
 
 
-def ot_tweaks(chunk: int, count: int) -> np.ndarray:
-    """Low 64 bits of the TCCR tweaks of a chunk's OTs: ``chunk * 2^32 + position``
-    (the session is the high 64 bits, :meth:`FixedKeyAES.tccr`'s ``high``)."""
+def _first_tweak(chunk: int, count: int) -> np.uint64:
+    """``chunk * 2^32``, the low tweak of a chunk's first OT (``count`` OTs, at most 2^32)."""
     chunk = _check_chunk(chunk)
     if count > 1 << _POSITION_BITS:
         raise InputError("count", count, "at most 2^32 OTs per chunk")
-    return (np.uint64(chunk) << np.uint64(_POSITION_BITS)) + np.arange(count, dtype=np.uint64)
+    return np.uint64(chunk) << np.uint64(_POSITION_BITS)
+
+
+def ot_tweaks(chunk: int, count: int) -> np.ndarray:
+    """Low 64 bits of the TCCR tweaks of a chunk's OTs: ``chunk * 2^32 + position``
+    (the session is the high 64 bits, :meth:`FixedKeyAES.tccr`'s ``high``)."""
+    return _first_tweak(chunk, count) + np.arange(count, dtype=np.uint64)
 
 
 def _padded(count: int) -> int:
@@ -469,12 +474,12 @@ def _hash_blocks(
     2^64 + chunk * 2^32 + position``: in one compiled pass where AES-NI is
     :func:`~securefl.crypto.aesni.available` (both AES layers eight blocks at a time, the XORs
     in registers), else in L2-sized pieces through OpenSSL.  The same hashes either way."""
-    tweaks = ot_tweaks(chunk, x.shape[0])
     if aesni.available() and x.flags.c_contiguous and out.flags.c_contiguous:
         low, high = (np.uint64(0), np.uint64(0)) if delta is None else (delta[0], delta[1])
-        aesni.tccr_into(x, low, high, tweaks[0] if tweaks.size else np.uint64(0), np.uint64(session),
+        aesni.tccr_into(x, low, high, _first_tweak(chunk, x.shape[0]), np.uint64(session),
                         FIXED_ROUND_KEYS, out)
         return out
+    tweaks = ot_tweaks(chunk, x.shape[0])
     masked = np.empty((min(HASH_BLOCK, x.shape[0]), 2), dtype=np.uint64) if delta is not None else None
     for start in range(0, x.shape[0], HASH_BLOCK):
         piece = x[start : start + HASH_BLOCK]
