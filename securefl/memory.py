@@ -28,7 +28,6 @@ process starts, which a Python package cannot arrange for its users.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 import platform
 
@@ -48,8 +47,7 @@ def retain_freed_memory() -> bool:
     global _retained
     if os.environ.get(DISABLE_VARIABLE, "1") == "0" or platform.libc_ver()[0] != "glibc":
         return _retained
-    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-    mallopt = getattr(libc, "mallopt", None)
+    mallopt = getattr(ctypes.CDLL(None), "mallopt", None)  # glibc is loaded: no library search
     if mallopt is None:
         return _retained
     mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int

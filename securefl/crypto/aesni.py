@@ -128,7 +128,7 @@ def _block(builder, low, high):
     return builder.insert_element(value, high, ir.Constant(_INDEX, 1))
 
 
-def _encrypt_side_by_side(context, builder, keys, items):
+def _encrypt_side_by_side(builder, keys, items):
     """Emit ``out[block] = AES(x) ^ x`` for every ``(out, block, low, high)`` of ``items``
     (``x = (low ^ block) | high << 64``), all blocks through the rounds together."""
     inputs = [_block(builder, builder.xor(low, block), high) for _, block, low, high in items]
@@ -161,7 +161,7 @@ def _expansion_intrinsic(width: int):
         def codegen(context, builder, sig, args):
             target = _vectors(context, builder, sig.args[0], args[0])
             blocks = [builder.add(args[1], ir.Constant(_WORD, w)) for w in range(width)]
-            _encrypt_side_by_side(context, builder, _vectors(context, builder, sig.args[4], args[4]),
+            _encrypt_side_by_side(builder, _vectors(context, builder, sig.args[4], args[4]),
                                   [(target, block, args[2], args[3]) for block in blocks])
             return context.get_dummy_value()
 
@@ -181,7 +181,7 @@ def expand_pair_one(typingctx, out0, out1, block, low0, high0, low1, high1, keys
 
     def codegen(context, builder, sig, args):
         targets = [_vectors(context, builder, sig.args[i], args[i]) for i in (0, 1)]
-        _encrypt_side_by_side(context, builder, _vectors(context, builder, sig.args[7], args[7]),
+        _encrypt_side_by_side(builder, _vectors(context, builder, sig.args[7], args[7]),
                               [(targets[0], args[2], args[3], args[4]), (targets[1], args[2], args[5], args[6])])
         return context.get_dummy_value()
 
@@ -303,7 +303,8 @@ def expand(seeds: np.ndarray, keys: np.ndarray, blocks: int) -> np.ndarray:
 
 def _self_test() -> bool:
     """FIPS-197 Appendix C.1 (``AES(p) = G(p)_0 ^ p``), then ``G`` of eight seeds, 19 blocks
-    each (both widths), under a second key against ``cryptography``."""
+    each (both widths), and the TCCR hash of 19 blocks (both widths), under a second key
+    against ``cryptography``."""
     from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
     plain = np.frombuffer(bytes.fromhex("00112233445566778899aabbccddeeff"), dtype="<u8").astype(np.uint64)
@@ -317,7 +318,32 @@ def _self_test() -> bool:
     encryptor = Cipher(algorithms.AES(key), modes.ECB()).encryptor()
     permuted = encryptor.update(inputs.astype("<u8").tobytes()) + encryptor.finalize()
     expected = np.frombuffer(permuted, dtype="<u8").astype(np.uint64).reshape(inputs.shape) ^ inputs
-    return bool(np.array_equal(expand(seeds, round_keys(key), 19), expected))
+    if not np.array_equal(expand(seeds, round_keys(key), 19), expected):
+        return False
+    return bool(np.array_equal(_tccr(inputs[0], round_keys(key)), _openssl_tccr(inputs[0], key)))
+
+
+_SELF_TEST_DELTA, _SELF_TEST_TWEAK, _SELF_TEST_HIGH = (0x0123456789ABCDEF, 0xFEDCBA9876543210), 5 << 32, 7
+
+
+def _tccr(x: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    out = np.empty_like(x)
+    tccr_into(x, *(np.uint64(v) for v in (*_SELF_TEST_DELTA, _SELF_TEST_TWEAK, _SELF_TEST_HIGH)), keys, out)
+    return out
+
+
+def _openssl_tccr(x: np.ndarray, key: bytes) -> np.ndarray:
+    """``H(x ^ delta, t) = pi(pi(x ^ delta) ^ t) ^ pi(x ^ delta)`` through ``cryptography``."""
+    from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+
+    def permute(blocks: np.ndarray) -> np.ndarray:
+        encrypted = Cipher(algorithms.AES(key), modes.ECB()).encryptor().update(blocks.astype("<u8").tobytes())
+        return np.frombuffer(encrypted, dtype="<u8").astype(np.uint64).reshape(blocks.shape)
+
+    first = permute(x ^ np.array(_SELF_TEST_DELTA, dtype=np.uint64))
+    tweaks = np.stack([np.uint64(_SELF_TEST_TWEAK) + np.arange(x.shape[0], dtype=np.uint64),
+                       np.full(x.shape[0], _SELF_TEST_HIGH, dtype=np.uint64)], axis=1)
+    return permute(first ^ tweaks) ^ first
 
 
 DISABLE_VARIABLE = "SECUREFL_AESNI"

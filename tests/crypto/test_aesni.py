@@ -135,6 +135,19 @@ def test_the_self_test_rejects_a_wrong_cipher(monkeypatch):
     assert not aesni._self_test()
 
 
+@needs_aesni
+def test_the_self_test_checks_the_compiled_tccr_too(monkeypatch):
+    """OT extension's hashes take the compiled path only if it passes the same test: a TCCR
+    pass that drops one tweak bit is caught although the expansion is right."""
+    compiled = aesni.tccr_into
+
+    def off_by_one_tweak(x, delta_low, delta_high, tweak, high, keys, out):
+        compiled(x, delta_low, delta_high, tweak ^ np.uint64(1), high, keys, out)
+
+    monkeypatch.setattr(aesni, "tccr_into", off_by_one_tweak)
+    assert not aesni._self_test()
+
+
 def test_the_fixed_key_schedule_is_the_fixed_key():
     from securefl.crypto.fixed_key import FIXED_ROUND_KEYS
 
