@@ -24,7 +24,8 @@ the first round, ``fresh_setups`` of them), ``pair_seconds`` (each pair's stream
 ``seconds_after_setup`` = ``seconds - setup_seconds`` (what every later round costs) and its
 ratio to the AES bound; ``shade_expansion`` says how the OT messages were expanded
 (``"aes-ni fused"``: compiled AES-NI inside the share arithmetic, :mod:`securefl.crypto.aesni`;
-``"openssl tiles"``: elsewhere, or with ``SECUREFL_AESNI=0``); ``--rounds R`` runs ``R - 1`` more rounds on fresh codes with the
+``"openssl tiles"``: elsewhere, or with ``SECUREFL_AESNI=0``); ``ghash`` which GHASH the
+links' GMAC tags ran through (``"vpclmulqdq"``, :mod:`securefl.crypto.ghash`, or ``"openssl"``); ``--rounds R`` runs ``R - 1`` more rounds on fresh codes with the
 same setups (``later_rounds``: seconds, setup seconds, fresh setups, verified).  LWE also
 records the CPU seconds of each party and the bytes of each message kind, LWE and RLWE
 ``fixed_seconds`` / ``per_pair_seconds``: the CPU seconds of the products with the public
@@ -42,7 +43,7 @@ import time
 import numpy as np
 
 from securefl.bench.common import add_workers_argument, default_workers, peak_memory_mb
-from securefl.crypto import aesni, linalg, lwe, prg
+from securefl.crypto import aesni, ghash, linalg, lwe, prg
 from securefl.crypto.hamming import BACKENDS, SHARE_BITS, pair_roles
 from securefl.crypto.ot import OTSetups
 from securefl.crypto.projection import busiest_link_bytes, seconds_at_bandwidth
@@ -219,6 +220,7 @@ def run(args: argparse.Namespace, progress) -> dict:
         "seconds_at_bandwidth": projected,
         **{f"seconds_at_{label}": value for label, value in projected.items()},
         "shade_expansion": ("aes-ni fused" if aesni.available() else "openssl tiles") if shade else None,
+        "ghash": ghash.path(),
         "prg_bytes": result.prg_bytes,
         "prg_gbps": prg_gbps,
         "prg_gbps_before_after": [gbps_before, gbps_after],

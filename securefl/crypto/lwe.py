@@ -181,11 +181,10 @@ import numpy as np
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
-from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from securefl.crypto import kernels, linalg, prg, rlwe
+from securefl.crypto import ghash, kernels, linalg, prg, rlwe
 from securefl.crypto.channel import SERVER, Message
 from securefl.crypto.hamming_shares import SHARE_BITS, pair_roles
 from securefl.crypto.identity import SIGNATURE_BYTES
@@ -410,12 +409,8 @@ def progress_total(parties: int, length: int, *, ring: bool = False) -> int:
 def _gmac(key: bytes, label: str, planes: tuple[np.ndarray, ...]) -> np.ndarray:
     """16-byte GMAC tag of ``planes`` under ``key`` with a nonce unique to ``label``."""
     nonce = hashlib.sha256(label.encode()).digest()[:12]
-    encryptor = Cipher(algorithms.AES(key), modes.GCM(nonce)).encryptor()
-    encryptor.authenticate_additional_data(label.encode())
-    for plane in planes:
-        encryptor.authenticate_additional_data(memoryview(np.ascontiguousarray(plane)).cast("B"))
-    encryptor.finalize()
-    return np.frombuffer(encryptor.tag, dtype=np.uint8)
+    buffers = [label.encode(), *(memoryview(np.ascontiguousarray(plane)).cast("B") for plane in planes)]
+    return np.frombuffer(ghash.gmac(key, nonce, buffers), dtype=np.uint8)
 
 
 def _parse(tag: str) -> tuple[str, int, int | None]:
