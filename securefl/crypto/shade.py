@@ -82,7 +82,7 @@ from shape checks here; a reconstructed distance above ``L`` is also rejected.
 Why by hand: there is no Python SHADE/GSHADE.  The expansion's AES runs inside the
 compiled loop that consumes it where the CPU has AES-NI (:mod:`securefl.crypto.aesni`:
 feed-forward, correction and share sums per OT row in one pass, no tile of AES outputs in
-memory), else ``cryptography`` encrypts whole tiles and one compiled pass per tile does
+memory, one compiled call per frame), else ``cryptography`` encrypts whole tiles and one compiled pass per tile does
 the per-lane arithmetic (:mod:`securefl.crypto.kernels`); the two give the same frames and
 shares, and neither has a Python loop per bit, OT or lane.
 """
@@ -190,7 +190,8 @@ class ShadeSender:
     def tile(
         self, expander: _Expander, seeds0: np.ndarray, seeds1: np.ndarray, first: int, out: np.ndarray
     ) -> np.ndarray:
-        """Write the corrections ``u`` of the tile of OTs ``first, first + 1, ...`` into ``out``.
+        """Write the corrections ``u`` of the OTs ``first, first + 1, ...`` (a tile; a whole
+        frame where the expansion is fused) into ``out``.
 
         OT ``g`` of the pair is receiver point ``g // L``, bit ``g % L``.
         """
@@ -226,7 +227,8 @@ class ShadeReceiver:
         self.choices = np.ascontiguousarray(self.codes.reshape(-1))
 
     def tile(self, expander: _Expander, seeds: np.ndarray, correction: np.ndarray, first: int) -> None:
-        """Absorb the corrections ``u`` of the tile of OTs ``first, first + 1, ...``."""
+        """Absorb the corrections ``u`` of the OTs ``first, first + 1, ...`` (a tile; a whole
+        frame where the expansion is fused)."""
         rows = seeds.shape[0]
         if correction.shape != (rows, self.lanes) or correction.dtype != np.uint16:
             raise ProtocolError(
@@ -341,8 +343,9 @@ class SenderSession:
         elif out.shape != shape or out.dtype != np.uint16:
             raise InputError("out", out.shape, f"must be a {shape} uint16 array")
         seeds0, seeds1 = seeds
-        for offset in range(0, shape[0], self.tile_rows):
-            lo, hi = frame_start + offset, min(frame_start + offset + self.tile_rows, count)
+        step = shape[0] if worker.expander.fused else self.tile_rows  # fused: no tile buffers
+        for offset in range(0, shape[0], step):
+            lo, hi = frame_start + offset, min(frame_start + offset + step, count)
             self.party.tile(worker.expander, seeds0[lo:hi], seeds1[lo:hi], base + lo,
                             out=out[offset: offset + hi - lo])
         return Message(self.sender, self.receiver, "shade/u", (out,))
@@ -410,6 +413,7 @@ class ReceiverSession:
         if rows <= 0 or len(message.arrays) != 1 or message.arrays[0].shape[0] != rows:
             raise ProtocolError(f"SHADE correction frame must be one array of {rows} rows")
         received = message.arrays[0]
-        for offset in range(0, rows, tile_rows):
-            lo, hi = frame_start + offset, min(frame_start + offset + tile_rows, count)
+        step = rows if worker.expander.fused else tile_rows  # fused: no tile buffers
+        for offset in range(0, rows, step):
+            lo, hi = frame_start + offset, min(frame_start + offset + step, count)
             party.tile(worker.expander, seeds[lo:hi], received[offset: offset + hi - lo], base + lo)
