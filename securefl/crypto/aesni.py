@@ -26,13 +26,17 @@ which path a party takes never changes a message or a share.  :func:`tccr_into` 
 extension's TCCR hash, ``H(x, t) = pi(pi(x) ^ t) ^ pi(x)``
 (:meth:`~securefl.crypto.fixed_key.FixedKeyAES.tccr`), both layers eight blocks at a time
 with the XORs in registers (:func:`securefl.crypto.ot._hash_blocks`; 4.7 against OpenSSL's
-6.1 ns a hash, about 2 % of a digits SHADE round).
+6.1 ns a hash, about 2 % of a digits SHADE round).  :func:`encrypt_rows_into` is IKNP's 128 row
+PRGs (:class:`securefl.crypto.ot.RowPRG`): AES-ECB of shared counter blocks under each row's
+key, one call for all rows, under schedules made by :func:`schedules_into` (``AESKEYGENASSIST``,
+no table lookup on the secret seeds; equal to :func:`round_keys`).
 
 **When it is used.**  :func:`available` is true only on x86-64 when the code numba emits
 targets a CPU with AES-NI (the host's features, or ``NUMBA_CPU_NAME`` /
 ``NUMBA_CPU_FEATURES`` when set, since an instruction the target lacks aborts code
 generation), and after a known-answer test passes: FIPS-197 Appendix C.1 and a batch of
-expansions against ``cryptography``; ``SECUREFL_AESNI=0`` turns it off.
+expansions, TCCR hashes and row PRGs against ``cryptography``; ``SECUREFL_AESNI=0`` turns
+it off.
 Elsewhere (other architectures, a portable numba target, a failed check) callers keep the
 OpenSSL tile path; the test suite runs both.  AES-NI runs in constant time (no table
 lookups), like OpenSSL's.
@@ -219,8 +223,71 @@ def _tccr_intrinsic(width: int):
     return tccr
 
 
+_RCON = (0x01, 0x02, 0x04, 0x08, 0x10, 0x20, 0x40, 0x80, 0x1B, 0x36)
+"""The round constants of the AES-128 key schedule (FIPS-197 §5.2)."""
+
+
+@intrinsic
+def _schedule(typingctx, out, low, high):
+    """An intrinsic writing the AES-128 key schedule of the key ``low | high << 64`` into the
+    ``(11, 2)`` uint64 ``out``: ``w[r] = w[r-1] ^ w[r-1] << 32 ^ w[r-1] << 64 ^ w[r-1] << 96 ^
+    broadcast(word 3 of AESKEYGENASSIST(w[r-1], rcon_r))`` (Intel's AES-NI white paper, §
+    key expansion), no table lookup.  Typed and unchecked as :func:`_expansion_intrinsic`'s."""
+    if out != _SCHEDULE or low != types.uint64 or high != types.uint64:
+        return None
+
+    def codegen(context, builder, sig, args):
+        target = _vectors(context, builder, sig.args[0], args[0])
+        byte, bytes16, words4 = ir.IntType(8), ir.VectorType(ir.IntType(8), 16), ir.VectorType(ir.IntType(32), 4)
+        assist = builder.module.declare_intrinsic("llvm.x86.aesni.aeskeygenassist",
+                                                  fnty=ir.FunctionType(_VECTOR, [_VECTOR, byte]))
+        left_word = ir.Constant(ir.VectorType(_INDEX, 16), [j if j < 4 else 12 + j for j in range(16)])
+        broadcast = ir.Constant(ir.VectorType(_INDEX, 4), [3, 3, 3, 3])
+        key = _block(builder, args[1], args[2])
+        builder.store(key, builder.gep(target, [ir.Constant(_INDEX, 0)]), align=8)
+        for r, rcon in enumerate(_RCON, 1):
+            words = builder.bitcast(builder.call(assist, [key, ir.Constant(byte, rcon)]), words4)
+            mixed = builder.bitcast(builder.shuffle_vector(words, words, broadcast), _VECTOR)
+            shifted = key
+            for _ in range(3):  # shifted = key << 32, << 64, << 96 (bytes toward higher addresses)
+                shifted = builder.bitcast(builder.shuffle_vector(
+                    ir.Constant(bytes16, None), builder.bitcast(shifted, bytes16), left_word), _VECTOR)
+                key = builder.xor(key, shifted)
+            key = builder.xor(key, mixed)
+            builder.store(key, builder.gep(target, [ir.Constant(_INDEX, r)]), align=8)
+        return context.get_dummy_value()
+
+    return types.none(out, low, high), codegen
+
+
+def _ecb_intrinsic(width: int):
+    """An intrinsic ``(out, first, source, keys) -> None``: blocks ``first .. first + width - 1``
+    of ``out`` become ``AES(block of source)`` under ``keys``, side by side.  Typed and
+    unchecked as :func:`_expansion_intrinsic`'s."""
+
+    @intrinsic
+    def ecb(typingctx, out, first, source, keys):
+        if out != _WORDS or source != _WORDS or keys != _SCHEDULE or first != types.uint64:
+            return None
+
+        def codegen(context, builder, sig, args):
+            target, plain = (_vectors(context, builder, sig.args[i], args[i]) for i in (0, 2))
+            blocks = [builder.add(args[1], ir.Constant(_WORD, w)) for w in range(width)]
+            states = _rounds(builder, _round_keys(builder, _vectors(context, builder, sig.args[3], args[3])),
+                             [builder.load(builder.gep(plain, [b]), align=8) for b in blocks])
+            for block, state in zip(blocks, states):
+                builder.store(state, builder.gep(target, [block]), align=8)
+            return context.get_dummy_value()
+
+        return types.none(out, first, source, keys), codegen
+
+    return ecb
+
+
 WIDTH = 8
 """Blocks per :func:`expand_wide` call (eight AES states in flight)."""
+ecb_wide = _ecb_intrinsic(WIDTH)
+ecb_one = _ecb_intrinsic(1)
 tccr_wide = _tccr_intrinsic(WIDTH)
 tccr_one = _tccr_intrinsic(1)
 expand_wide = _expansion_intrinsic(WIDTH)
@@ -273,6 +340,34 @@ def tccr_into(x, delta_low, delta_high, tweak, high, keys, out):  # pragma: no c
 
 
 @numba.njit(nogil=True, cache=True)
+def schedules_into(keys, out):  # pragma: no cover - compiled
+    """``out[r]`` (``(rows, 11, 2)`` uint64) receives the AES-128 key schedule of ``keys[r]``
+    (``(rows, 2)`` uint64, each key's bytes 0-7 and 8-15 little-endian): :func:`round_keys`
+    through AESKEYGENASSIST, about 0.1 against 220 microseconds a key."""
+    for r in range(keys.shape[0]):
+        _schedule(out[r], keys[r, 0], keys[r, 1])
+
+
+@numba.njit(nogil=True, cache=True)
+def encrypt_rows_into(blocks, keys, out):  # pragma: no cover - compiled
+    """``out[r]`` block ``i`` (words ``2i, 2i + 1``) receives ``AES_{keys[r]}(blocks[i])`` for
+    every row ``r`` of the ``(rows, 11, 2)`` schedules ``keys`` and block ``i`` of the ``(m,
+    2)`` uint64 ``blocks`` (``out`` at least ``2m`` words a row, C-contiguous): one row PRG per
+    key over shared counter blocks, eight blocks at a time."""
+    flat = blocks.reshape(-1)
+    count = blocks.shape[0]
+    for r in range(keys.shape[0]):
+        row, key = out[r], keys[r]
+        i = 0
+        while i + WIDTH <= count:
+            ecb_wide(row, np.uint64(i), flat, key)
+            i += WIDTH
+        while i < count:
+            ecb_one(row, np.uint64(i), flat, key)
+            i += 1
+
+
+@numba.njit(nogil=True, cache=True)
 def expand_into(seeds, keys, out):  # pragma: no cover - compiled
     """``out[r]`` (``(rows, 2 * blocks)`` uint64) receives ``G(seeds[r])_0 .. G(seeds[r])_{blocks-1}``."""
     for r in range(seeds.shape[0]):
@@ -303,8 +398,9 @@ def expand(seeds: np.ndarray, keys: np.ndarray, blocks: int) -> np.ndarray:
 
 def _self_test() -> bool:
     """FIPS-197 Appendix C.1 (``AES(p) = G(p)_0 ^ p``), then ``G`` of eight seeds, 19 blocks
-    each (both widths), and the TCCR hash of 19 blocks (both widths), under a second key
-    against ``cryptography``."""
+    each (both widths), the TCCR hash of 19 blocks (both widths) and, under two compiled key
+    schedules (checked against :func:`round_keys`), the row PRGs' AES of 19 blocks, under a
+    second key against ``cryptography``."""
     from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
     plain = np.frombuffer(bytes.fromhex("00112233445566778899aabbccddeeff"), dtype="<u8").astype(np.uint64)
@@ -320,7 +416,29 @@ def _self_test() -> bool:
     expected = np.frombuffer(permuted, dtype="<u8").astype(np.uint64).reshape(inputs.shape) ^ inputs
     if not np.array_equal(expand(seeds, round_keys(key), 19), expected):
         return False
-    return bool(np.array_equal(_tccr(inputs[0], round_keys(key)), _openssl_tccr(inputs[0], key)))
+    if not np.array_equal(_tccr(inputs[0], round_keys(key)), _openssl_tccr(inputs[0], key)):
+        return False
+    return _rows_match_openssl(np.stack([np.frombuffer(k, dtype="<u8") for k in (key, bytes(range(16)))]), inputs[0])
+
+
+def _rows_match_openssl(keys: np.ndarray, blocks: np.ndarray) -> bool:
+    """The compiled key schedules equal :func:`round_keys`, and :func:`encrypt_rows_into`
+    under them equals OpenSSL's AES-ECB of ``blocks`` under each key."""
+    from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+
+    keys = np.ascontiguousarray(keys, dtype=np.uint64)
+    schedules = np.empty((keys.shape[0], ROUNDS + 1, 2), dtype=np.uint64)
+    schedules_into(keys, schedules)
+    raw = [k.astype("<u8").tobytes() for k in keys]
+    if not all(np.array_equal(schedule, round_keys(key)) for schedule, key in zip(schedules, raw)):
+        return False
+    out = np.empty((keys.shape[0], 2 * blocks.shape[0]), dtype=np.uint64)
+    encrypt_rows_into(np.ascontiguousarray(blocks), schedules, out)
+    for row, key in zip(out, raw):
+        expected = Cipher(algorithms.AES(key), modes.ECB()).encryptor().update(blocks.astype("<u8").tobytes())
+        if row.astype("<u8").tobytes() != expected:
+            return False
+    return True
 
 
 _SELF_TEST_DELTA, _SELF_TEST_TWEAK, _SELF_TEST_HIGH = (0x0123456789ABCDEF, 0xFEDCBA9876543210), 5 << 32, 7

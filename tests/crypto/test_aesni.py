@@ -185,3 +185,63 @@ def test_the_expansion_does_not_compile_for_other_array_types():
         wrong(np.zeros(16, np.uint16), keys)
     with pytest.raises(numba.core.errors.TypingError):
         wrong(np.zeros(16, np.uint64), keys.astype(np.int64))
+
+
+@needs_aesni
+def test_compiled_key_schedule_matches_fips_197_appendix_a1():
+    """AESKEYGENASSIST's schedule, word for word as FIPS-197 A.1 lists it (w[4..7], w[40..43])."""
+    key = np.frombuffer(bytes.fromhex("2b7e151628aed2a6abf7158809cf4f3c"), dtype="<u8").astype(np.uint64)
+    out = np.zeros((1, 11, 2), np.uint64)
+    aesni.schedules_into(key.reshape(1, 2), out)
+    assert _bytes(out[0, 1]) == bytes.fromhex("a0fafe1788542cb123a339392a6c7605")
+    assert _bytes(out[0, 10]) == bytes.fromhex("d014f9a8c9ee2589e13f0cc8b6630ca6")
+
+
+@needs_aesni
+@settings(max_examples=20, deadline=None)
+@given(rows=st.integers(1, 6), blocks=st.integers(1, 40), seed=st.integers(0, 2**32))
+def test_row_encryption_equals_openssl_under_each_compiled_schedule(rows, blocks, seed):
+    """encrypt_rows_into under schedules_into's schedules is each key's AES-ECB of the shared
+    blocks (OpenSSL's), across the eight-wide body and the tail; the schedules are round_keys'."""
+    generator = np.random.default_rng(seed)
+    keys = generator.integers(0, 2**64, size=(rows, 2), dtype=np.uint64)
+    plain = generator.integers(0, 2**64, size=(blocks, 2), dtype=np.uint64)
+    schedules = np.empty((rows, 11, 2), np.uint64)
+    aesni.schedules_into(keys, schedules)
+    out = np.zeros((rows, 2 * blocks + 2), np.uint64)
+    aesni.encrypt_rows_into(plain, schedules, out)
+    for row, key, schedule in zip(out, keys, schedules):
+        np.testing.assert_array_equal(schedule, aesni.round_keys(_bytes(key)))
+        expected = Cipher(algorithms.AES(_bytes(key)), modes.ECB()).encryptor().update(_bytes(plain))
+        assert _bytes(row[: 2 * blocks]) == expected
+        assert not row[2 * blocks:].any()
+
+
+@needs_aesni
+@pytest.mark.parametrize("words", [1, 2, 15, 64, 1000])
+def test_row_prg_rows_are_each_seeds_ctr_stream_on_both_paths(monkeypatch, words):
+    """IKNP's row PRG, compiled or through OpenSSL contexts: row i is prg.expand(k_i, nonce)."""
+    from securefl.crypto import prg
+    from securefl.crypto.ot import RowPRG
+
+    seeds = np.random.default_rng(words).integers(0, 256, size=(128, 16), dtype=np.uint8)
+    compiled = RowPRG(seeds).fill(7 << 40, words).copy()
+    monkeypatch.setenv(aesni.DISABLE_VARIABLE, "0")
+    openssl = RowPRG(seeds).fill(7 << 40, words)
+    np.testing.assert_array_equal(compiled, openssl)
+    for i in (0, 77, 127):
+        np.testing.assert_array_equal(compiled[i], prg.expand(seeds[i], words, np.uint64, nonce=7 << 40))
+
+
+@needs_aesni
+def test_the_self_test_checks_the_compiled_row_prg_too(monkeypatch):
+    """The row PRGs take the compiled path only if it passes the same test: a schedule off by
+    one bit in its last round key is caught although the expansion and TCCR are right."""
+    compiled = aesni.schedules_into
+
+    def off_by_one_bit(keys, out):
+        compiled(keys, out)
+        out[:, 10, 0] ^= np.uint64(1)
+
+    monkeypatch.setattr(aesni, "schedules_into", off_by_one_bit)
+    assert not aesni._self_test()
