@@ -291,12 +291,9 @@ class LinkKeys:
     In a deployment each party draws its own pair and the server relays the public
     keys; here one object stands for every party's machine, and a party's secrets are
     reached only through :meth:`party`, its own view.  Private keys come from the OS
-    CSPRNG, or, if ``seed`` is given (compatibility: simulations split over processes
-    that must verify each other's frames), from HMAC-SHA256(seed, party): whoever
-    holds ``seed`` holds every link key, so a deployment leaves it ``None``.
+    CSPRNG.
     """
 
-    seed: bytes | None = None
     _parties: dict[int, PartyKeys] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -307,14 +304,7 @@ class LinkKeys:
             with self._lock:
                 keys = self._parties.get(index)
                 if keys is None:
-                    if self.seed is None:
-                        private = X25519PrivateKey.generate()
-                    else:
-                        label = b"securefl/channel/x25519" + struct.pack(">i", index)
-                        private = X25519PrivateKey.from_private_bytes(
-                            _hmac.digest(self.seed, label, "sha256")
-                        )
-                    keys = self._parties[index] = PartyKeys(index, private, self)
+                    keys = self._parties[index] = PartyKeys(index, X25519PrivateKey.generate(), self)
         return keys
 
     def public_key(self, index: int) -> bytes:
@@ -383,11 +373,11 @@ class Network:
     :meth:`queue` so tests can drop, corrupt, reorder or replay frames.  ``keys`` holds
     the parties' X25519 pairs (share one :class:`LinkKeys` between networks to keep each
     party's identity across them, or give a :class:`SharedKey` for one link whose ends
-    already share its key); ``key`` (compatibility) seeds them deterministically.
+    already share its key: two networks, e.g. in two processes, then verify each other's
+    frames).
     """
 
     session: bytes = field(default_factory=lambda: secrets.token_bytes(8))
-    key: bytes | None = None
     keys: LinkKeys | SharedKey | None = None
     stats: dict[Hashable, LinkStats] = field(default_factory=lambda: defaultdict(LinkStats))
     _queues: dict[tuple[int, int], deque] = field(default_factory=lambda: defaultdict(deque))
@@ -397,10 +387,8 @@ class Network:
     def __post_init__(self) -> None:
         if not isinstance(self.session, bytes) or len(self.session) != 8:
             raise InputError("session", self.session, "must be 8 bytes")
-        if self.key is not None and (not isinstance(self.key, bytes) or len(self.key) < 16):
-            raise InputError("key", self.key, "must be None or at least 16 bytes")
         if self.keys is None:
-            self.keys = LinkKeys(seed=self.key)
+            self.keys = LinkKeys()
 
     def _mac_key(self, seq: int, sender: int, receiver: int, holder: int) -> bytes:
         link_key = self.keys.party(holder).link_key(sender, receiver)

@@ -151,7 +151,7 @@ from securefl.crypto import aesni
 from securefl.crypto.bits import transpose_bits
 from securefl.crypto.channel import Message, Network
 from securefl.crypto.fixed_key import FIXED_ROUND_KEYS, FixedKeyAES
-from securefl.crypto.kernels import xor_block_into, xor_rows_where
+from securefl.crypto.kernels import xor_block_into, xor_masked_into, xor_rows_where
 from securefl.crypto.prg import counter_blocks
 from securefl.crypto.rand import RandomSource, random_source
 from securefl.errors import InputError, ProtocolError
@@ -595,10 +595,8 @@ class IKNPReceiver:
         bits[:count] = choices
         prg0, prg1 = self._prgs()
         t_matrix = prg0.fill(nonce, padded // 64)
-        u_matrix = prg1.fill(nonce, padded // 64)
-        u_matrix ^= t_matrix
-        u_matrix ^= _bits_to_words(bits)
-        matrix = np.ascontiguousarray(u_matrix)
+        matrix = np.empty(t_matrix.shape, dtype=np.uint64)
+        xor_masked_into(prg1.fill(nonce, padded // 64), t_matrix, _bits_to_words(bits), matrix)
         return Message(receiver, sender, u_tag(self.session, chunk), (matrix,)), t_matrix
 
     def random_ot(self, t: np.ndarray, chunk: int, out: np.ndarray | None = None) -> np.ndarray:
