@@ -99,16 +99,21 @@ def link_bytes_model(backend: str, sizes: Sequence[int], length: int) -> int:
 
 AUTO_LINK_BITS_PER_SECOND = 1e8
 """The client link ``"auto"`` plans for: 100 Mbit/s (a broadband uplink)."""
-SHADE_SECONDS_PER_BYTE = 1.6e-9
-"""SHADE's CPU per byte its clients send, setups resumed (project machine: 1.0-2.4 ns from
-2 x 500 to 5 x 135 points; the first round's base OTs, ~0.1 s per pair, left out)."""
-RING_SECONDS_PER_POINT_POLYNOMIAL = 4.3e-4
+SHADE_SECONDS_PER_BYTE = 0.85e-9
+"""SHADE's CPU per byte its clients send, setups resumed (AMD EPYC Zen 3, 2026-11-28, one
+sitting with the two constants below, ``benchmarks/results/shade-ghash``: 0.75-0.94 ns from
+5 x 500, L = 4096, to 5 x 135, L = 1024; the first round's base OTs, ~0.1 s per pair, left
+out)."""
+RING_SECONDS_PER_POINT_POLYNOMIAL = 2.0e-4
 """Ring-LWE's fixed CPU per public polynomial and ciphertext of ``C`` (a point when
-``P = 1``) or point of the hint (project machine: 4.0-4.8e-4 s from 2 x 500 to 10 x 600
-points; with packing, 0.57 s measured against 0.73 s modelled at 5 x 135, L = 1024)."""
-RING_SECONDS_PER_MULTIPLY_ADD = 7e-11
-"""Ring-LWE's per-pair CPU per float64 multiply-add (project machine: 6.2-7.5e-11 s at
-2 x 500 to 10 x 600 points, 1.3e-10 at 5 x 135)."""
+``P = 1``) or point of the hint (same sitting: 1.4-2.0e-4 s from 5 x 500 to 5 x 135 points,
+3.7e-4 at 2 x 2500)."""
+RING_SECONDS_PER_MULTIPLY_ADD = 5.7e-11
+"""Ring-LWE's per-pair CPU per float64 multiply-add (same sitting: 4.9-8.4e-11 s from
+2 x 2500 to 5 x 135 points).  With the three constants the modelled seconds of both backends
+were within 7 % of the measured ones (steady rounds plus the link) at 5 x 135, 2 x 500,
+5 x 500 and 2 x 2500 points over 100 Mbit/s, 1 Gbit/s and 10 Gbit/s links, and the faster
+backend was picked at all twelve."""
 
 
 def modelled_seconds(backend: str, sizes: Sequence[int], length: int,
@@ -152,10 +157,10 @@ def choose_backend(sizes: Sequence[int], length: int,
     packed ``C``, ``P = floor(4096 / L)`` points per ciphertext, and its hint's top limb),
     SHADE's ``n_a n_b L 16`` bits per pair; SHADE's CPU (setups resumed across rounds) is lower
     on small rounds.  At 100 Mbit/s this picks ring-LWE for FedProp's digits round (5 x ~121
-    points, L = 1024: 1.7 s against 5.9 s modelled) and rounds down to ~30 points per client
+    points, L = 1024: 1.3 s against 5.7 s modelled) and rounds down to 17 points per client
     there, SHADE for small rounds (3 x 40 points, L = 256); at 1 Gbit/s ring-LWE still takes
-    the digits round (0.94 s against 1.08 s), SHADE those of ~100 or fewer points per client at
-    L = 1024, and ring-LWE those of ~35 or more points per client at L = 4096.
+    the digits round (0.55 s against 0.83 s), SHADE those of 64 or fewer points per client at
+    L = 1024, and ring-LWE those of 17 or more points per client at L = 4096.
     Deterministic in public facts (point counts, ``L``) and constants, so the server and every
     client resolve it alike."""
     if len(sizes) < 2:

@@ -326,9 +326,9 @@ def test_auto_takes_the_backend_of_fewer_modelled_seconds():
 
     assert choose_backend([121] * 5, 1024) == "rlwe"  # FedProp's digits round at 100 Mbit/s
     assert choose_backend([121] * 5, 1024, link_bits_per_second=1e9) == "rlwe"  # and at 1 Gbit/s
-    assert choose_backend([30] * 5, 1024) == "rlwe" and choose_backend([20] * 5, 1024) == "shade"
-    assert choose_backend([100] * 5, 1024, link_bits_per_second=1e9) == "shade"
-    assert choose_backend([35, 35], 4096, 1e9) == "rlwe" and choose_backend([30, 30], 4096, 1e9) == "shade"
+    assert choose_backend([17] * 5, 1024) == "rlwe" and choose_backend([16] * 5, 1024) == "shade"
+    assert choose_backend([65] * 5, 1024, 1e9) == "rlwe" and choose_backend([64] * 5, 1024, 1e9) == "shade"
+    assert choose_backend([17, 17], 4096, 1e9) == "rlwe" and choose_backend([16, 16], 4096, 1e9) == "shade"
     assert choose_backend([500, 500], 4096) == choose_backend([600] * 10, 4096, 1e10) == "rlwe"
     assert choose_backend([40, 40, 40], 256) == "shade" and choose_backend([8, 8], 4096) == "shade"
     assert choose_backend([7], 4096) == "shade"
