@@ -345,3 +345,33 @@ def test_a_shared_link_key_verifies_that_link_only_and_keys_each_frame_from_it()
         SharedKey((0, 1), b"short")
     with pytest.raises(InputError, match="ends"):
         SharedKey((1, 1), key)
+
+
+@pytest.mark.parametrize("clmul", ["0", "1"])
+def test_a_large_frames_mac_is_the_documented_gmac_on_either_ghash(monkeypatch, clmul):
+    """A frame above ``ghash.SMALL`` (the compiled GHASH where the CPU has one): its MAC is
+    AES-GCM's tag of header || body under the one-time frame key, as OpenSSL computes it, and
+    one flipped body bit fails verification."""
+    from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+
+    from securefl.crypto import ghash
+
+    monkeypatch.setenv(ghash.DISABLE_VARIABLE, clmul)
+    key = bytes(range(32))
+    sender = Network(session=b"12345678", keys=SharedKey((0, 1), key))
+    receiver = Network(session=b"12345678", keys=SharedKey((1, 0), key))
+    body = np.random.default_rng(3).integers(0, 2**16, size=(ghash.SMALL // 2 + 5,), dtype=np.uint16)
+    sender.send(Message(0, 1, "shade/u", (body,)))
+    frame = sender.queue(0, 1).popleft()
+    encryptor = Cipher(algorithms.AES(frame_key(key, b"12345678", 0, 0, 1)), modes.GCM(bytes(12))).encryptor()
+    encryptor.authenticate_additional_data(frame.header + body.tobytes())
+    encryptor.finalize()
+    assert frame.mac == encryptor.tag
+    wire = bytearray(bytes(frame))
+    wire[len(frame.header) + 12345] ^= 0x08
+    receiver.queue(0, 1).append(Frame.from_bytes(bytes(wire)))
+    with pytest.raises(ProtocolError, match="MAC"):
+        receiver.receive(1, 0, "shade/u")
+    receiver.queue(0, 1).clear()
+    receiver.queue(0, 1).append(Frame.from_bytes(bytes(frame)))
+    np.testing.assert_array_equal(receiver.receive(1, 0, "shade/u").arrays[0], body)
