@@ -6,7 +6,7 @@ import statistics
 from pathlib import Path
 
 here = Path(__file__).resolve().parent
-for shape in ("digits", "n1000", "cifar", "n5000"):
+for shape in ("digits", "digits2", "n1000", "cifar", "n5000"):
     for path in sorted((here / shape).glob("*.json")):
         d = json.loads(path.read_text())
         later = [r["cpu_seconds"] for r in d["later_rounds"]][1:] or [r["cpu_seconds"] for r in d["later_rounds"]]
