@@ -5,7 +5,7 @@ plaintext), computed by its sender and checked by its receiver, so SHADE's tens 
 round pass through GHASH twice.  OpenSSL's GHASH multiplies one 128-bit block per
 ``PCLMULQDQ`` triple; on a CPU with ``VPCLMULQDQ`` but without AVX-512 (AMD Zen 3) it ran
 7.5 GB/s, and GHASH was a quarter of a digits SHADE round.  Here two blocks share each
-256-bit instruction: 13.5 GB/s out of cache on that machine.
+256-bit instruction: 12–13.5 GB/s out of cache on that machine (16 in cache).
 
 **What it computes.**  ``gmac(key, nonce, buffers)`` is the tag AES-GCM (NIST SP 800-38D)
 gives for the associated data ``A = buffers[0] || buffers[1] || ...`` and no plaintext:
