@@ -231,47 +231,39 @@ def _bytes(buffer) -> memoryview:
     return view if view.format == "B" and view.ndim == 1 else view.cast("B")
 
 
-class _Polyval:
-    """GHASH of a stream of buffers in POLYVAL form, whole blocks through :func:`absorb`."""
-
-    def __init__(self, hash_key: bytes) -> None:
-        h = int.from_bytes(hash_key, "big") << 1  # H' = x · ByteReverse(H)
-        h = h ^ _FIELD if h >> 128 else h
-        self.table = np.empty(4 * WIDTH, dtype=np.uint64)
-        table_into(np.uint64(h & (2**64 - 1)), np.uint64(h >> 64), self.table)
-        self.state = np.zeros(2, dtype=np.uint64)
-        self.pending = b""
-        self.length = 0
-
-    def update(self, buffer) -> None:
+def _ghash(hash_key: bytes, buffers: Iterable) -> int:
+    """GHASH under ``H = hash_key`` of the concatenated ``buffers``, zero-padded, and the length
+    block, as POLYVAL's state (RFC 8452): whole blocks through :func:`absorb` straight from
+    each buffer, a block split across buffers through a 16-byte carry."""
+    h = int.from_bytes(hash_key, "big") << 1  # H' = x · ByteReverse(H)
+    h = h ^ _FIELD if h >> 128 else h
+    table = np.empty(4 * WIDTH, dtype=np.uint64)
+    table_into(np.uint64(h & (2**64 - 1)), np.uint64(h >> 64), table)
+    state = np.zeros(2, dtype=np.uint64)
+    pending, length = b"", 0
+    for buffer in buffers:
         view = _bytes(buffer)
-        self.length += len(view)
-        if self.pending:
-            need = 16 - len(self.pending)
-            self.pending += bytes(view[:need])
+        length += len(view)
+        if pending:
+            need = 16 - len(pending)
+            pending += bytes(view[:need])
             view = view[need:]
-            if len(self.pending) < 16:
-                return
-            absorb(self.state, np.frombuffer(self.pending, dtype=np.uint8), self.table)
-            self.pending = b""
+            if len(pending) < 16:
+                continue
+            absorb(state, np.frombuffer(pending, dtype=np.uint8), table)
         whole = len(view) - len(view) % 16
         if whole:
-            absorb(self.state, np.frombuffer(view[:whole], dtype=np.uint8), self.table)
-        self.pending = bytes(view[whole:])
-
-    def digest(self) -> bytes:
-        tail = self.pending + bytes(-len(self.pending) % 16) + (8 * self.length).to_bytes(8, "big") + bytes(8)
-        absorb(self.state, np.frombuffer(tail, dtype=np.uint8), self.table)
-        return (int(self.state[0]) | int(self.state[1]) << 64).to_bytes(16, "big")
+            absorb(state, np.frombuffer(view[:whole], dtype=np.uint8), table)
+        pending = bytes(view[whole:])
+    tail = pending + bytes(-len(pending) % 16) + (8 * length).to_bytes(8, "big") + bytes(8)
+    absorb(state, np.frombuffer(tail, dtype=np.uint8), table)
+    return int(state[0]) | int(state[1]) << 64
 
 
 def _compiled_gmac(key: bytes, nonce: bytes, buffers: Iterable) -> bytes:
-    encryptor = Cipher(algorithms.AES(key), modes.ECB()).encryptor()
-    blocks = encryptor.update(bytes(16) + nonce + b"\x00\x00\x00\x01")
-    polyval = _Polyval(blocks[:16])
-    for buffer in buffers:
-        polyval.update(buffer)
-    return (int.from_bytes(polyval.digest(), "big") ^ int.from_bytes(blocks[16:], "big")).to_bytes(16, "big")
+    """``GHASH ^ AES_K(J0)`` with ``H = AES_K(0)`` (one ECB call for both blocks)."""
+    blocks = Cipher(algorithms.AES(key), modes.ECB()).encryptor().update(bytes(16) + nonce + b"\x00\x00\x00\x01")
+    return (_ghash(blocks[:16], buffers) ^ int.from_bytes(blocks[16:], "big")).to_bytes(16, "big")
 
 
 def _openssl_gmac(key: bytes, nonce: bytes, buffers: Iterable) -> bytes:
