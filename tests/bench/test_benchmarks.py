@@ -9,7 +9,7 @@ import pytest
 from rich.progress import Progress
 
 from securefl.bench import crossclient, hamming, lp, ot
-from securefl.crypto import aesni
+from securefl.crypto import aesni, ghash
 from securefl.errors import InputError
 from securefl.protocols.crossclient.client_steps import (
     ADVERTISE,
@@ -169,6 +169,7 @@ def test_bench_hamming_bytes_match_the_cost_model(parties, workers):
     assert record["verified"] and record["workers"] == workers
     assert record["ots"] == hamming.total_ots(record["party_sizes"], 67)
     assert record["shade_expansion"] == ("aes-ni fused" if aesni.available() else "openssl tiles")
+    assert record["ghash"] == ("vpclmulqdq" if ghash.available() else "openssl")
     # measured bytes = cost model + per pair 128 base OTs (~8.3 kB) + frame headers and MACs
     pairs = parties * (parties - 1) // 2
     assert 8_000 * pairs < record["bytes_total"] - record["bytes_cost_model"] < 12_000 * pairs
