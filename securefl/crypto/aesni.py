@@ -374,17 +374,22 @@ def expand_into(seeds, keys, out):  # pragma: no cover - compiled
         expand_row(seeds[r, 0], seeds[r, 1], keys, out[r])
 
 
-def _target_has_aes() -> bool:
-    """Whether the machine code numba generates may use AES-NI (and numba generates any:
-    with ``NUMBA_DISABLE_JIT`` the kernels run as Python, where an intrinsic cannot)."""
+def target_has(*features: str) -> bool:
+    """Whether the machine code numba generates may use every one of the LLVM CPU
+    ``features`` (``"aes"``, ``"vpclmulqdq"``, ...): x86-64, numba generating code at all (with
+    ``NUMBA_DISABLE_JIT`` the kernels run as Python, where an intrinsic cannot), and the
+    target's features (``NUMBA_CPU_FEATURES`` when set, else the host's unless
+    ``NUMBA_CPU_NAME`` names another CPU), since an instruction the target lacks aborts code
+    generation."""
     if numba.config.DISABLE_JIT or platform.machine().lower() not in {"x86_64", "amd64"}:
         return False
-    features = numba.config.CPU_FEATURES
-    if features:
-        return "+aes" in features.split(",")
+    if numba.config.CPU_FEATURES:
+        listed = numba.config.CPU_FEATURES.split(",")
+        return all(f"+{name}" in listed for name in features)
     if numba.config.CPU_NAME not in (None, "", "host"):
         return False
-    return bool(llvmlite.binding.get_host_cpu_features().get("aes", False))
+    host = llvmlite.binding.get_host_cpu_features()
+    return all(bool(host.get(name, False)) for name in features)
 
 
 def expand(seeds: np.ndarray, keys: np.ndarray, blocks: int) -> np.ndarray:
@@ -471,7 +476,7 @@ an escape hatch); read at every :func:`available` call."""
 
 @functools.cache
 def _usable() -> bool:
-    return _target_has_aes() and _self_test()
+    return target_has("aes") and _self_test()
 
 
 def available() -> bool:

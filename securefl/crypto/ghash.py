@@ -52,11 +52,9 @@ from __future__ import annotations
 
 import functools
 import os
-import platform
 import time
 from collections.abc import Iterable
 
-import llvmlite.binding
 import numba
 import numpy as np
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
@@ -64,10 +62,13 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
+from securefl.crypto import aesni
 from securefl.errors import InputError
 
 WIDTH = 64
 """Blocks per Montgomery reduction in the main loop (then groups of 8, then single blocks)."""
+FEATURES = ("pclmul", "vpclmulqdq", "avx2")
+"""The LLVM CPU features numba's target needs for the compiled GHASH (:func:`~securefl.crypto.aesni.target_has`)."""
 
 _I8, _I32, _I64 = ir.IntType(8), ir.IntType(32), ir.IntType(64)
 _PAIR, _QUAD = ir.VectorType(_I64, 2), ir.VectorType(_I64, 4)
@@ -295,19 +296,6 @@ def gmac(key: bytes, nonce: bytes, buffers: Iterable) -> bytes:
     return (_compiled_gmac if compiled else _openssl_gmac)(bytes(key), bytes(nonce), buffers)
 
 
-def _target_has_clmul() -> bool:
-    """Whether numba's machine code may use ``PCLMULQDQ``, ``VPCLMULQDQ`` and AVX2."""
-    if numba.config.DISABLE_JIT or platform.machine().lower() not in {"x86_64", "amd64"}:
-        return False
-    needed = ("pclmul", "vpclmulqdq", "avx2")
-    if numba.config.CPU_FEATURES:
-        return all(f"+{name}" in numba.config.CPU_FEATURES.split(",") for name in needed)
-    if numba.config.CPU_NAME not in (None, "", "host"):
-        return False
-    features = llvmlite.binding.get_host_cpu_features()
-    return all(features.get(name, False) for name in needed)
-
-
 def _self_test() -> bool:
     """Tags of 0-200 and 5,000 bytes under two keys, fed whole and in uneven pieces, against
     OpenSSL's."""
@@ -345,7 +333,7 @@ or an escape hatch); read at every :func:`available` call."""
 
 @functools.cache
 def _usable() -> bool:
-    return _target_has_clmul() and _self_test() and _faster_than_openssl()
+    return aesni.target_has(*FEATURES) and _self_test() and _faster_than_openssl()
 
 
 def available() -> bool:

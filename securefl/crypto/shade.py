@@ -133,6 +133,11 @@ class _Expander:
         default_factory=dict, repr=False)
     _buffers: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False)
 
+    def rows_per_call(self, frame_rows: int) -> int:
+        """OTs per kernel call for a frame of ``frame_rows``: all of them where the expansion
+        is fused (the kernels keep no tile of AES outputs to bound), else a tile (:attr:`rows`)."""
+        return frame_rows if self.fused else self.rows
+
     def _slot(self, slot: int, count: int) -> tuple[np.ndarray, memoryview, memoryview, np.ndarray, np.ndarray]:
         if slot not in self._buffers:
             self._buffers[slot] = (np.empty((self.rows, self.blocks, 2), dtype=np.uint64),
@@ -343,7 +348,7 @@ class SenderSession:
         elif out.shape != shape or out.dtype != np.uint16:
             raise InputError("out", out.shape, f"must be a {shape} uint16 array")
         seeds0, seeds1 = seeds
-        step = shape[0] if worker.expander.fused else self.tile_rows  # fused: no tile buffers
+        step = worker.expander.rows_per_call(shape[0])
         for offset in range(0, shape[0], step):
             lo, hi = frame_start + offset, min(frame_start + offset + step, count)
             self.party.tile(worker.expander, seeds0[lo:hi], seeds1[lo:hi], base + lo,
@@ -413,7 +418,7 @@ class ReceiverSession:
         if rows <= 0 or len(message.arrays) != 1 or message.arrays[0].shape[0] != rows:
             raise ProtocolError(f"SHADE correction frame must be one array of {rows} rows")
         received = message.arrays[0]
-        step = rows if worker.expander.fused else tile_rows  # fused: no tile buffers
+        step = worker.expander.rows_per_call(rows)
         for offset in range(0, rows, step):
             lo, hi = frame_start + offset, min(frame_start + offset + step, count)
             party.tile(worker.expander, seeds[lo:hi], received[offset: offset + hi - lo], base + lo)

@@ -11,10 +11,10 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from securefl.crypto import ghash
+from securefl.crypto import aesni, ghash
 from securefl.errors import InputError
 
-needs_clmul = pytest.mark.skipif(not ghash._target_has_clmul(),
+needs_clmul = pytest.mark.skipif(not aesni.target_has(*ghash.FEATURES),
                                  reason="no VPCLMULQDQ target on this machine")
 
 
@@ -97,25 +97,25 @@ def test_gmac_names_a_bad_key_or_nonce(name, key, nonce):
 def test_availability_follows_the_code_target(monkeypatch):
     """VPCLMULQDQ on a target without it would abort code generation: the compiled GHASH is
     used only when numba's target has it, AVX2 and PCLMULQDQ, whatever the host can do."""
-    monkeypatch.setattr(ghash.platform, "machine", lambda: "x86_64")
+    monkeypatch.setattr(aesni.platform, "machine", lambda: "x86_64")
     monkeypatch.setattr(numba.config, "CPU_FEATURES", "+avx2,+pclmul,-vpclmulqdq")
-    assert not ghash._target_has_clmul()
+    assert not aesni.target_has(*ghash.FEATURES)
     monkeypatch.setattr(numba.config, "CPU_FEATURES", "+avx2,+pclmul,+vpclmulqdq")
-    assert ghash._target_has_clmul()
+    assert aesni.target_has(*ghash.FEATURES)
     monkeypatch.setattr(numba.config, "CPU_FEATURES", None)
     monkeypatch.setattr(numba.config, "CPU_NAME", "generic")
-    assert not ghash._target_has_clmul()
+    assert not aesni.target_has(*ghash.FEATURES)
     monkeypatch.setattr(numba.config, "CPU_NAME", None)
     host = {"avx2": True, "pclmul": True, "vpclmulqdq": False}
-    monkeypatch.setattr(ghash.llvmlite.binding, "get_host_cpu_features", lambda: host)
-    assert not ghash._target_has_clmul()
+    monkeypatch.setattr(aesni.llvmlite.binding, "get_host_cpu_features", lambda: host)
+    assert not aesni.target_has(*ghash.FEATURES)
     host["vpclmulqdq"] = True
-    assert ghash._target_has_clmul()
+    assert aesni.target_has(*ghash.FEATURES)
     monkeypatch.setattr(numba.config, "DISABLE_JIT", 1)
-    assert not ghash._target_has_clmul()
+    assert not aesni.target_has(*ghash.FEATURES)
     monkeypatch.setattr(numba.config, "DISABLE_JIT", 0)
-    monkeypatch.setattr(ghash.platform, "machine", lambda: "aarch64")
-    assert not ghash._target_has_clmul()
+    monkeypatch.setattr(aesni.platform, "machine", lambda: "aarch64")
+    assert not aesni.target_has(*ghash.FEATURES)
 
 
 def test_the_variable_turns_it_off(monkeypatch):
