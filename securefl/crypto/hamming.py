@@ -46,7 +46,7 @@ from securefl.crypto.hamming_shares import (
 from securefl.crypto.lwe import HINT_BYTES, LWE_DIMENSION, RERANDOMISATION, ciphertext_bytes
 from securefl.errors import InputError
 
-__all__ = ["BACKENDS", "SHARE_BITS", "HammingResult", "check_codes", "choose_backend",
+__all__ = ["BACKENDS", "SHARE_BITS", "HammingResult", "arithmetic", "check_codes", "choose_backend",
            "link_bytes_model", "modelled_seconds", "own_block", "pair_roles",
            "plaintext_hamming_matrix"]
 
@@ -116,6 +116,38 @@ were within 7 % of the measured ones (steady rounds plus the link) at 5 x 135, 2
 backend was picked at all twelve."""
 
 
+def arithmetic(backend: str, sizes: Sequence[int], length: int) -> tuple[int, int]:
+    """The float64 arithmetic of one LWE (``"lwe"``) or ring-LWE (``"rlwe"``) Hamming session:
+    ``(multiply_adds, ffts)``, the multiply-adds of its matrix products and the complex FFTs of
+    ``N / 2 = 2048`` points of its ring products, counted from the protocol
+    (:mod:`securefl.crypto.lwe`, :mod:`securefl.crypto.rlwe`), the fewest its design allows.
+
+    Per pair (encryptor ``a``, evaluator ``b``, :func:`pair_roles`): ``C Y'^T`` over three limbs,
+    ``3 n_a n_b (L + 4096)`` (packed ring rows included: their ``P`` rotations meet ``n_a`` rows
+    in all), and the decryption ``S H'_top^T``, ``4096 n_a n_b``.  Per party, plain LWE only:
+    ``C = S M^T`` (``3 n_j 4096 K``, ``K = L + 4096``) if it encrypts and the hint ``M^T Y'^T``
+    (``3 n_j K 4096``) if it evaluates.  Ring-LWE instead transforms, per party and session, the
+    ``m = ceil(L / 4096) + 1`` public polynomials' four limbs (``4m`` FFTs for each of its two
+    tables, ``a_k`` to encrypt and ``a_k*`` to evaluate); per ciphertext secret (``G_j``,
+    :func:`securefl.crypto.rlwe.groups`) one forward and ``4m`` inverse FFTs; per hint point ``m``
+    forward and 4 inverse (summed over ``k`` before the inverse)."""
+    if backend not in ("lwe", "rlwe"):
+        raise InputError("backend", backend, "the arithmetic count covers 'lwe' and 'rlwe'")
+    sizes = [int(n) for n in sizes]
+    roles = [pair_roles(a, b) for a in range(len(sizes)) for b in range(a + 1, len(sizes))]
+    encrypting, evaluating = {a for a, _ in roles}, {b for _, b in roles}
+    multiply_adds = sum(sizes[a] * sizes[b] * (3 * (length + RERANDOMISATION) + LWE_DIMENSION) for a, b in roles)
+    if backend == "lwe":
+        columns = length + RERANDOMISATION
+        multiply_adds += sum(3 * sizes[j] * LWE_DIMENSION * columns for j in encrypting)
+        multiply_adds += sum(3 * sizes[j] * columns * LWE_DIMENSION for j in evaluating)
+        return multiply_adds, 0
+    m = rlwe.polynomial_count(length)
+    ffts = sum(4 * m + rlwe.groups(sizes[j], length) * (1 + 4 * m) for j in encrypting)
+    ffts += sum(4 * m + sizes[j] * (m + 4) for j in evaluating)
+    return multiply_adds, ffts
+
+
 def modelled_seconds(backend: str, sizes: Sequence[int], length: int,
                      link_bits_per_second: float = AUTO_LINK_BITS_PER_SECOND) -> float:
     """Modelled seconds of one secure Hamming matrix: CPU (all parties, the constants above,
@@ -141,7 +173,7 @@ def modelled_seconds(backend: str, sizes: Sequence[int], length: int,
         polynomials = -(-length // rlwe.RING_DIMENSION) + 1
         encrypting = sum(rlwe.groups(sizes[j], length) for j in {s for s, _ in roles})
         evaluating = sum(sizes[j] for j in {r for _, r in roles})
-        products = sum(sizes[a] * sizes[b] * (3 * (length + RERANDOMISATION) + LWE_DIMENSION) for a, b in roles)
+        products, _ = arithmetic("rlwe", sizes, length)
         cpu = (RING_SECONDS_PER_POINT_POLYNOMIAL * polynomials * (encrypting + evaluating)
                + RING_SECONDS_PER_MULTIPLY_ADD * products)
     return cpu + 8.0 * link_bytes_model(backend, sizes, length) / link_bits_per_second

@@ -10,6 +10,7 @@ from rich.progress import Progress
 
 from securefl.bench import crossclient, hamming, lp, ot
 from securefl.crypto import aesni, ghash
+from securefl.crypto.hamming import arithmetic
 from securefl.errors import InputError
 from securefl.protocols.crossclient.client_steps import (
     ADVERTISE,
@@ -136,6 +137,14 @@ def test_bench_hamming_lwe_record_fields(backend):
             record["cpu_seconds"] + 8 * record["link_bytes_max_party"] / bits
         )
     assert set(record["bytes_by_message"]) >= {"C", "H", "D", "share", "own", "relay/C", "relay/H"}
+    # the floor: this session's products at this machine's GEMM and FFT rates, below the run
+    parts = record["lower_bound_parts"]
+    assert (parts["gemm_multiply_adds"], parts["ffts"]) == arithmetic(backend, record["party_sizes"], 33)
+    assert parts["gemm_gflops"] > 0 and parts["fft_microseconds"] > 0
+    assert record["seconds_lower_bound"] == pytest.approx(
+        2 * parts["gemm_multiply_adds"] / (parts["gemm_gflops"] * 1e9) + parts["ffts"] * parts["fft_microseconds"] * 1e-6)
+    assert 0 < record["seconds_lower_bound"] < record["cpu_seconds"]
+    assert record["seconds_over_lower_bound"] == pytest.approx(record["seconds"] / record["seconds_lower_bound"])
 
 
 def test_bench_arguments_are_checked():
@@ -176,3 +185,5 @@ def test_bench_hamming_bytes_match_the_cost_model(parties, workers):
     assert record["seconds_over_lower_bound_per_worker"] == pytest.approx(
         record["seconds_over_lower_bound"] * workers
     )
+    assert record["lower_bound_parts"]["aes_bytes"] == record["prg_bytes"]
+    assert record["seconds_lower_bound"] == pytest.approx(record["prg_bytes"] / (record["prg_gbps"] * 1e9))

@@ -10,10 +10,7 @@ import torch
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-import securefl.crypto.linalg as linalg
-import securefl.crypto.lwe as lwe
-import securefl.crypto.rlwe as rlwe
-from securefl.crypto import kernels, prg
+from securefl.crypto import kernels, linalg, lwe, prg, rlwe
 from securefl.errors import InputError, PlatformError, ProtocolError
 from securefl.protocols import lwe_pair, secure_hamming_matrix
 
@@ -348,3 +345,36 @@ def test_auto_takes_the_backend_of_fewer_modelled_seconds():
     np.testing.assert_array_equal(result.matrix, plain(codes))
     with pytest.raises(InputError, match="backend"):
         link_bytes_model("plaintext", [1, 1], 8)
+
+
+def test_the_arithmetic_count_by_hand():
+    from securefl.crypto.hamming import arithmetic
+
+    # parties of 2 and 3 points, L = 5: party 1 encrypts (0 + 1 is odd), party 0 evaluates;
+    # m = 2 polynomials, P = 819 points per ciphertext, so one secret
+    per_pair = 3 * 2 * (3 * (5 + 4096) + 4096)
+    assert arithmetic("rlwe", [2, 3], 5) == (per_pair, (4 * 2 + 1 * (1 + 4 * 2)) + (4 * 2 + 2 * (2 + 4)))
+    fixed = 3 * 3 * 4096 * 4101 + 3 * 2 * 4101 * 4096  # C = S M^T of party 1, the hint of party 0
+    assert arithmetic("lwe", [2, 3], 5) == (per_pair + fixed, 0)
+    with pytest.raises(InputError, match="backend"):
+        arithmetic("shade", [2, 3], 5)
+
+
+@pytest.mark.parametrize("backend, sizes, length", [("rlwe", (7, 9, 8), 33), ("rlwe", (4, 3), 5000),
+                                                    ("lwe", (5, 4, 3), 40)])
+def test_the_arithmetic_count_is_the_multiply_adds_the_parties_run(backend, sizes, length, monkeypatch):
+    from securefl.crypto.hamming import arithmetic
+
+    counted = []
+    gemm = lwe.LWEParty._gemm
+
+    def counting(self, a, b, out=None):
+        counted.append(a.shape[0] * a.shape[1] * b.shape[1])
+        return gemm(self, a, b, out=out)
+
+    monkeypatch.setattr(lwe.LWEParty, "_gemm", counting)
+    rng = np.random.default_rng(5)
+    codes = [rng.integers(0, 2, (n, length)) for n in sizes]
+    result = secure_hamming_matrix(codes, backend=backend)
+    np.testing.assert_array_equal(result.matrix, plain(codes))
+    assert sum(counted) == arithmetic(backend, sizes, length)[0]

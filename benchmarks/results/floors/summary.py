@@ -1,0 +1,60 @@
+"""Summarise run.sh's records: each digits-round run's steady round (median CPU seconds of rounds
+3-10) against its floor (``seconds_lower_bound``), and FedProp's digits default: the crypto a
+round may take for real <= 2x plaintext, against each backend's floor and steady round; draw
+``floors.png``."""
+import json
+import statistics
+from pathlib import Path
+
+here = Path(__file__).resolve().parent
+
+
+def steady(record: dict) -> float:
+    return statistics.median(r["cpu_seconds"] for r in record["later_rounds"][1:])
+
+
+runs = {}
+for path in sorted((here / "digits").glob("*.json")):
+    d = json.loads(path.read_text())
+    runs.setdefault(d["backend"], []).append((steady(d), d["seconds_lower_bound"], d["lower_bound_parts"]))
+    print(f"{path.stem:8s} steady {steady(d):.3f} CPU-s  floor {d['seconds_lower_bound']:.3f} s  "
+          f"{steady(d) / d['seconds_lower_bound']:.2f}x  parts {d['lower_bound_parts']}  verified {d['verified']}")
+budgets = {}
+for path in sorted((here / "fedprop").glob("*.json")):
+    d = json.loads(path.read_text())
+    real, plain = d["methods"][0], d["methods"][1]
+    rounds = real["rounds_completed"]
+    budget = (2 * plain["seconds"] - (real["seconds"] - real["crypto_seconds"])) / rounds
+    budgets[path.stem] = budget
+    late = statistics.median(real["crypto_seconds_by_round"][10:])
+    print(f"fedprop {path.stem:8s} real {real['seconds']:5.1f} s  plaintext {plain['seconds']:5.1f} s  "
+          f"ratio {real['seconds'] / plain['seconds']:.2f}x  crypto {real['crypto_seconds']:5.1f} s "
+          f"(rounds 11-{rounds}: median {late:.3f} s)  2x allows {budget:.3f} s of crypto a round")
+
+
+def plot(path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(6.4, 3.8))
+    for x, backend in enumerate(("shade", "rlwe")):
+        values = runs.get(backend, [])
+        axes.bar(x - 0.2, statistics.median(f for _, f, _ in values), width=0.4, color="tab:gray",
+                 label="floor (AES / GEMM + FFT at this run's rates)" if x == 0 else None)
+        axes.bar(x + 0.2, statistics.median(s for s, _, _ in values), width=0.4, color="tab:blue",
+                 label="steady round, median of 3 runs" if x == 0 else None)
+        axes.scatter([x + 0.2] * len(values), [s for s, _, _ in values], color="black", s=8, zorder=3)
+    for tag, budget in budgets.items():
+        axes.axhline(budget, linestyle="--", linewidth=1, color="tab:red" if "rlwe" in tag else "tab:orange",
+                     label=f"FedProp 2x: crypto a round may take ({tag})")
+    axes.set_xticks([0, 1], ["SHADE", "ring-LWE"])
+    axes.set_ylabel("CPU seconds per digits round")
+    axes.set_title("Digits round (5 x 135 points, L = 1024): floors and the 2x budget")
+    axes.legend(fontsize=7, loc="upper left")
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+
+
+plot(here / "floors.png")
