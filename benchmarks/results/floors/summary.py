@@ -1,7 +1,8 @@
 """Summarise run.sh's records: each digits-round run's steady round (median CPU seconds of rounds
-3-10) against its floor (``seconds_lower_bound``), and FedProp's digits default: the crypto a
-round may take for real <= 2x plaintext, against each backend's floor and steady round; draw
-``floors.png``."""
+3-10) against its floor (``seconds_lower_bound``; for SHADE also its links' GMAC, every byte its
+clients send tagged by the sender and checked by the receiver, at ``ghash.json``'s rate), and
+FedProp's digits default: the crypto a round may take for real <= 2x plaintext, against each
+backend's floor and steady round; draw ``floors.png``."""
 import json
 import statistics
 from pathlib import Path
@@ -13,10 +14,15 @@ def steady(record: dict) -> float:
     return statistics.median(r["cpu_seconds"] for r in record["later_rounds"][1:])
 
 
-runs = {}
+gmac_gbps = json.loads((here / "ghash.json").read_text())["gmac_gbps"]
+print(f"GMAC {gmac_gbps:.1f} GB/s")
+runs, macs = {}, []
 for path in sorted((here / "digits").glob("*.json")):
     d = json.loads(path.read_text())
     runs.setdefault(d["backend"], []).append((steady(d), d["seconds_lower_bound"], d["lower_bound_parts"]))
+    if d["backend"] == "shade":
+        macs.append(2 * d["bytes_clients_sent"] / (gmac_gbps * 1e9))
+        print(f"{path.stem:8s} links' GMAC {macs[-1]:.3f} s: AES + GMAC {d['seconds_lower_bound'] + macs[-1]:.3f} s")
     print(f"{path.stem:8s} steady {steady(d):.3f} CPU-s  floor {d['seconds_lower_bound']:.3f} s  "
           f"{steady(d) / d['seconds_lower_bound']:.2f}x  parts {d['lower_bound_parts']}  verified {d['verified']}")
 budgets = {}
@@ -41,8 +47,12 @@ def plot(path: Path) -> None:
     figure, axes = plt.subplots(figsize=(6.4, 3.8))
     for x, backend in enumerate(("shade", "rlwe")):
         values = runs.get(backend, [])
-        axes.bar(x - 0.2, statistics.median(f for _, f, _ in values), width=0.4, color="tab:gray",
+        floor = statistics.median(f for _, f, _ in values)
+        axes.bar(x - 0.2, floor, width=0.4, color="tab:gray",
                  label="floor (AES / GEMM + FFT at this run's rates)" if x == 0 else None)
+        if backend == "shade":
+            axes.bar(x - 0.2, statistics.median(macs), bottom=floor, width=0.4, color="silver",
+                     label="+ the links' GMAC at this sitting's GHASH rate")
         axes.bar(x + 0.2, statistics.median(s for s, _, _ in values), width=0.4, color="tab:blue",
                  label="steady round, median of 3 runs" if x == 0 else None)
         axes.scatter([x + 0.2] * len(values), [s for s, _, _ in values], color="black", s=8, zorder=3)
