@@ -10,11 +10,11 @@ PY=$src/.venv/bin/python
 log() { echo "$(date +%T) load $(cut -d' ' -f1-3 /proc/loadavg) $*" >> $out/load_log.txt; }
 b() { tag=$1; backend=$2; log "digits $tag"; mkdir -p $out/digits
   (cd $src && $PY -m securefl bench hamming --n 675 --L 1024 --parties 5 --rounds 10 --backend $backend \
-     --workers 1 --json $out/digits/$tag.json > /dev/null); }
+     --workers 1 --json $out/digits/$tag.json > /dev/null) || log "digits $tag FAILED"; }
 f() { tag=$1; shift; log "fedprop $tag"; mkdir -p $out/fedprop
   rm -rf /tmp/floors-fp-$tag
-  (cd $src && $PY -m securefl run --method fedprop --secure both "$@" --out /tmp/floors-fp-$tag > /dev/null 2>&1)
-  cp /tmp/floors-fp-$tag/results.json $out/fedprop/$tag.json; }
+  if (cd $src && $PY -m securefl run --method fedprop --secure both "$@" --out /tmp/floors-fp-$tag > /dev/null 2>&1)
+  then cp /tmp/floors-fp-$tag/results.json $out/fedprop/$tag.json; else log "fedprop $tag FAILED"; fi; }
 log ghash; (cd $src && $PY $out/ghash_rate.py > $out/ghash.json)
 for i in 1 2 3; do
   b shade-$i shade
