@@ -43,6 +43,7 @@ from __future__ import annotations
 import argparse
 import functools
 import time
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -144,7 +145,7 @@ def _progress_total(backend: str, sizes: list[int], length: int) -> int:
     return 1
 
 
-def _best_seconds(work, device: torch.device, repeats: int = 3) -> float:
+def _best_seconds(work: Callable[[], object], device: torch.device, repeats: int = 3) -> float:
     """Fastest of ``repeats`` timed calls of ``work`` after one untimed call (device synchronised)."""
     def once() -> float:
         tick = time.perf_counter()
@@ -171,7 +172,8 @@ def arithmetic_rates(device: torch.device) -> tuple[float, float]:
     return 2 * 768 * 2048 * 768 / gemm, fft / batch.shape[0]
 
 
-def _lower_bound(args: argparse.Namespace, sizes: list[int], prg_bytes: int, prg_gbps: float | None) -> tuple[float, dict]:
+def _lower_bound(args: argparse.Namespace, sizes: list[int], prg_bytes: int,
+                 prg_gbps: float | None) -> tuple[float, dict[str, float]]:
     """``seconds_lower_bound`` and what it is made of: SHADE's AES output bytes at this run's AES
     throughput; the LWE backends' products (:func:`securefl.crypto.hamming.arithmetic`) at this
     run's GEMM and FFT rates on their device (:func:`arithmetic_rates`)."""
