@@ -10,9 +10,9 @@ prints one line such as ``securefl: InputError: --m=-1: must be an integer >= 1`
 
 Summaries (:func:`format_field`) pick the unit from the field name alone, so fields a
 benchmark adds later are formatted too: ``bytes`` -> B/kB/MB/GB (10^3 steps), ``ots_per_``
--> M OT/s, ``seconds`` -> µs/ms/s/min, ``_gbps`` -> GB/s, ``_mb`` -> MiB, ratios ``12.3x``,
-agreements and accuracies in %, integers with thousands separators.  The JSON keeps the
-raw numbers.
+-> M OT/s, ``seconds`` -> µs/ms/s/min, ``_gbps`` -> GB/s, ``gflops`` -> GFLOP/s, ``_mb`` ->
+MiB, ratios ``12.3x``, agreements and accuracies in %, integers with thousands separators.
+The JSON keeps the raw numbers.
 """
 
 from __future__ import annotations
@@ -162,6 +162,8 @@ def format_field(name: str, value: Any) -> str:
         return f"{value:,.3g}x" if abs(value) < 1000 else f"{value:,.0f}x"
     if "gbps" in key:
         return f"{value:.2f} GB/s"
+    if "gflops" in key:
+        return f"{value:.1f} GFLOP/s"
     if "bytes" in key:
         return format_bytes(value)
     if "seconds" in key:

@@ -168,6 +168,8 @@ def test_bench_summary_in_human_units_json_raw(capsys, tmp_path):
         ("dense_seconds", 0.0452, "45.2 ms"),
         ("seconds_real", 143.0, "143 s (2 min 23 s)"),
         ("prg_gbps", 5.58, "5.58 GB/s"),
+        ("gemm_gflops", 44.93, "44.9 GFLOP/s"),
+        ("fft_seconds", 9.51e-6, "9.51 µs"),
         ("peak_memory_mb", 646.2, "646 MiB"),
         ("ratio", 127.4, "127x"),
         ("seconds_over_lower_bound", 1.14, "1.14x"),
