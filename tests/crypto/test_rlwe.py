@@ -363,7 +363,7 @@ def test_the_arithmetic_count_by_hand():
 @pytest.mark.parametrize("backend, sizes, length", [("rlwe", (7, 9, 8), 33), ("rlwe", (4, 3), 5000),
                                                     ("lwe", (5, 4, 3), 40)])
 def test_the_arithmetic_count_is_the_multiply_adds_the_parties_run(backend, sizes, length, monkeypatch):
-    from securefl.crypto.hamming import arithmetic
+    from securefl.crypto.hamming import arithmetic, pair_roles
 
     counted = []
     gemm = lwe.LWEParty._gemm
@@ -372,9 +372,25 @@ def test_the_arithmetic_count_is_the_multiply_adds_the_parties_run(backend, size
         counted.append(a.shape[0] * a.shape[1] * b.shape[1])
         return gemm(self, a, b, out=out)
 
+    transforms = []
+
+    def transforms_of(function):
+        def run(values, *args, **kwargs):
+            transforms.append(values.numel() // values.shape[-1])
+            return function(values, *args, **kwargs)
+        return run
+
     monkeypatch.setattr(lwe.LWEParty, "_gemm", counting)
+    monkeypatch.setattr(torch.fft, "fft", transforms_of(torch.fft.fft))
+    monkeypatch.setattr(torch.fft, "ifft", transforms_of(torch.fft.ifft))
     rng = np.random.default_rng(5)
     codes = [rng.integers(0, 2, (n, length)) for n in sizes]
     result = secure_hamming_matrix(codes, backend=backend)
     np.testing.assert_array_equal(result.matrix, plain(codes))
-    assert sum(counted) == arithmetic(backend, sizes, length)[0]
+    multiply_adds, ffts = arithmetic(backend, sizes, length)
+    assert sum(counted) == multiply_adds
+    # the FFTs counted are the fewest: the parties run them, one more forward transform per
+    # secret and further public polynomial, and each party's known-answer test (<= 16)
+    encryptors = {pair_roles(a, b)[0] for a in range(len(sizes)) for b in range(a + 1, len(sizes))}
+    again = sum(rlwe.groups(sizes[j], length) * (rlwe.polynomial_count(length) - 1) for j in encryptors)
+    assert ffts <= sum(transforms) <= ffts + (again + 16 * len(sizes) if backend == "rlwe" else 0)
