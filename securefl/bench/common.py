@@ -22,14 +22,18 @@ import math
 import os
 import resource
 import tempfile
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from securefl.errors import InputError
 from securefl.machine import machine_info, memory_bytes
+
+if TYPE_CHECKING:
+    import torch
 from securefl.output import atomic_write, format_bytes, format_seconds, jsonable, write_json
 
 
@@ -141,6 +145,21 @@ def check_output_file(path: str | os.PathLike, flag: str = "--json") -> Path:
             flag, str(path), f"cannot write in {str(parent)!r} ({exc.strerror or exc})"
         ) from None
     return target
+
+
+def best_seconds(work: Callable[[], object], device: torch.device | None = None, repeats: int = 3) -> float:
+    """Fastest of ``repeats`` timed calls of ``work`` after one untimed call (a CUDA ``device``
+    synchronised before each clock read)."""
+    def once() -> float:
+        tick = time.perf_counter()
+        work()
+        if device is not None and device.type == "cuda":
+            import torch  # only a CUDA timing needs it
+
+            torch.cuda.synchronize(device)
+        return time.perf_counter() - tick
+    once()
+    return min(once() for _ in range(repeats))
 
 
 def format_field(name: str, value: Any) -> str:

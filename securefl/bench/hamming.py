@@ -43,12 +43,16 @@ from __future__ import annotations
 import argparse
 import functools
 import time
-from collections.abc import Callable
 
 import numpy as np
 import torch
 
-from securefl.bench.common import add_workers_argument, default_workers, peak_memory_mb
+from securefl.bench.common import (
+    add_workers_argument,
+    best_seconds,
+    default_workers,
+    peak_memory_mb,
+)
 from securefl.crypto import aesni, ghash, linalg, lwe, prg
 from securefl.crypto.hamming import BACKENDS, SHARE_BITS, arithmetic, pair_roles
 from securefl.crypto.ot import OTSetups
@@ -145,18 +149,6 @@ def _progress_total(backend: str, sizes: list[int], length: int) -> int:
     return 1
 
 
-def _best_seconds(work: Callable[[], object], device: torch.device, repeats: int = 3) -> float:
-    """Fastest of ``repeats`` timed calls of ``work`` after one untimed call (device synchronised)."""
-    def once() -> float:
-        tick = time.perf_counter()
-        work()
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        return time.perf_counter() - tick
-    once()
-    return min(once() for _ in range(repeats))
-
-
 def arithmetic_rates(device: torch.device) -> tuple[float, float]:
     """This machine's float64 GEMM rate (flop/s) and seconds per complex FFT of 2,048 points on
     ``device``, one thread, the best of several timings: a 768 x 2048 by 2048 x 768 product
@@ -167,8 +159,8 @@ def arithmetic_rates(device: torch.device) -> tuple[float, float]:
     right = torch.rand(2048, 768, dtype=torch.float64, device=device, generator=generator)
     batch = torch.rand(256, 2048, dtype=torch.complex128, device=device, generator=generator)
     with linalg.torch_threads(1):
-        gemm = _best_seconds(lambda: torch.matmul(left, right), device)
-        fft = _best_seconds(lambda: torch.fft.fft(batch, dim=-1), device, repeats=10)
+        gemm = best_seconds(lambda: torch.matmul(left, right), device)
+        fft = best_seconds(lambda: torch.fft.fft(batch, dim=-1), device, repeats=10)
     return 2 * 768 * 2048 * 768 / gemm, fft / batch.shape[0]
 
 

@@ -30,9 +30,10 @@ Karatsuba (``lo = a0·b0``, ``hi = a1·b1``, ``mid = (a0^a1)(b0^b1) ^ lo ^ hi``,
 group of ``w`` multiplies ``H_{w+1-i}``: the last ``w`` entries of one table).  The table of
 ``H_1 .. H_64`` (and their Karatsuba halves) is built per key in compiled code (64 products).
 
-Who learns what: nothing here is secret-dependent in its control flow or memory addresses
-(carry-less multiplication runs in constant time, like OpenSSL's); a GMAC tag hides nothing
-of the data and authenticates it under a key used once.
+Who learns what: a GMAC tag hides nothing of the data and authenticates it under a key used
+once.  The loops and the addresses read depend on the data's length only (the key enters as
+the table of its powers, read in a fixed order; the products are single instructions);
+timing side channels are otherwise outside securefl's model, as for the LWE backends.
 
 **When it is used.**  :func:`available` is true only on x86-64 when numba's target has
 ``PCLMULQDQ``, ``VPCLMULQDQ`` and AVX2 (the host's, or ``NUMBA_CPU_NAME`` / ``NUMBA_CPU_FEATURES``),
